@@ -1,0 +1,166 @@
+/* dlop/op.h — what a plugin declares about each op: parameters, dtypes, devices, flags, and
+ * the three stages make_node, infer_shape and make_thunk, plus the thunk they produce. */
+#ifndef DLOP_OP_H
+#define DLOP_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- parameters ------------------------------------------------------------------------ */
+
+typedef enum dlop_param_kind {
+  DLOP_PARAM_BOOL = 1,   /* u.i, 0 or 1 */
+  DLOP_PARAM_INT = 2,    /* u.i */
+  DLOP_PARAM_FLOAT = 3,  /* u.f */
+  DLOP_PARAM_STRING = 4, /* u.s, NUL-terminated */
+  DLOP_PARAM_INTS = 5    /* u.ints, count values (axes, shapes) */
+} dlop_param_kind;
+
+/* One parameter value. Frozen layout (travels in arrays, in declaration order). */
+typedef struct dlop_param_value {
+  int32_t kind;  /* dlop_param_kind */
+  int32_t count; /* number of values for DLOP_PARAM_INTS, else 1 */
+  union {
+    int64_t i;
+    double f;
+    const char *s;
+    const int64_t *ints;
+  } u;
+} dlop_param_value;
+
+/* One declared parameter. Frozen layout (travels in arrays). */
+typedef struct dlop_param_decl {
+  const char *name; /* a C identifier, unique within the op */
+  int32_t kind;     /* dlop_param_kind */
+  int32_t reserved;
+  const char *doc;
+  dlop_param_value default_value; /* kind must equal .kind */
+} dlop_param_decl;
+
+/* ---- flags ----------------------------------------------------------------------------- */
+
+enum {
+  /* Same inputs give bit-identical outputs on every run. */
+  DLOP_OP_DETERMINISTIC = 1u << 0,
+  /* The CUDA thunk may be captured in a CUDA graph: no allocation, no synchronization, no
+   * host-side reads of device data while it runs. */
+  DLOP_OP_CUDA_GRAPH_SAFE = 1u << 1,
+  /* The thunk needs C-contiguous inputs; the host copies strided inputs before calling it.
+   * Without this flag the thunk must handle any strides, negative and zero ones included. */
+  DLOP_OP_NEEDS_CONTIGUOUS_INPUTS = 1u << 2
+};
+
+/* ---- the stages ------------------------------------------------------------------------ */
+
+struct dlop_op_desc;
+
+/* Arguments of make_node and infer_shape. The host zeroes outputs and sets num_outputs.
+ * make_node: inputs carry dtype, ndim and static shapes (DLOP_DIM_UNKNOWN where unknown);
+ *   it checks them and fills each output's dtype, ndim and shape (unknown where it cannot tell).
+ * infer_shape: inputs carry shapes (static ones while the graph is built, concrete ones at run
+ *   time) and outputs carry make_node's dtype and ndim; it fills each output's shape.
+ * Both are pure: no allocation that outlives the call, no global state, no device work. */
+typedef struct dlop_node_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const struct dlop_op_desc *op;
+  const dlop_param_value *params; /* op->num_params values, declaration order */
+  int32_t num_params;
+  int32_t num_inputs;
+  const dlop_type *inputs;
+  dlop_type *outputs;
+  int32_t num_outputs;
+  int32_t reserved2;
+  char *error; /* on failure write a message naming what was wrong and what was expected */
+  size_t error_size;
+} dlop_node_args;
+
+/* Arguments of a thunk's run. Outputs are allocated by the host with the shapes infer_shape
+ * gave; the thunk writes every element of them and nothing else. */
+typedef struct dlop_run_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const dlop_tensor *inputs;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  const dlop_tensor *outputs;
+  void *stream;          /* CUstream on CUDA (never the default stream); NULL on the CPU */
+  void *workspace;       /* thunk->workspace_bytes on the thunk's device, or NULL */
+  size_t workspace_bytes;
+  char *error;
+  size_t error_size;
+} dlop_run_args;
+
+/* A prepared kernel for one node on one device. make_thunk fills it; the host owns it and
+ * calls destroy once. run may be called many times, from several threads at once on
+ * different tensors, so it must not mutate state without its own locking. */
+typedef struct dlop_thunk {
+  uint32_t struct_size;
+  uint32_t reserved;
+  void *state;
+  int (*run)(void *state, const dlop_run_args *args);
+  void (*destroy)(void *state); /* may be NULL when state needs no cleanup */
+  size_t workspace_bytes;       /* scratch the host provides on each run; 0 for none */
+} dlop_thunk;
+
+/* Arguments of make_thunk: types as make_node returned them, and the device to prepare for.
+ * The host has set thunk->struct_size; make_thunk fills the rest. */
+typedef struct dlop_thunk_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const struct dlop_op_desc *op;
+  const dlop_param_value *params;
+  int32_t num_params;
+  int32_t num_inputs;
+  const dlop_type *inputs;
+  const dlop_type *outputs;
+  int32_t num_outputs;
+  dlop_device device;
+  dlop_thunk *thunk;
+  char *error;
+  size_t error_size;
+} dlop_thunk_args;
+
+typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
+typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
+typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
+
+/* ---- the op descriptor ----------------------------------------------------------------- */
+
+/* Number of inputs when an op takes any number (num_inputs = DLOP_VARIADIC). */
+#define DLOP_VARIADIC (-1)
+
+typedef struct dlop_op_desc {
+  uint32_t struct_size; /* sizeof(dlop_op_desc) as the plugin was compiled */
+  uint32_t flags;       /* DLOP_OP_* */
+  const char *name;     /* [A-Za-z_][A-Za-z0-9_]*, unique among all loaded ops */
+  const char *doc;
+  int32_t num_inputs; /* or DLOP_VARIADIC */
+  int32_t num_outputs;
+  const dlop_param_decl *params;
+  int32_t num_params;
+  /* Dtypes the op accepts on each device (DLOP_DTYPE_BIT masks). 0 = device not supported. */
+  uint32_t cpu_dtypes;
+  uint32_t cuda_dtypes;
+  uint32_t reserved;
+  /* Per output: index of the input it overwrites in place, or -1. NULL when none. */
+  const int32_t *inplace_map;
+  /* Per output: index of the input it is a view of (shares memory), or -1. NULL when none. */
+  const int32_t *view_map;
+  dlop_make_node_fn make_node;
+  dlop_infer_shape_fn infer_shape;
+  dlop_make_thunk_fn make_thunk;
+  void *op_data; /* the plugin's own pointer, untouched by the host */
+} dlop_op_desc;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

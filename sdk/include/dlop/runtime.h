@@ -1,0 +1,117 @@
+/* dlop/runtime.h — the host side of libdlop: versions, errors, devices, streams, memory and
+ * arrays (reference-counted tensors that own or borrow their memory). */
+#ifndef DLOP_RUNTIME_H
+#define DLOP_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "status.h"
+#include "tensor.h"
+#include "version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions and errors ---------------------------------------------------------------- */
+
+/* (major << 16) | (minor << 8) | patch of the libdlop that is running. */
+unsigned dlop_version(void);
+const char *dlop_version_string(void);
+/* DLOP_ABI_VERSION of the libdlop that is running. */
+unsigned dlop_abi_version(void);
+
+/* "DLOP_TYPE_ERROR" and "type error: ..." for a status; "DLOP_UNKNOWN_STATUS" otherwise. */
+const char *dlop_status_name(int status);
+const char *dlop_strerror(int status);
+/* The detailed message of the last failing libdlop call on this thread ("" if none). Every
+ * function returning a dlop_status sets it on failure. */
+const char *dlop_last_error(void);
+
+/* ---- devices ---------------------------------------------------------------------------- */
+
+/* Parse "cpu", "cuda", "cuda:N" (also "gpu"); DLOP_INVALID_ARGUMENT with a message otherwise. */
+int dlop_device_parse(const char *text, dlop_device *device);
+/* "cpu" or "cuda:N" into buffer. */
+const char *dlop_device_format(dlop_device device, char *buffer, size_t size);
+/* DLOP_OK when the device can be used now; otherwise DLOP_NO_DEVICE with a message that says
+ * what is missing (no libcuda.so.1, no GPU, an ordinal out of range). Loads CUDA on first use. */
+int dlop_device_check(dlop_device device);
+/* Number of CUDA devices; 0 (and DLOP_OK) when there is no driver or no GPU. */
+int dlop_cuda_device_count(int *count);
+/* Device name ("NVIDIA H200", or the CPU model) into buffer. */
+int dlop_device_description(dlop_device device, char *buffer, size_t size);
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+typedef struct dlop_stream dlop_stream;
+/* A non-blocking CUDA stream on the device (for the CPU, a stream that does nothing). */
+int dlop_stream_create(dlop_device device, dlop_stream **stream);
+void dlop_stream_destroy(dlop_stream *stream);
+int dlop_stream_synchronize(dlop_stream *stream);
+/* The CUstream (NULL on the CPU). */
+void *dlop_stream_handle(const dlop_stream *stream);
+dlop_device dlop_stream_device(const dlop_stream *stream);
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+/* Allocate from the device's caching pool; stream-ordered on CUDA (stream may be NULL). */
+int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer);
+int dlop_memory_free(dlop_device device, void *pointer, void *stream);
+
+typedef struct dlop_memory_stats {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t bytes_in_use;       /* handed out and not yet freed */
+  uint64_t bytes_cached;       /* freed to the pool, kept for reuse */
+  uint64_t peak_bytes_in_use;
+  uint64_t driver_allocations; /* calls to cuMemAlloc / the system allocator so far */
+  uint64_t driver_frees;
+} dlop_memory_stats;
+
+int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats);
+/* Give cached blocks back to the driver / system. */
+int dlop_memory_release_cached(dlop_device device);
+
+/* ---- arrays ----------------------------------------------------------------------------- */
+
+typedef struct dlop_array dlop_array;
+typedef void (*dlop_array_deleter)(void *context);
+
+/* A new C-contiguous array from the device's pool; contents undefined. */
+int dlop_array_empty(dlop_device device, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
+                     dlop_array **array);
+/* A new contiguous array on device holding a copy of contiguous host data. */
+int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                         const int64_t *shape, const void *data, dlop_array **array);
+/* Borrow memory described by tensor without copying (any strides). deleter(context) runs when
+ * the last reference goes; it may be NULL. Shape and strides are copied. */
+int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
+                    dlop_array **array);
+/* Copy into contiguous host memory of exactly bytes bytes (waits for the array's stream). */
+int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes);
+/* A new contiguous copy of array on device (any strides in, CPU or CUDA either side). */
+int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array **copy);
+/* A view with other shape/strides (elements) and byte offset over the same memory. */
+int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const int64_t *strides,
+                    uint64_t byte_offset, dlop_array **view);
+
+void dlop_array_retain(dlop_array *array);
+void dlop_array_release(dlop_array *array);
+
+const dlop_tensor *dlop_array_tensor(const dlop_array *array);
+dlop_dtype dlop_array_dtype(const dlop_array *array);
+dlop_device dlop_array_device(const dlop_array *array);
+int64_t dlop_array_numel(const dlop_array *array);
+/* The stream the last write to this array was enqueued on (NULL: nothing pending). */
+dlop_stream *dlop_array_stream(const dlop_array *array);
+/* Wait until every pending write to the array has finished. */
+int dlop_array_synchronize(const dlop_array *array);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,46 @@
+/* internal.h — declarations shared by the parts of libdlop (runtime, registry, graph, loader).
+ * Nothing here is part of the public ABI; names carry the dlop__ prefix. */
+#ifndef DLOP_INTERNAL_H
+#define DLOP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlop.h"
+
+/* ---- errors (errors.c) ------------------------------------------------------------------ */
+
+/* Record a formatted message as this thread's last error and return status. */
+int dlop__error(int status, const char *format, ...) __attribute__((format(printf, 2, 3)));
+int dlop__verror(int status, const char *format, va_list args);
+void dlop__clear_error(void);
+/* Bounded, always NUL-terminated formatting into a caller's buffer (for plugin-style errors). */
+void dlop__format(char *buffer, size_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Print a warning on stderr (and to the log), prefixed "dlop: warning: ". */
+void dlop__warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- CUDA (cuda_driver.c) --------------------------------------------------------------- */
+
+/* Load libcuda.so.1 and initialize the driver once; DLOP_NO_DEVICE with a message otherwise. */
+int dlop__cuda_ensure(void);
+/* Make device_id's primary context current on this thread (retained once per device). */
+int dlop__cuda_set_device(int32_t device_id);
+
+/* ---- arrays and copies (array.c, copy.c) ------------------------------------------------ */
+
+/* A contiguous array from the pool, allocated in order on stream (may be NULL). */
+int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                                const int64_t *shape, dlop_stream *stream, dlop_array **array);
+/* Record that work writing the array was enqueued on stream (NULL: nothing pending). */
+void dlop__array_set_stream(dlop_array *array, dlop_stream *stream);
+/* Copy src into dst elementwise: same dtype and shape, any strides, each on the CPU or on
+ * CUDA, enqueued on stream when a GPU is involved. */
+int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream);
+
+/* ---- the host API table (host_api.c) ---------------------------------------------------- */
+
+const dlop_host_api *dlop__host_api(void);
+
+#endif

@@ -1,0 +1,170 @@
+/* test_support.c — shared helpers for the Check test binaries (see test_support.h).
+ * Reference conversions for float16/bfloat16 live here so tests never trust the code under test. */
+#include "test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dlop_test_run_suite(Suite *suite) {
+  SRunner *runner = srunner_create(suite);
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed == 0 ? 0 : 1;
+}
+
+void dlop_test_require_cuda_or_skip(void) {
+  dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
+  if (dlop_device_check(cuda) == DLOP_OK) return;
+  const char *require = getenv("DLOP_REQUIRE_GPU");
+  if (require && strcmp(require, "1") == 0) {
+    fprintf(stderr, "FAIL: DLOP_REQUIRE_GPU=1 but CUDA is not usable: %s\n", dlop_last_error());
+    exit(1);
+  }
+  printf("SKIP: CUDA tests need a GPU: %s\n", dlop_last_error());
+  exit(77);
+}
+
+void dlop_test_load_bundled_plugins(void) {
+  DLOP_CK_OK(dlop_registry_load_default());
+  ck_assert_msg(dlop_load_error_count() == 0, "bundled plugins failed to load: %s",
+                dlop_load_error_count() ? dlop_load_error_at(0) : "");
+}
+
+static uint64_t next_random(uint64_t *state) {
+  /* splitmix64: small, reproducible, good enough for test data */
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,
+                           double high) {
+  uint64_t state = seed;
+  for (int64_t i = 0; i < n; i++) {
+    double u = (double)(next_random(&state) >> 11) / 9007199254740992.0;
+    double v = low + (high - low) * u;
+    if (!dlop_dtype_is_float(dtype)) v = floor(v + 0.5);
+    if (dtype == DLOP_BOOL) v = v >= 0.5 * (low + high) ? 1 : 0;
+    dlop_test_set(data, dtype, i, v);
+  }
+}
+
+float dlop_test_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else { /* subnormal: value = mantissa * 2^-24 */
+      float f = (float)mantissa * 5.9604644775390625e-8f;
+      return sign ? -f : f;
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t dlop_test_float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  float a = fabsf(f);
+  if (isnan(f)) return (uint16_t)(sign | 0x7e00u);
+  if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
+  if (a < 6.103515625e-05f) { /* subnormal or zero: multiples of 2^-24, round to nearest even */
+    float scaled = a * 16777216.0f;
+    return (uint16_t)(sign | (uint16_t)nearbyintf(scaled));
+  }
+  uint32_t bits;
+  memcpy(&bits, &a, 4);
+  uint32_t exponent = (bits >> 23) - 112, mantissa = bits & 0x7fffffu;
+  uint32_t half = (exponent << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) half++;
+  return (uint16_t)(sign | half);
+}
+
+float dlop_test_bfloat16_to_float(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t dlop_test_float_to_bfloat16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  if (isnan(f)) return (uint16_t)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i) {
+  switch (dtype) {
+    case DLOP_BOOL: return ((const uint8_t *)data)[i] != 0;
+    case DLOP_INT8: return ((const int8_t *)data)[i];
+    case DLOP_INT16: return ((const int16_t *)data)[i];
+    case DLOP_INT32: return ((const int32_t *)data)[i];
+    case DLOP_INT64: return (double)((const int64_t *)data)[i];
+    case DLOP_UINT8: return ((const uint8_t *)data)[i];
+    case DLOP_FLOAT16: return dlop_test_half_to_float(((const uint16_t *)data)[i]);
+    case DLOP_BFLOAT16: return dlop_test_bfloat16_to_float(((const uint16_t *)data)[i]);
+    case DLOP_FLOAT32: return ((const float *)data)[i];
+    case DLOP_FLOAT64: return ((const double *)data)[i];
+    default: return NAN;
+  }
+}
+
+void dlop_test_set(void *data, dlop_dtype dtype, int64_t i, double v) {
+  switch (dtype) {
+    case DLOP_BOOL: ((uint8_t *)data)[i] = v != 0; break;
+    case DLOP_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
+    case DLOP_INT16: ((int16_t *)data)[i] = (int16_t)v; break;
+    case DLOP_INT32: ((int32_t *)data)[i] = (int32_t)v; break;
+    case DLOP_INT64: ((int64_t *)data)[i] = (int64_t)v; break;
+    case DLOP_UINT8: ((uint8_t *)data)[i] = (uint8_t)v; break;
+    case DLOP_FLOAT16: ((uint16_t *)data)[i] = dlop_test_float_to_half((float)v); break;
+    case DLOP_BFLOAT16: ((uint16_t *)data)[i] = dlop_test_float_to_bfloat16((float)v); break;
+    case DLOP_FLOAT32: ((float *)data)[i] = (float)v; break;
+    case DLOP_FLOAT64: ((double *)data)[i] = v; break;
+    default: break;
+  }
+}
+
+double dlop_test_tolerance(dlop_dtype dtype) {
+  switch (dtype) {
+    case DLOP_FLOAT16: return 2e-3;
+    case DLOP_BFLOAT16: return 1.6e-2;
+    case DLOP_FLOAT32: return 2e-6;
+    case DLOP_FLOAT64: return 1e-13;
+    default: return 0.0;
+  }
+}
+
+int64_t dlop_test_compare(const void *expected, const void *actual, dlop_dtype dtype, int64_t n,
+                          double atol, double rtol, char *report, size_t report_size) {
+  int64_t mismatches = 0;
+  size_t used = 0;
+  if (report_size) report[0] = '\0';
+  for (int64_t i = 0; i < n; i++) {
+    double e = dlop_test_get(expected, dtype, i), a = dlop_test_get(actual, dtype, i);
+    int ok = (isnan(e) && isnan(a)) || (e == a) || fabs(a - e) <= atol + rtol * fabs(e);
+    if (ok) continue;
+    if (mismatches < 5 && used < report_size) {
+      int w = snprintf(report + used, report_size - used, "%s[%lld] expected %.9g, got %.9g",
+                       mismatches ? "; " : "", (long long)i, e, a);
+      if (w > 0) used += (size_t)w;
+    }
+    mismatches++;
+  }
+  return mismatches;
+}

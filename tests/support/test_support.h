@@ -1,0 +1,49 @@
+/* test_support.h — helpers shared by the Check test binaries: running a suite in fork mode,
+ * skipping GPU tests cleanly, random data, dtype conversion and tolerant comparison. */
+#ifndef DLOP_TEST_SUPPORT_H
+#define DLOP_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlop.h"
+
+/* Run the suite (fork mode unless CK_FORK=no) and return the process exit status. */
+int dlop_test_run_suite(Suite *suite);
+
+/* In GPU test binaries, before running: returns when CUDA device 0 is usable. Otherwise prints
+ * "SKIP: <what is missing>" and exits 77 (ctest's skip), or exits 1 when DLOP_REQUIRE_GPU=1. */
+void dlop_test_require_cuda_or_skip(void);
+
+/* Load the bundled plugins (and fail the test with dlop_last_error if any failed). */
+void dlop_test_load_bundled_plugins(void);
+
+/* Fill n elements of dtype with reproducible random values in [low, high] (integers rounded;
+ * bool as 0/1). */
+void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,
+                           double high);
+/* Element i of data as a double, and back (rounding to nearest even for float16/bfloat16). */
+double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i);
+void dlop_test_set(void *data, dlop_dtype dtype, int64_t i, double value);
+float dlop_test_half_to_float(uint16_t h);
+uint16_t dlop_test_float_to_half(float f);
+float dlop_test_bfloat16_to_float(uint16_t b);
+uint16_t dlop_test_float_to_bfloat16(float f);
+
+/* Relative tolerance fit for a dtype's rounding (0 for integer types). */
+double dlop_test_tolerance(dlop_dtype dtype);
+/* Compare n elements: |a - e| <= atol + rtol * |e| (NaN equals NaN). Returns the number of
+ * mismatches and writes the first few ("[i] expected E, got A") into report. */
+int64_t dlop_test_compare(const void *expected, const void *actual, dlop_dtype dtype, int64_t n,
+                          double atol, double rtol, char *report, size_t report_size);
+
+/* Fail the current test with dlop_last_error() when status is not DLOP_OK. */
+#define DLOP_CK_OK(expr)                                                                   \
+  do {                                                                                     \
+    int dlop_ck_status_ = (expr);                                                          \
+    ck_assert_msg(dlop_ck_status_ == DLOP_OK, "%s failed: %s (%s)", #expr,                 \
+                  dlop_status_name(dlop_ck_status_), dlop_last_error());                  \
+  } while (0)
+
+#endif

@@ -1,0 +1,204 @@
+/* cuda_driver.c — loads the CUDA driver (libcuda.so.1) once, on first use, initializes it and
+ * retains each device's primary context, so dlop shares one context with PyTorch, CuPy and
+ * cuBLAS. Without a driver or a GPU every CUDA request fails with a message naming what is missing. */
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Enough for any single host (DGX-class machines have 8 or 16). */
+#define DLOP_MAX_CUDA_DEVICES 64
+
+dlop__cuda_api dlop__cuda;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_status = DLOP_INTERNAL;
+static char load_message[768];
+static int device_count;
+
+static pthread_mutex_t context_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(CUcontext) primary_contexts[DLOP_MAX_CUDA_DEVICES];
+
+const char *dlop__cuda_result_text(CUresult result) {
+  static _Thread_local char text[256];
+  const char *name = NULL, *description = NULL;
+  if (dlop__cuda.cuGetErrorName) dlop__cuda.cuGetErrorName(result, &name);
+  if (dlop__cuda.cuGetErrorString) dlop__cuda.cuGetErrorString(result, &description);
+  snprintf(text, sizeof text, "%s (%s)", name ? name : "CUDA_ERROR_UNKNOWN_CODE",
+           description ? description : "no description");
+  if (!name) snprintf(text, sizeof text, "CUresult %d", (int)result);
+  return text;
+}
+
+int dlop__cuda_fail(CUresult result, const char *what) {
+  int status = result == DLOP_CUDA_ERROR_OUT_OF_MEMORY ? DLOP_OUT_OF_MEMORY : DLOP_CUDA_ERROR;
+  return dlop__error(status, "%s failed: %s", what, dlop__cuda_result_text(result));
+}
+
+/* Resolve one symbol; record which one is missing (an old driver) and return 0. */
+static int resolve(void *library, const char *name, void **slot) {
+  *slot = dlsym(library, name);
+  if (*slot == NULL) {
+    snprintf(load_message, sizeof load_message,
+             "libcuda.so.1 lacks %s: the NVIDIA driver is too old for dlop (update the driver)",
+             name);
+    load_status = DLOP_NO_DEVICE;
+    return 0;
+  }
+  return 1;
+}
+
+static void load_driver(void) {
+  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == NULL) {
+    const char *why = dlerror();
+    snprintf(load_message, sizeof load_message,
+             "libcuda.so.1 not found (%s): no NVIDIA driver on this machine",
+             why ? why : "dlopen failed");
+    load_status = DLOP_NO_DEVICE;
+    return;
+  }
+#define DLOP__RESOLVE(field, symbol) \
+  if (!resolve(library, symbol, (void **)&dlop__cuda.field)) return;
+  DLOP__RESOLVE(cuInit, "cuInit")
+  DLOP__RESOLVE(cuDriverGetVersion, "cuDriverGetVersion")
+  DLOP__RESOLVE(cuGetErrorName, "cuGetErrorName")
+  DLOP__RESOLVE(cuGetErrorString, "cuGetErrorString")
+  DLOP__RESOLVE(cuDeviceGetCount, "cuDeviceGetCount")
+  DLOP__RESOLVE(cuDeviceGet, "cuDeviceGet")
+  DLOP__RESOLVE(cuDeviceGetName, "cuDeviceGetName")
+  DLOP__RESOLVE(cuDeviceGetAttribute, "cuDeviceGetAttribute")
+  DLOP__RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+  DLOP__RESOLVE(cuCtxSetCurrent, "cuCtxSetCurrent")
+  DLOP__RESOLVE(cuCtxGetCurrent, "cuCtxGetCurrent")
+  DLOP__RESOLVE(cuCtxSynchronize, "cuCtxSynchronize")
+  DLOP__RESOLVE(cuMemAlloc, "cuMemAlloc_v2")
+  DLOP__RESOLVE(cuMemFree, "cuMemFree_v2")
+  DLOP__RESOLVE(cuMemGetInfo, "cuMemGetInfo_v2")
+  DLOP__RESOLVE(cuMemcpyAsync, "cuMemcpyAsync")
+  DLOP__RESOLVE(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
+  DLOP__RESOLVE(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+  DLOP__RESOLVE(cuMemsetD8Async, "cuMemsetD8Async")
+  DLOP__RESOLVE(cuStreamCreate, "cuStreamCreate")
+  DLOP__RESOLVE(cuStreamDestroy, "cuStreamDestroy_v2")
+  DLOP__RESOLVE(cuStreamSynchronize, "cuStreamSynchronize")
+  DLOP__RESOLVE(cuStreamGetCtx, "cuStreamGetCtx")
+  DLOP__RESOLVE(cuEventCreate, "cuEventCreate")
+  DLOP__RESOLVE(cuEventRecord, "cuEventRecord")
+  DLOP__RESOLVE(cuEventQuery, "cuEventQuery")
+  DLOP__RESOLVE(cuEventSynchronize, "cuEventSynchronize")
+  DLOP__RESOLVE(cuEventDestroy, "cuEventDestroy_v2")
+  DLOP__RESOLVE(cuModuleLoadData, "cuModuleLoadData")
+  DLOP__RESOLVE(cuModuleUnload, "cuModuleUnload")
+  DLOP__RESOLVE(cuModuleGetFunction, "cuModuleGetFunction")
+  DLOP__RESOLVE(cuLaunchKernel, "cuLaunchKernel")
+#undef DLOP__RESOLVE
+
+  CUresult result = dlop__cuda.cuInit(0);
+  if (result != DLOP_CUDA_SUCCESS) {
+    snprintf(load_message, sizeof load_message, "cuInit failed: %s%s",
+             dlop__cuda_result_text(result),
+             result == DLOP_CUDA_ERROR_NO_DEVICE ? " (no GPU)" : "");
+    load_status = DLOP_NO_DEVICE;
+    return;
+  }
+  int count = 0;
+  result = dlop__cuda.cuDeviceGetCount(&count);
+  if (result != DLOP_CUDA_SUCCESS) {
+    snprintf(load_message, sizeof load_message, "cuDeviceGetCount failed: %s",
+             dlop__cuda_result_text(result));
+    load_status = DLOP_NO_DEVICE;
+    return;
+  }
+  if (count <= 0) {
+    snprintf(load_message, sizeof load_message,
+             "the NVIDIA driver is loaded but reports no CUDA device (no GPU)");
+    load_status = DLOP_NO_DEVICE;
+    return;
+  }
+  device_count = count > DLOP_MAX_CUDA_DEVICES ? DLOP_MAX_CUDA_DEVICES : count;
+  load_status = DLOP_OK;
+}
+
+int dlop__cuda_ensure(void) {
+  pthread_once(&load_once, load_driver);
+  if (load_status != DLOP_OK) return dlop__error(load_status, "%s", load_message);
+  return DLOP_OK;
+}
+
+int dlop__cuda_device_count(void) {
+  pthread_once(&load_once, load_driver);
+  return load_status == DLOP_OK ? device_count : 0;
+}
+
+int dlop__cuda_check_device(int32_t device_id) {
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) return status;
+  if (device_id < 0 || device_id >= device_count)
+    return dlop__error(DLOP_NO_DEVICE, "CUDA device %d requested but only %d present",
+                       (int)device_id, device_count);
+  return DLOP_OK;
+}
+
+int dlop__cuda_primary_context(int32_t device_id, CUcontext *context) {
+  int status = dlop__cuda_check_device(device_id);
+  if (status != DLOP_OK) return status;
+  CUcontext existing = atomic_load(&primary_contexts[device_id]);
+  if (existing == NULL) {
+    /* Retained once per device and never released: the context lives as long as the process,
+     * like the runtime API's; other libraries retaining it share the same one. */
+    pthread_mutex_lock(&context_lock);
+    existing = atomic_load(&primary_contexts[device_id]);
+    if (existing == NULL) {
+      CUdevice device;
+      CUresult result = dlop__cuda.cuDeviceGet(&device, device_id);
+      if (result == DLOP_CUDA_SUCCESS)
+        result = dlop__cuda.cuDevicePrimaryCtxRetain(&existing, device);
+      if (result != DLOP_CUDA_SUCCESS) {
+        pthread_mutex_unlock(&context_lock);
+        char what[96];
+        snprintf(what, sizeof what, "retaining the primary context of CUDA device %d",
+                 (int)device_id);
+        return dlop__cuda_fail(result, what);
+      }
+      atomic_store(&primary_contexts[device_id], existing);
+    }
+    pthread_mutex_unlock(&context_lock);
+  }
+  *context = existing;
+  return DLOP_OK;
+}
+
+int dlop__cuda_set_device(int32_t device_id) {
+  CUcontext context;
+  int status = dlop__cuda_primary_context(device_id, &context);
+  if (status != DLOP_OK) return status;
+  CUcontext current = NULL;
+  if (dlop__cuda.cuCtxGetCurrent(&current) == DLOP_CUDA_SUCCESS && current == context)
+    return DLOP_OK;
+  CUresult result = dlop__cuda.cuCtxSetCurrent(context);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxSetCurrent");
+  return DLOP_OK;
+}
+
+int dlop__cuda_set_context_of_stream(CUstream stream) {
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) return status;
+  if (stream == NULL) {
+    CUcontext current = NULL;
+    if (dlop__cuda.cuCtxGetCurrent(&current) == DLOP_CUDA_SUCCESS && current != NULL)
+      return DLOP_OK;
+    return dlop__cuda_set_device(0);
+  }
+  CUcontext context = NULL;
+  CUresult result = dlop__cuda.cuStreamGetCtx(stream, &context);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamGetCtx");
+  result = dlop__cuda.cuCtxSetCurrent(context);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxSetCurrent");
+  return DLOP_OK;
+}

@@ -1,0 +1,296 @@
+/* memory_pool.c — caching allocators: one for host memory and one per CUDA device, so that in
+ * steady state a repeated call makes no cuMemAlloc / malloc. Sizes are rounded to classes and
+ * freed blocks are kept; on CUDA a block freed on one stream is reused at once on that stream,
+ * and on another stream only after an event recorded at the free has completed. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "internal.h"
+
+#define DLOP_POOL_BUCKETS 4096
+#define DLOP_POOL_MAX_CUDA_DEVICES 64
+#define DLOP_POOL_SMALL_LIMIT ((size_t)1 << 20)   /* up to 1 MiB: 512-byte granularity */
+#define DLOP_POOL_SMALL_GRANULE ((size_t)512)
+#define DLOP_POOL_LARGE_GRANULE ((size_t)2 << 20) /* above: whole 2 MiB chunks */
+
+typedef struct pool_block {
+  void *pointer;
+  size_t size;        /* rounded size, what the driver allocated */
+  CUstream stream;    /* the stream it was last freed on (CUDA) */
+  CUevent event;      /* recorded on stream at the last free; NULL until first needed */
+  int event_pending;  /* the event was recorded and has not been seen complete */
+  struct pool_block *next;
+} pool_block;
+
+typedef struct memory_pool {
+  pthread_mutex_t lock;
+  dlop_device device;
+  pool_block *cached;                       /* free blocks kept for reuse */
+  pool_block *in_use[DLOP_POOL_BUCKETS];    /* handed-out blocks, hashed by pointer */
+  uint64_t bytes_in_use, bytes_cached, peak_bytes_in_use, driver_allocations, driver_frees;
+} memory_pool;
+
+static memory_pool cpu_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                               .device = {DLOP_DEVICE_CPU, 0}};
+static memory_pool *cuda_pools[DLOP_POOL_MAX_CUDA_DEVICES];
+static pthread_mutex_t cuda_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t round_size(size_t bytes) {
+  if (bytes == 0) bytes = 1; /* a zero-byte request still gets a unique, freeable pointer */
+  size_t granule = bytes <= DLOP_POOL_SMALL_LIMIT ? DLOP_POOL_SMALL_GRANULE : DLOP_POOL_LARGE_GRANULE;
+  if (bytes > SIZE_MAX - granule) return 0;
+  return (bytes + granule - 1) / granule * granule;
+}
+
+static size_t bucket_of(const void *pointer) {
+  uintptr_t key = (uintptr_t)pointer >> 6;
+  key ^= key >> 17;
+  key *= (uintptr_t)0x9E3779B97F4A7C15ull;
+  return (size_t)(key >> 20) % DLOP_POOL_BUCKETS;
+}
+
+static void format_device(dlop_device device, char *text, size_t size) {
+  if (device.type == DLOP_DEVICE_CUDA) snprintf(text, size, "cuda:%d", (int)device.id);
+  else snprintf(text, size, "cpu");
+}
+
+/* Find the pool of a device; for CUDA, also check the device and make its context current. */
+static int get_pool(dlop_device device, memory_pool **pool) {
+  if (device.type == DLOP_DEVICE_CPU) {
+    *pool = &cpu_pool;
+    return DLOP_OK;
+  }
+  if (device.type != DLOP_DEVICE_CUDA)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "memory: unknown device type %d (expected 1 = cpu or 2 = cuda)",
+                       (int)device.type);
+  int status = dlop__cuda_set_device(device.id);
+  if (status != DLOP_OK) return status;
+  if (device.id >= DLOP_POOL_MAX_CUDA_DEVICES)
+    return dlop__error(DLOP_NO_DEVICE, "memory: CUDA device %d is beyond the %d dlop supports",
+                       (int)device.id, DLOP_POOL_MAX_CUDA_DEVICES);
+  pthread_mutex_lock(&cuda_pools_lock);
+  memory_pool *found = cuda_pools[device.id];
+  if (found == NULL) {
+    found = calloc(1, sizeof *found);
+    if (found != NULL) {
+      pthread_mutex_init(&found->lock, NULL);
+      found->device = device;
+      cuda_pools[device.id] = found;
+    }
+  }
+  pthread_mutex_unlock(&cuda_pools_lock);
+  if (found == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "memory: no host memory for the pool of cuda:%d",
+                       (int)device.id);
+  *pool = found;
+  return DLOP_OK;
+}
+
+/* The driver / system allocator itself. Returns a CUresult-like code: 0 or an error. */
+static CUresult driver_alloc(memory_pool *pool, size_t size, void **pointer) {
+  if (pool->device.type == DLOP_DEVICE_CPU) {
+    *pointer = aligned_alloc(64, size);
+    return *pointer ? DLOP_CUDA_SUCCESS : DLOP_CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUdeviceptr address = 0;
+  CUresult result = dlop__cuda.cuMemAlloc(&address, size);
+  *pointer = (void *)(uintptr_t)address;
+  return result;
+}
+
+/* Give one cached block back to the driver, after the work that last used it. */
+static void driver_free(memory_pool *pool, pool_block *block) {
+  if (pool->device.type == DLOP_DEVICE_CPU) {
+    free(block->pointer);
+  } else {
+    if (block->event_pending) dlop__cuda.cuEventSynchronize(block->event);
+    if (block->event) dlop__cuda.cuEventDestroy(block->event);
+    CUresult result = dlop__cuda.cuMemFree((CUdeviceptr)(uintptr_t)block->pointer);
+    if (result != DLOP_CUDA_SUCCESS)
+      dlop__warn("cuMemFree(%p) on cuda:%d failed: %s", block->pointer, (int)pool->device.id,
+                 dlop__cuda_result_text(result));
+  }
+  pool->driver_frees++;
+  free(block);
+}
+
+/* Called with the lock held. */
+static void release_cached_locked(memory_pool *pool) {
+  pool_block *block = pool->cached;
+  pool->cached = NULL;
+  while (block) {
+    pool_block *next = block->next;
+    pool->bytes_cached -= block->size;
+    driver_free(pool, block);
+    block = next;
+  }
+}
+
+/* May a cached block be handed out for work on stream now? */
+static int block_ready_for(pool_block *block, CUstream stream, int cuda) {
+  if (!cuda || block->stream == stream || !block->event_pending) return 1;
+  CUresult result = dlop__cuda.cuEventQuery(block->event);
+  if (result == DLOP_CUDA_SUCCESS) {
+    block->event_pending = 0;
+    return 1;
+  }
+  return 0; /* not ready yet (or an error): leave it for its own stream */
+}
+
+/* Best fit among ready cached blocks no larger than twice the request. Lock held. */
+static pool_block *take_cached_locked(memory_pool *pool, size_t size, CUstream stream) {
+  int cuda = pool->device.type == DLOP_DEVICE_CUDA;
+  pool_block **best = NULL;
+  for (pool_block **link = &pool->cached; *link; link = &(*link)->next) {
+    pool_block *block = *link;
+    if (block->size < size || block->size / 2 >= size) continue;
+    if (best && (*best)->size <= block->size) continue;
+    if (!block_ready_for(block, stream, cuda)) continue;
+    best = link;
+    if (block->size == size) break;
+  }
+  if (!best) return NULL;
+  pool_block *block = *best;
+  *best = block->next;
+  pool->bytes_cached -= block->size;
+  return block;
+}
+
+int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
+  if (pointer == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
+  *pointer = NULL;
+  memory_pool *pool;
+  int status = get_pool(device, &pool);
+  if (status != DLOP_OK) return status;
+  char where[32];
+  format_device(device, where, sizeof where);
+  size_t size = round_size(bytes);
+  if (size == 0)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory: %zu bytes requested on %s is too large",
+                       bytes, where);
+
+  pthread_mutex_lock(&pool->lock);
+  pool_block *block = take_cached_locked(pool, size, (CUstream)stream);
+  if (block == NULL) {
+    block = calloc(1, sizeof *block);
+    if (block == NULL) {
+      pthread_mutex_unlock(&pool->lock);
+      return dlop__error(DLOP_OUT_OF_MEMORY, "out of host memory for the bookkeeping of a %zu-byte "
+                         "block on %s", size, where);
+    }
+    void *address = NULL;
+    CUresult result = driver_alloc(pool, size, &address);
+    if (result == DLOP_CUDA_ERROR_OUT_OF_MEMORY) {
+      /* Cached blocks of other sizes may be what stands in the way: give them back, retry. */
+      release_cached_locked(pool);
+      result = driver_alloc(pool, size, &address);
+    }
+    if (result != DLOP_CUDA_SUCCESS) {
+      uint64_t in_use = pool->bytes_in_use;
+      free(block);
+      pthread_mutex_unlock(&pool->lock);
+      if (result == DLOP_CUDA_ERROR_OUT_OF_MEMORY)
+        return dlop__error(DLOP_OUT_OF_MEMORY,
+                           "out of memory: could not allocate %zu bytes (%zu rounded) on %s "
+                           "(%llu bytes in use by dlop, cache already released)",
+                           bytes, size, where, (unsigned long long)in_use);
+      return dlop__error(DLOP_CUDA_ERROR, "cuMemAlloc of %zu bytes on %s failed: %s", size,
+                         where, dlop__cuda_result_text(result));
+    }
+    block->pointer = address;
+    block->size = size;
+    pool->driver_allocations++;
+  }
+  block->stream = (CUstream)stream;
+  size_t bucket = bucket_of(block->pointer);
+  block->next = pool->in_use[bucket];
+  pool->in_use[bucket] = block;
+  pool->bytes_in_use += block->size;
+  if (pool->bytes_in_use > pool->peak_bytes_in_use) pool->peak_bytes_in_use = pool->bytes_in_use;
+  *pointer = block->pointer;
+  pthread_mutex_unlock(&pool->lock);
+  return DLOP_OK;
+}
+
+int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
+  if (pointer == NULL) return DLOP_OK;
+  memory_pool *pool;
+  int status = get_pool(device, &pool);
+  if (status != DLOP_OK) return status;
+  pthread_mutex_lock(&pool->lock);
+  pool_block **link = &pool->in_use[bucket_of(pointer)];
+  while (*link && (*link)->pointer != pointer) link = &(*link)->next;
+  pool_block *block = *link;
+  if (block == NULL) {
+    pthread_mutex_unlock(&pool->lock);
+    char where[32];
+    format_device(device, where, sizeof where);
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_memory_free: %p was not allocated by the dlop pool of %s (or was "
+                       "freed already)",
+                       pointer, where);
+  }
+  *link = block->next;
+  pool->bytes_in_use -= block->size;
+
+  if (device.type == DLOP_DEVICE_CUDA) {
+    /* Mark where the work using the block ends, so other streams can tell when it is free. */
+    block->stream = (CUstream)stream;
+    block->event_pending = 0;
+    CUresult result = DLOP_CUDA_SUCCESS;
+    if (block->event == NULL)
+      result = dlop__cuda.cuEventCreate(&block->event, DLOP_CU_EVENT_DISABLE_TIMING);
+    if (result == DLOP_CUDA_SUCCESS) result = dlop__cuda.cuEventRecord(block->event, block->stream);
+    if (result == DLOP_CUDA_SUCCESS) {
+      block->event_pending = 1;
+    } else {
+      /* No event: wait for the stream instead, which is always correct. */
+      dlop__cuda.cuStreamSynchronize(block->stream);
+    }
+  }
+  block->next = pool->cached;
+  pool->cached = block;
+  pool->bytes_cached += block->size;
+  pthread_mutex_unlock(&pool->lock);
+  return DLOP_OK;
+}
+
+int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
+  if (stats == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_stats_get: stats is NULL");
+  uint32_t wanted = stats->struct_size;
+  memory_pool *pool;
+  int status = get_pool(device, &pool);
+  if (status != DLOP_OK) return status;
+  dlop_memory_stats result;
+  memset(&result, 0, sizeof result);
+  result.struct_size = sizeof result;
+  pthread_mutex_lock(&pool->lock);
+  result.bytes_in_use = pool->bytes_in_use;
+  result.bytes_cached = pool->bytes_cached;
+  result.peak_bytes_in_use = pool->peak_bytes_in_use;
+  result.driver_allocations = pool->driver_allocations;
+  result.driver_frees = pool->driver_frees;
+  pthread_mutex_unlock(&pool->lock);
+  /* A caller compiled against an older, shorter struct gets only the fields it knows. */
+  size_t size = (wanted >= 8 && wanted < sizeof result) ? wanted : sizeof result;
+  result.struct_size = (uint32_t)size;
+  memcpy(stats, &result, size);
+  return DLOP_OK;
+}
+
+int dlop_memory_release_cached(dlop_device device) {
+  memory_pool *pool;
+  int status = get_pool(device, &pool);
+  if (status != DLOP_OK) return status;
+  pthread_mutex_lock(&pool->lock);
+  release_cached_locked(pool);
+  pthread_mutex_unlock(&pool->lock);
+  return DLOP_OK;
+}

@@ -1,0 +1,206 @@
+/* validate.c — checks everything a plugin hands back before the host trusts it: descriptor
+ * sizes, the ABI major, names, required stages, input/output counts, parameters, dtype masks,
+ * devices and flags. Each failure returns a status with a message "PATH: what, value, expected". */
+#include <stdio.h>
+#include <string.h>
+
+#include "loader.h"
+
+int dlop__is_identifier(const char *name) {
+  if (name == NULL || name[0] == '\0') return 0;
+  for (const char *p = name; *p; p++) {
+    char c = *p;
+    int letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    int digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && p != name)) return 0;
+  }
+  return 1;
+}
+
+/* A name for messages: quoted, shortened, or "(null)"; plugins can hand back anything. */
+static const char *shown(const char *name, char *buffer, size_t size) {
+  if (name == NULL) return "(null)";
+  snprintf(buffer, size, "'%.64s%s'", name, strlen(name) > 64 ? "..." : "");
+  return buffer;
+}
+
+static const char *param_kind_name(int32_t kind) {
+  switch (kind) {
+    case DLOP_PARAM_BOOL: return "bool";
+    case DLOP_PARAM_INT: return "int";
+    case DLOP_PARAM_FLOAT: return "float";
+    case DLOP_PARAM_STRING: return "string";
+    case DLOP_PARAM_INTS: return "ints";
+    default: return "unknown";
+  }
+}
+
+int dlop__validate_plugin_desc(const char *path, const dlop_plugin_desc *desc, uint32_t host_abi) {
+  char name[80];
+  if (desc == NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: dlop_plugin_init returned DLOP_OK but no plugin descriptor (NULL)", path);
+  /* struct_size and abi_version are the two fields every ABI major keeps in place, so they
+   * are read first: a plugin of another major gets the clear version message. */
+  if (desc->struct_size < 2 * sizeof(uint32_t))
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: plugin descriptor has struct_size %u, too small to hold even its "
+                       "version (a dlop ABI 1.0 descriptor is at least %zu bytes)",
+                       path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
+  unsigned plugin_major = DLOP_ABI_VERSION_MAJOR_OF(desc->abi_version);
+  unsigned plugin_minor = DLOP_ABI_VERSION_MINOR_OF(desc->abi_version);
+  if (plugin_major != DLOP_ABI_VERSION_MAJOR_OF(host_abi))
+    return dlop__error(DLOP_ABI_MISMATCH,
+                       "%s: built for dlop ABI %u.%u, this host speaks %u.%u: rebuild the plugin "
+                       "against dlop %u.x headers",
+                       path, plugin_major, plugin_minor, DLOP_ABI_VERSION_MAJOR_OF(host_abi),
+                       DLOP_ABI_VERSION_MINOR_OF(host_abi), DLOP_ABI_VERSION_MAJOR_OF(host_abi));
+  if (desc->struct_size < DLOP__PLUGIN_DESC_MIN_SIZE)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: plugin descriptor has struct_size %u, smaller than the %zu bytes of a "
+                       "dlop ABI 1.0 plugin descriptor (set it to sizeof(dlop_plugin_desc))",
+                       path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
+  if (!dlop__is_identifier(desc->name))
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: plugin name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*",
+                       path, shown(desc->name, name, sizeof name));
+  if (desc->num_ops < 0)
+    return dlop__error(DLOP_INVALID_PLUGIN, "%s: plugin '%s' declares num_ops %d: expected >= 0",
+                       path, desc->name, (int)desc->num_ops);
+  if (desc->num_ops > 0 && desc->ops == NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: plugin '%s' declares %d ops but its ops array is NULL", path,
+                       desc->name, (int)desc->num_ops);
+  return DLOP_OK;
+}
+
+static int validate_default(const char *path, const char *where, const dlop_param_decl *param) {
+  const dlop_param_value *value = &param->default_value;
+  if (value->kind != param->kind)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s: default value has kind %s (%d) but the parameter is declared %s "
+                       "(%d): they must match",
+                       path, where, param_kind_name(value->kind), (int)value->kind,
+                       param_kind_name(param->kind), (int)param->kind);
+  if (param->kind == DLOP_PARAM_BOOL && value->u.i != 0 && value->u.i != 1)
+    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s: bool default is %lld: expected 0 or 1", path,
+                       where, (long long)value->u.i);
+  if (param->kind == DLOP_PARAM_STRING && value->u.s == NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s: string default is NULL: use \"\" for an empty default", path, where);
+  if (param->kind == DLOP_PARAM_INTS &&
+      (value->count < 0 || (value->count > 0 && value->u.ints == NULL)))
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s: ints default has count %d and values %s: expected count >= 0 "
+                       "and a non-NULL array when count > 0",
+                       path, where, (int)value->count, value->u.ints ? "set" : "NULL");
+  return DLOP_OK;
+}
+
+static int validate_params(const char *path, const char *op_where, const dlop_op_desc *op) {
+  char where[256], name[80];
+  if (op->num_params < 0)
+    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s declares num_params %d: expected >= 0", path,
+                       op_where, (int)op->num_params);
+  if (op->num_params > 0 && op->params == NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares %d parameters but its params array is NULL", path,
+                       op_where, (int)op->num_params);
+  for (int32_t i = 0; i < op->num_params; i++) {
+    const dlop_param_decl *param = &op->params[i];
+    if (!dlop__is_identifier(param->name))
+      return dlop__error(DLOP_INVALID_PLUGIN,
+                         "%s: %s: parameter #%d name %s is not well-formed: expected "
+                         "[A-Za-z_][A-Za-z0-9_]*",
+                         path, op_where, (int)i, shown(param->name, name, sizeof name));
+    snprintf(where, sizeof where, "%s, parameter '%s'", op_where, param->name);
+    for (int32_t j = 0; j < i; j++)
+      if (strcmp(op->params[j].name, param->name) == 0)
+        return dlop__error(DLOP_INVALID_PLUGIN,
+                           "%s: %s is declared twice (parameters #%d and #%d): names must be "
+                           "unique within an op",
+                           path, where, (int)j, (int)i);
+    if (param->kind < DLOP_PARAM_BOOL || param->kind > DLOP_PARAM_INTS)
+      return dlop__error(DLOP_INVALID_PLUGIN,
+                         "%s: %s has unknown kind %d: expected bool (1), int (2), float (3), "
+                         "string (4) or ints (5)",
+                         path, where, (int)param->kind);
+    int status = validate_default(path, where, param);
+    if (status != DLOP_OK) return status;
+  }
+  return DLOP_OK;
+}
+
+static int validate_dtype_mask(const char *path, const char *where, const char *field,
+                               uint32_t mask) {
+  if ((mask & ~DLOP__VALID_DTYPE_MASK) == 0) return DLOP_OK;
+  return dlop__error(DLOP_INVALID_PLUGIN,
+                     "%s: %s: %s 0x%x has bits outside the %d known dtypes (invalid bits 0x%x; "
+                     "valid mask 0x%x): build masks with DLOP_DTYPE_BIT()",
+                     path, where, field, mask, DLOP_DTYPE_COUNT, mask & ~DLOP__VALID_DTYPE_MASK,
+                     DLOP__VALID_DTYPE_MASK);
+}
+
+/* In-place and view maps: per output, an input index or -1. */
+static int validate_io_map(const char *path, const char *where, const char *field,
+                           const int32_t *map, const dlop_op_desc *op) {
+  if (map == NULL) return DLOP_OK;
+  for (int32_t i = 0; i < op->num_outputs; i++) {
+    int bad = map[i] < -1 || (op->num_inputs != DLOP_VARIADIC && map[i] >= op->num_inputs);
+    if (bad)
+      return dlop__error(DLOP_INVALID_PLUGIN,
+                         "%s: %s: %s[%d] is %d: expected -1 or an input index in [0, %d)", path,
+                         where, field, (int)i, (int)map[i], (int)op->num_inputs);
+  }
+  return DLOP_OK;
+}
+
+int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
+                      const dlop_op_desc *earlier_ops) {
+  char where[160], name[80];
+  if (!dlop__is_identifier(op->name))
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: op #%d name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*",
+                       path, index, shown(op->name, name, sizeof name));
+  snprintf(where, sizeof where, "op '%.100s'", op->name);
+  for (int j = 0; j < index; j++)
+    if (strcmp(earlier_ops[j].name, op->name) == 0)
+      return dlop__error(DLOP_DUPLICATE,
+                         "%s: %s is declared twice in this plugin (ops #%d and #%d): op names "
+                         "must be unique",
+                         path, where, j, index);
+  const char *missing = op->make_node == NULL     ? "make_node"
+                        : op->infer_shape == NULL ? "infer_shape"
+                        : op->make_thunk == NULL  ? "make_thunk"
+                                                  : NULL;
+  if (missing != NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s has no %s function (NULL): make_node, infer_shape and make_thunk "
+                       "are all required",
+                       path, where, missing);
+  if (op->num_outputs < 1)
+    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s declares num_outputs %d: expected >= 1", path,
+                       where, (int)op->num_outputs);
+  if (op->num_inputs < 0 && op->num_inputs != DLOP_VARIADIC)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares num_inputs %d: expected >= 0 or DLOP_VARIADIC (%d)", path,
+                       where, (int)op->num_inputs, DLOP_VARIADIC);
+  int status = validate_params(path, where, op);
+  if (status != DLOP_OK) return status;
+  status = validate_dtype_mask(path, where, "cpu_dtypes", op->cpu_dtypes);
+  if (status != DLOP_OK) return status;
+  status = validate_dtype_mask(path, where, "cuda_dtypes", op->cuda_dtypes);
+  if (status != DLOP_OK) return status;
+  if (op->cpu_dtypes == 0 && op->cuda_dtypes == 0)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares no device: cpu_dtypes and cuda_dtypes are both 0 (set the "
+                       "dtypes it accepts on at least one device)",
+                       path, where);
+  if ((op->flags & ~DLOP__KNOWN_OP_FLAGS) != 0)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s: flags 0x%x has unknown bits 0x%x (known flags: 0x%x)", path, where,
+                       op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
+  status = validate_io_map(path, where, "inplace_map", op->inplace_map, op);
+  if (status != DLOP_OK) return status;
+  return validate_io_map(path, where, "view_map", op->view_map, op);
+}

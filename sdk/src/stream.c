@@ -1,0 +1,66 @@
+/* stream.c — dlop_stream: a non-blocking CUstream on a device's primary context, or on the CPU
+ * an object that does nothing (CPU work runs synchronously), so callers need no special case. */
+#include <stdlib.h>
+
+#include "cuda_driver.h"
+#include "internal.h"
+
+struct dlop_stream {
+  dlop_device device;
+  CUstream handle; /* NULL on the CPU */
+};
+
+int dlop_stream_create(dlop_device device, dlop_stream **stream) {
+  if (stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_create: stream is NULL");
+  *stream = NULL;
+  int status = dlop_device_check(device);
+  if (status != DLOP_OK) return status;
+  dlop_stream *created = calloc(1, sizeof *created);
+  if (created == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_stream_create: out of host memory");
+  created->device = device;
+  if (device.type == DLOP_DEVICE_CUDA) {
+    status = dlop__cuda_set_device(device.id);
+    if (status == DLOP_OK) {
+      /* Non-blocking: never serialized with the legacy default stream other libraries use. */
+      CUresult result = dlop__cuda.cuStreamCreate(&created->handle, DLOP_CU_STREAM_NON_BLOCKING);
+      if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamCreate");
+    }
+    if (status != DLOP_OK) {
+      free(created);
+      return status;
+    }
+  }
+  *stream = created;
+  return DLOP_OK;
+}
+
+void dlop_stream_destroy(dlop_stream *stream) {
+  if (stream == NULL) return;
+  if (stream->handle != NULL && dlop__cuda_set_device(stream->device.id) == DLOP_OK) {
+    /* Pending work still completes: the driver defers the release until it has. */
+    CUresult result = dlop__cuda.cuStreamDestroy(stream->handle);
+    if (result != DLOP_CUDA_SUCCESS)
+      dlop__warn("cuStreamDestroy failed: %s", dlop__cuda_result_text(result));
+  }
+  free(stream);
+}
+
+int dlop_stream_synchronize(dlop_stream *stream) {
+  if (stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_synchronize: stream is NULL");
+  if (stream->handle == NULL) return DLOP_OK;
+  int status = dlop__cuda_set_device(stream->device.id);
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuStreamSynchronize(stream->handle);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamSynchronize");
+  return DLOP_OK;
+}
+
+void *dlop_stream_handle(const dlop_stream *stream) { return stream ? stream->handle : NULL; }
+
+dlop_device dlop_stream_device(const dlop_stream *stream) {
+  dlop_device cpu = {DLOP_DEVICE_CPU, 0};
+  return stream ? stream->device : cpu;
+}

@@ -1,0 +1,90 @@
+/* explain.c — a readable listing of a compiled function: its inputs, one line per node in run
+ * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims), its outputs.
+ * It answers "where did each node run?", which Theano's graphs could not. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "function_internal.h"
+
+typedef struct text_buffer {
+  char *data;
+  size_t size;
+  size_t needed; /* bytes the whole text needs, NUL excluded */
+} text_buffer;
+
+static void append(text_buffer *text, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+static void append(text_buffer *text, const char *format, ...) {
+  va_list args;
+  int n;
+  size_t room = text->needed < text->size ? text->size - text->needed : 0;
+  va_start(args, format);
+  n = vsnprintf(room ? text->data + text->needed : NULL, room, format, args);
+  va_end(args);
+  if (n > 0) text->needed += (size_t)n;
+}
+
+static void append_slot(text_buffer *text, const dlop_function *function, int32_t slot,
+                        int with_name) {
+  char type[96];
+  dlop__type_format(&function->slot_types[slot], type, sizeof type);
+  if (with_name)
+    append(text, "%s: %s", function->slot_names[slot], type);
+  else
+    append(text, "%s", type);
+}
+
+static void append_slot_list(text_buffer *text, const dlop_function *function,
+                             const int32_t *slots, int32_t count, int with_name) {
+  int32_t i;
+  for (i = 0; i < count; i++) {
+    if (i > 0) append(text, ", ");
+    append_slot(text, function, slots[i], with_name);
+  }
+}
+
+int dlop_function_explain(const dlop_function *function, char *buffer, size_t size) {
+  text_buffer text = {buffer, size, 0};
+  char device[32];
+  int32_t i;
+  if (function == NULL || (buffer == NULL && size > 0))
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_explain: %s is NULL",
+                       function == NULL ? "function" : "buffer");
+  if (buffer != NULL && size > 0) buffer[0] = '\0';
+  dlop_device_format(function->device, device, sizeof device);
+  append(&text, "function on %s: %d node%s\ninputs: ", device, (int)function->num_nodes,
+         function->num_nodes == 1 ? "" : "s");
+  for (i = 0; i < function->num_inputs; i++) {
+    if (i > 0) append(&text, ", ");
+    append_slot(&text, function, i, 1);
+  }
+  append(&text, "\n");
+  if (function->num_constants > 0) {
+    append(&text, "constants: ");
+    for (i = 0; i < function->num_constants; i++) {
+      if (i > 0) append(&text, ", ");
+      append_slot(&text, function, function->num_inputs + i, 1);
+    }
+    append(&text, "\n");
+  }
+  for (i = 0; i < function->num_nodes; i++) {
+    const dlop__function_node *node = &function->nodes[i];
+    append(&text, "#%d %s(", (int)i, node->op->name);
+    append_slot_list(&text, function, node->input_slots, node->num_inputs, 1);
+    append(&text, ") -> ");
+    if (node->num_outputs != 1) append(&text, "(");
+    append_slot_list(&text, function, node->output_slots, node->num_outputs, 0);
+    if (node->num_outputs != 1) append(&text, ")");
+    append(&text, " on %s\n", device);
+  }
+  append(&text, "outputs: ");
+  append_slot_list(&text, function, function->output_slots, function->num_outputs, 1);
+  append(&text, "\n");
+  if (text.needed + 1 > size)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_explain: the listing needs %zu bytes, the buffer has %zu "
+                       "(the text was cut)",
+                       text.needed + 1, size);
+  return DLOP_OK;
+}

@@ -1,0 +1,54 @@
+/* function_internal.h — the layout of a compiled function, shared by the compiler
+ * (function.c), the buffer plan (buffer_plan.c), the runner (function_run.c) and explain.c.
+ * Not part of the public ABI. */
+#ifndef DLOP_FUNCTION_INTERNAL_H
+#define DLOP_FUNCTION_INTERNAL_H
+
+#include <stdint.h>
+
+#include "graph_internal.h"
+
+/* Every value a run handles lives in a slot: the function's inputs first (0..num_inputs-1),
+ * then its constants, then node outputs in schedule order (first_node_slot and up). Input and
+ * constant slots are borrowed during a run; node-output slots are owned by the run. */
+typedef struct dlop__function_node {
+  const dlop_op_desc *op;
+  int32_t index; /* position in the schedule: "#N" in messages and explain() */
+  int32_t num_params;
+  dlop_param_value *params; /* packed copy, owned: thunks may keep pointers into it */
+  int32_t num_inputs;
+  int32_t num_outputs;
+  int32_t *input_slots;
+  int32_t *output_slots;
+  dlop_type *input_types;  /* static types, as compiled */
+  dlop_type *output_types; /* static types, as compiled */
+  dlop_thunk thunk;
+  int has_thunk;
+  /* Buffer plan: node-output slots whose last use is this node; released right after it so
+   * later nodes reuse their memory from the pool. */
+  int32_t *dead_slots;
+  int32_t num_dead;
+} dlop__function_node;
+
+struct dlop_function {
+  dlop_device device;
+  dlop_stream *stream; /* owned, non-default stream on CUDA; NULL on the CPU */
+  int32_t num_slots;
+  int32_t first_node_slot;
+  char **slot_names;     /* owned copies of variable names */
+  dlop_type *slot_types; /* static types */
+  int32_t num_inputs;
+  int32_t num_constants;
+  dlop_array **constants; /* on the function's device, retained; slot num_inputs + i */
+  int32_t num_outputs;
+  int32_t *output_slots;
+  int32_t num_nodes;
+  dlop__function_node *nodes;
+  int32_t max_node_inputs;
+  int32_t max_node_outputs;
+};
+
+/* Fill every node's dead_slots from the slots' last uses. */
+int dlop__function_plan_buffers(dlop_function *function);
+
+#endif

@@ -1,0 +1,293 @@
+/* function_run.c — running a compiled function: inputs checked against what was compiled,
+ * then per node a concrete infer_shape, outputs from the pool, contiguous copies where the op
+ * asks for them, the thunk on the function's stream, and dead intermediates freed at once.
+ * All per-run state is allocated per call, so several threads may run one function at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "function_internal.h"
+
+#define PLUGIN_ERROR_SIZE 1024
+
+typedef struct run_state {
+  const dlop_function *function;
+  dlop_stream *stream; /* NULL on the CPU */
+  void *handle;        /* CUstream, NULL on the CPU */
+  dlop_array **slots;
+  dlop_array **contiguous; /* per node input: a temporary contiguous copy, or NULL */
+  dlop_tensor *input_tensors;
+  dlop_tensor *output_tensors;
+  dlop_type *input_types;
+  dlop_type *output_types;
+} run_state;
+
+static int same_device(dlop_device a, dlop_device b) { return a.type == b.type && a.id == b.id; }
+
+static int check_inputs(const dlop_function *function, dlop_array *const *inputs,
+                        int32_t num_inputs) {
+  char have[32], want[32], text[96];
+  int32_t i, d;
+  if (num_inputs != function->num_inputs || (num_inputs > 0 && inputs == NULL))
+    return dlop__error(DLOP_INVALID_ARGUMENT, "the function takes %d input%s, got %d%s",
+                       (int)function->num_inputs, function->num_inputs == 1 ? "" : "s",
+                       (int)num_inputs, inputs == NULL && num_inputs > 0 ? " (inputs is NULL)" : "");
+  for (i = 0; i < num_inputs; i++) {
+    const char *name = function->slot_names[i];
+    const dlop_type *expected = &function->slot_types[i];
+    const dlop_tensor *tensor;
+    dlop_dtype dtype;
+    if (inputs[i] == NULL)
+      return dlop__error(DLOP_INVALID_ARGUMENT, "input %d ('%s') is NULL", (int)i, name);
+    tensor = dlop_array_tensor(inputs[i]);
+    if (!same_device(tensor->device, function->device))
+      return dlop__error(DLOP_DEVICE_MISMATCH,
+                         "input %d ('%s') is on %s but the function runs on %s; move it with "
+                         "dlop_array_copy_to",
+                         (int)i, name, dlop_device_format(tensor->device, have, sizeof have),
+                         dlop_device_format(function->device, want, sizeof want));
+    dtype = dlop_tensor_dtype(tensor);
+    if ((int32_t)dtype != expected->dtype)
+      return dlop__error(DLOP_TYPE_ERROR, "input %d ('%s') is %s but the function expects %s",
+                         (int)i, name, dlop_dtype_name(dtype),
+                         dlop__type_format(expected, text, sizeof text));
+    if (tensor->ndim != expected->ndim)
+      return dlop__error(DLOP_TYPE_ERROR,
+                         "input %d ('%s') has %d dimension%s but the function expects %s",
+                         (int)i, name, (int)tensor->ndim, tensor->ndim == 1 ? "" : "s",
+                         dlop__type_format(expected, text, sizeof text));
+    for (d = 0; d < tensor->ndim; d++) {
+      if (expected->shape[d] == DLOP_DIM_UNKNOWN || expected->shape[d] == tensor->shape[d])
+        continue;
+      return dlop__error(DLOP_SHAPE_ERROR,
+                         "input %d ('%s'): dimension %d is %lld but the function expects %s",
+                         (int)i, name, (int)d, (long long)tensor->shape[d],
+                         dlop__type_format(expected, text, sizeof text));
+    }
+  }
+  return DLOP_OK;
+}
+
+/* Concrete output shapes for one node, checked against what was known when compiling. */
+static int infer_concrete(run_state *run, const dlop__function_node *node, int32_t index) {
+  char error[PLUGIN_ERROR_SIZE], text[96];
+  dlop_node_args args;
+  int32_t i, d;
+  int status;
+  for (i = 0; i < node->num_outputs; i++) {
+    memset(&run->output_types[i], 0, sizeof(dlop_type));
+    run->output_types[i].dtype = node->output_types[i].dtype;
+    run->output_types[i].ndim = node->output_types[i].ndim;
+    for (d = 0; d < node->output_types[i].ndim; d++) run->output_types[i].shape[d] = DLOP_DIM_UNKNOWN;
+  }
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.op = node->op;
+  args.params = node->params;
+  args.num_params = node->num_params;
+  args.num_inputs = node->num_inputs;
+  args.inputs = run->input_types;
+  args.outputs = run->output_types;
+  args.num_outputs = node->num_outputs;
+  args.error = error;
+  args.error_size = sizeof error;
+  error[0] = '\0';
+  status = node->op->infer_shape(&args);
+  if (status != DLOP_OK)
+    return dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
+                       node->op->name, error[0] ? error : "infer_shape failed without a message");
+  for (i = 0; i < node->num_outputs; i++) {
+    const dlop_type *have = &run->output_types[i], *want = &node->output_types[i];
+    int ok = have->dtype == want->dtype && have->ndim == want->ndim &&
+             dlop__type_valid(have, 1) == DLOP_OK;
+    for (d = 0; ok && d < want->ndim; d++)
+      if (want->shape[d] != DLOP_DIM_UNKNOWN && want->shape[d] != have->shape[d]) ok = 0;
+    if (!ok) {
+      char compiled[96];
+      return dlop__error(DLOP_PLUGIN_ERROR,
+                         "node #%d %s: infer_shape at run time gave output %d as %s, which "
+                         "contradicts the compiled type %s",
+                         (int)index, node->op->name, (int)i,
+                         dlop__type_format(have, text, sizeof text),
+                         dlop__type_format(want, compiled, sizeof compiled));
+    }
+  }
+  return DLOP_OK;
+}
+
+static void release_temporaries(run_state *run, const dlop__function_node *node) {
+  int32_t i;
+  for (i = 0; i < node->num_inputs; i++) {
+    if (run->contiguous[i] == NULL) continue;
+    dlop__array_set_stream(run->contiguous[i], run->stream);
+    dlop_array_release(run->contiguous[i]);
+    run->contiguous[i] = NULL;
+  }
+}
+
+/* The node's input tensors (contiguous copies where the op needs them) and concrete types. */
+static int gather_inputs(run_state *run, const dlop__function_node *node, int32_t index) {
+  int needs_contiguous = (node->op->flags & DLOP_OP_NEEDS_CONTIGUOUS_INPUTS) != 0;
+  int32_t i, d;
+  for (i = 0; i < node->num_inputs; i++) {
+    dlop_array *array = run->slots[node->input_slots[i]];
+    dlop_tensor tensor = *dlop_array_tensor(array);
+    if (needs_contiguous && !dlop_tensor_is_contiguous(&tensor)) {
+      dlop_array *copy = NULL;
+      int status = dlop__array_empty_on_stream(run->function->device, dlop_tensor_dtype(&tensor),
+                                               tensor.ndim, tensor.shape, run->stream, &copy);
+      if (status == DLOP_OK) {
+        run->contiguous[i] = copy;
+        status = dlop__tensor_copy(&tensor, dlop_array_tensor(copy), run->handle);
+      }
+      if (status != DLOP_OK) {
+        char reason[1024];
+        dlop__format(reason, sizeof reason, "%s", dlop_last_error());
+        return dlop__error(status, "node #%d %s: making input %d contiguous failed: %s",
+                           (int)index, node->op->name, (int)i, reason);
+      }
+      tensor = *dlop_array_tensor(copy);
+    }
+    run->input_tensors[i] = tensor;
+    memset(&run->input_types[i], 0, sizeof(dlop_type));
+    run->input_types[i].dtype = node->input_types[i].dtype;
+    run->input_types[i].ndim = tensor.ndim;
+    for (d = 0; d < tensor.ndim && d < DLOP_MAX_NDIM; d++) run->input_types[i].shape[d] = tensor.shape[d];
+  }
+  return DLOP_OK;
+}
+
+static int run_node(run_state *run, const dlop__function_node *node, int32_t index) {
+  const dlop_function *function = run->function;
+  char error[PLUGIN_ERROR_SIZE];
+  dlop_run_args args;
+  void *workspace = NULL;
+  int32_t i;
+  int status = gather_inputs(run, node, index);
+  if (status == DLOP_OK) status = infer_concrete(run, node, index);
+  for (i = 0; status == DLOP_OK && i < node->num_outputs; i++) {
+    const dlop_type *type = &run->output_types[i];
+    dlop_array **slot = &run->slots[node->output_slots[i]];
+    status = dlop__array_empty_on_stream(function->device, (dlop_dtype)type->dtype, type->ndim,
+                                         type->shape, run->stream, slot);
+    if (status == DLOP_OK) run->output_tensors[i] = *dlop_array_tensor(*slot);
+  }
+  if (status == DLOP_OK && node->thunk.workspace_bytes > 0)
+    status = dlop_memory_alloc(function->device, node->thunk.workspace_bytes, run->handle,
+                               &workspace);
+  if (status == DLOP_OK) {
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.inputs = run->input_tensors;
+    args.num_inputs = node->num_inputs;
+    args.outputs = run->output_tensors;
+    args.num_outputs = node->num_outputs;
+    args.stream = run->handle;
+    args.workspace = workspace;
+    args.workspace_bytes = workspace ? node->thunk.workspace_bytes : 0;
+    args.error = error;
+    args.error_size = sizeof error;
+    error[0] = '\0';
+    status = node->thunk.run(node->thunk.state, &args);
+    if (status != DLOP_OK)
+      status = dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
+                           node->op->name, error[0] ? error : "the thunk failed without a message");
+  }
+  /* outputs record the stream so that releasing or reading them is ordered after the thunk */
+  for (i = 0; i < node->num_outputs; i++)
+    if (run->slots[node->output_slots[i]]) dlop__array_set_stream(run->slots[node->output_slots[i]], run->stream);
+  if (workspace) dlop_memory_free(function->device, workspace, run->handle);
+  release_temporaries(run, node);
+  if (status != DLOP_OK) return status;
+  for (i = 0; i < node->num_dead; i++) {
+    dlop_array **slot = &run->slots[node->dead_slots[i]];
+    dlop_array_release(*slot);
+    *slot = NULL;
+  }
+  return DLOP_OK;
+}
+
+static int allocate_scratch(run_state *run) {
+  const dlop_function *function = run->function;
+  size_t inputs = (size_t)function->max_node_inputs + 1;
+  size_t outputs = (size_t)function->max_node_outputs + 1;
+  run->slots = calloc((size_t)function->num_slots + 1, sizeof(dlop_array *));
+  run->contiguous = calloc(inputs, sizeof(dlop_array *));
+  run->input_tensors = calloc(inputs, sizeof(dlop_tensor));
+  run->output_tensors = calloc(outputs, sizeof(dlop_tensor));
+  run->input_types = calloc(inputs, sizeof(dlop_type));
+  run->output_types = calloc(outputs, sizeof(dlop_type));
+  if (!run->slots || !run->contiguous || !run->input_tensors || !run->output_tensors ||
+      !run->input_types || !run->output_types)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory starting a run");
+  return DLOP_OK;
+}
+
+static void free_scratch(run_state *run) {
+  int32_t slot;
+  if (run->slots != NULL)
+    for (slot = run->function->first_node_slot; slot < run->function->num_slots; slot++)
+      if (run->slots[slot]) dlop_array_release(run->slots[slot]);
+  free(run->slots);
+  free(run->contiguous);
+  free(run->input_tensors);
+  free(run->output_tensors);
+  free(run->input_types);
+  free(run->output_types);
+}
+
+/* The run's stream: the caller's, else the function's; never the default stream on CUDA. */
+static int pick_stream(run_state *run, dlop_stream *stream) {
+  const dlop_function *function = run->function;
+  char have[32], want[32];
+  run->stream = stream ? stream : function->stream;
+  if (stream != NULL && !same_device(dlop_stream_device(stream), function->device))
+    return dlop__error(DLOP_DEVICE_MISMATCH,
+                       "the stream is on %s but the function runs on %s",
+                       dlop_device_format(dlop_stream_device(stream), have, sizeof have),
+                       dlop_device_format(function->device, want, sizeof want));
+  run->handle = run->stream ? dlop_stream_handle(run->stream) : NULL;
+  if (function->device.type == DLOP_DEVICE_CUDA && run->handle == NULL)
+    return dlop__error(DLOP_INTERNAL, "no CUDA stream to run the function on %s",
+                       dlop_device_format(function->device, want, sizeof want));
+  return DLOP_OK;
+}
+
+int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_t num_inputs,
+                      dlop_array **outputs, int32_t num_outputs, dlop_stream *stream) {
+  run_state run;
+  int32_t i;
+  int status;
+  if (function == NULL) return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_run: function is NULL");
+  if (num_outputs != function->num_outputs || outputs == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "the function has %d output%s, but room for %d was given%s",
+                       (int)function->num_outputs, function->num_outputs == 1 ? "" : "s",
+                       (int)num_outputs, outputs == NULL ? " (outputs is NULL)" : "");
+  for (i = 0; i < num_outputs; i++) outputs[i] = NULL;
+  status = check_inputs(function, inputs, num_inputs);
+  if (status != DLOP_OK) return status;
+
+  memset(&run, 0, sizeof run);
+  run.function = function;
+  status = pick_stream(&run, stream);
+  if (status == DLOP_OK) status = allocate_scratch(&run);
+  for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
+    /* a write still pending on another stream must finish before our stream reads it */
+    dlop_stream *pending = dlop_array_stream(inputs[i]);
+    if (pending != NULL && pending != run.stream) status = dlop_array_synchronize(inputs[i]);
+    run.slots[i] = inputs[i];
+  }
+  for (i = 0; status == DLOP_OK && i < function->num_constants; i++)
+    run.slots[function->num_inputs + i] = function->constants[i];
+  for (i = 0; status == DLOP_OK && i < function->num_nodes; i++)
+    status = run_node(&run, &function->nodes[i], i);
+  if (status == DLOP_OK) {
+    /* outputs that are inputs or constants come back retained, not copied */
+    for (i = 0; i < num_outputs; i++) {
+      outputs[i] = run.slots[function->output_slots[i]];
+      dlop_array_retain(outputs[i]);
+    }
+  }
+  free_scratch(&run);
+  return status;
+}

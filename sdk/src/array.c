@@ -1,0 +1,364 @@
+/* array.c — dlop_array: a reference-counted tensor that owns memory from the device pool or
+ * borrows memory with a deleter, and views over either. The stream of the last pending write is
+ * kept on the array that owns the memory, so views and copies wait for the right work. */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "internal.h"
+
+struct dlop_array {
+  atomic_int references;
+  dlop_tensor tensor;
+  int64_t shape[DLOP_MAX_NDIM];
+  int64_t strides[DLOP_MAX_NDIM];
+  dlop_dtype dtype;
+  void *owned;                  /* pool memory freed with the array (NULL when borrowed) */
+  dlop_array_deleter deleter;   /* borrowed memory: called once with deleter_context */
+  void *deleter_context;
+  dlop_array *base;             /* views: the array owning the memory (retained) */
+  _Atomic(dlop_stream *) stream; /* on the owning array: last pending write, or NULL */
+};
+
+static dlop_array *owner_of(const dlop_array *array) {
+  return array->base ? array->base : (dlop_array *)array;
+}
+
+static const char *device_text(dlop_device device, char *buffer, size_t size) {
+  return dlop_device_format(device, buffer, size);
+}
+
+static void fill_contiguous_strides(dlop_array *array) {
+  int64_t stride = 1;
+  for (int d = array->tensor.ndim - 1; d >= 0; d--) {
+    array->strides[d] = stride;
+    stride *= array->shape[d];
+  }
+}
+
+/* Check a shape and return its element count in *numel; bytes in *bytes when element_size > 0. */
+static int check_shape(const char *what, int32_t ndim, const int64_t *shape, size_t element_size,
+                       int64_t *numel, size_t *bytes) {
+  if (ndim < 0 || ndim > DLOP_MAX_NDIM)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "%s: ndim %d is outside 0..%d", what, (int)ndim,
+                       DLOP_MAX_NDIM);
+  if (ndim > 0 && shape == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "%s: shape is NULL for ndim %d", what, (int)ndim);
+  uint64_t count = 1;
+  int overflow = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0)
+      return dlop__error(DLOP_SHAPE_ERROR, "%s: dimension %d is %lld (must be >= 0)", what, d,
+                         (long long)shape[d]);
+    if (shape[d] != 0 && count > (uint64_t)INT64_MAX / (uint64_t)shape[d]) overflow = 1;
+    count *= (uint64_t)shape[d];
+  }
+  if (count == 0) overflow = 0;
+  if (overflow || (element_size && count > SIZE_MAX / element_size))
+    return dlop__error(DLOP_OUT_OF_MEMORY, "%s: the shape holds more elements than memory can",
+                       what);
+  *numel = (int64_t)count;
+  if (bytes) *bytes = (size_t)count * element_size;
+  return DLOP_OK;
+}
+
+static dlop_array *new_array(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                             const int64_t *shape) {
+  dlop_array *array = calloc(1, sizeof *array);
+  if (array == NULL) return NULL;
+  atomic_init(&array->references, 1);
+  atomic_init(&array->stream, NULL);
+  array->dtype = dtype;
+  array->tensor.device = device;
+  array->tensor.ndim = ndim;
+  array->tensor.dtype = dlop_dtype_to_dl(dtype);
+  array->tensor.shape = array->shape;
+  array->tensor.strides = array->strides;
+  if (ndim > 0) memcpy(array->shape, shape, (size_t)ndim * sizeof *shape);
+  return array;
+}
+
+int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                                const int64_t *shape, dlop_stream *stream, dlop_array **array) {
+  if (array == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_empty: array is NULL");
+  *array = NULL;
+  size_t element_size = dlop_dtype_size(dtype);
+  if (element_size == 0)
+    return dlop__error(DLOP_TYPE_ERROR, "dlop_array_empty: dtype %d is not a dlop dtype (0..%d)",
+                       (int)dtype, DLOP_DTYPE_COUNT - 1);
+  int64_t numel;
+  size_t bytes;
+  int status = check_shape("dlop_array_empty", ndim, shape, element_size, &numel, &bytes);
+  if (status != DLOP_OK) return status;
+  if (stream != NULL && (dlop_stream_device(stream).type != device.type ||
+                         dlop_stream_device(stream).id != device.id)) {
+    char a[32], b[32];
+    return dlop__error(DLOP_DEVICE_MISMATCH, "dlop_array_empty: stream is on %s, array on %s",
+                       device_text(dlop_stream_device(stream), a, sizeof a),
+                       device_text(device, b, sizeof b));
+  }
+  dlop_array *created = new_array(device, dtype, ndim, shape);
+  if (created == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_empty: out of host memory");
+  fill_contiguous_strides(created);
+  status = dlop_memory_alloc(device, bytes, dlop_stream_handle(stream), &created->owned);
+  if (status != DLOP_OK) {
+    free(created);
+    return status;
+  }
+  created->tensor.data = created->owned;
+  *array = created;
+  return DLOP_OK;
+}
+
+int dlop_array_empty(dlop_device device, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
+                     dlop_array **array) {
+  return dlop__array_empty_on_stream(device, dtype, ndim, shape, NULL, array);
+}
+
+/* Wait for the legacy default stream of a GPU (copies made without a stream go there, and it
+ * is not ordered with dlop's non-blocking streams). */
+static int synchronize_default_stream(dlop_device device) {
+  if (device.type != DLOP_DEVICE_CUDA) return DLOP_OK;
+  int status = dlop__cuda_set_device(device.id);
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuStreamSynchronize(NULL);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamSynchronize");
+  return DLOP_OK;
+}
+
+int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                         const int64_t *shape, const void *data, dlop_array **array) {
+  dlop_array *created;
+  int status = dlop_array_empty(device, dtype, ndim, shape, &created);
+  if (status != DLOP_OK) return status;
+  int64_t numel = dlop_tensor_numel(&created->tensor);
+  if (numel > 0 && data == NULL) {
+    dlop_array_release(created);
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_from_host: data is NULL for %lld elements",
+                       (long long)numel);
+  }
+  dlop_tensor host = created->tensor;
+  host.data = (void *)data;
+  host.device = (dlop_device){DLOP_DEVICE_CPU, 0};
+  host.strides = NULL;
+  host.byte_offset = 0;
+  status = dlop__tensor_copy(&host, &created->tensor, NULL);
+  if (status == DLOP_OK) status = synchronize_default_stream(device);
+  if (status != DLOP_OK) {
+    dlop_array_release(created);
+    return status;
+  }
+  *array = created;
+  return DLOP_OK;
+}
+
+int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
+                    dlop_array **array) {
+  /* On failure the deleter is not called: the caller still owns the memory. */
+  if (array == NULL || tensor == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_wrap: tensor or array is NULL");
+  *array = NULL;
+  dlop_dtype dtype = dlop_tensor_dtype(tensor);
+  if (dtype == DLOP_DTYPE_INVALID)
+    return dlop__error(DLOP_TYPE_ERROR,
+                       "dlop_array_wrap: DLPack dtype (code %d, bits %d, lanes %d) is not one of "
+                       "dlop's dtypes (lanes must be 1)",
+                       tensor->dtype.code, tensor->dtype.bits, tensor->dtype.lanes);
+  int64_t numel;
+  int status = check_shape("dlop_array_wrap", tensor->ndim, tensor->shape, 0, &numel, NULL);
+  if (status != DLOP_OK) return status;
+  status = dlop_device_check(tensor->device);
+  if (status != DLOP_OK) return status;
+  if (numel > 0 && tensor->data == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_wrap: data is NULL for %lld elements",
+                       (long long)numel);
+  dlop_array *created = new_array(tensor->device, dtype, tensor->ndim, tensor->shape);
+  if (created == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_wrap: out of host memory");
+  if (tensor->strides && tensor->ndim > 0)
+    memcpy(created->strides, tensor->strides, (size_t)tensor->ndim * sizeof(int64_t));
+  else
+    fill_contiguous_strides(created);
+  created->tensor.data = tensor->data;
+  created->tensor.byte_offset = tensor->byte_offset;
+  created->deleter = deleter;
+  created->deleter_context = context;
+  *array = created;
+  return DLOP_OK;
+}
+
+/* Lowest and one-past-highest byte (relative to data) a tensor addresses; empty when numel 0. */
+static void byte_span(const dlop_tensor *tensor, size_t element_size, int64_t *low, int64_t *high) {
+  int64_t first = 0, last = 0;
+  for (int d = 0; d < tensor->ndim; d++) {
+    if (tensor->shape[d] == 0) {
+      *low = *high = (int64_t)tensor->byte_offset;
+      return;
+    }
+    int64_t reach = (tensor->shape[d] - 1) * tensor->strides[d];
+    if (reach < 0) first += reach;
+    else last += reach;
+  }
+  *low = (int64_t)tensor->byte_offset + first * (int64_t)element_size;
+  *high = (int64_t)tensor->byte_offset + (last + 1) * (int64_t)element_size;
+}
+
+int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const int64_t *strides,
+                    uint64_t byte_offset, dlop_array **view) {
+  if (base == NULL || view == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_view: base or view is NULL");
+  *view = NULL;
+  int64_t numel;
+  int status = check_shape("dlop_array_view", ndim, shape, 0, &numel, NULL);
+  if (status != DLOP_OK) return status;
+  dlop_array *owner = owner_of(base);
+  dlop_array *created = new_array(base->tensor.device, base->dtype, ndim, shape);
+  if (created == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_view: out of host memory");
+  if (strides && ndim > 0) memcpy(created->strides, strides, (size_t)ndim * sizeof(int64_t));
+  else fill_contiguous_strides(created);
+  /* byte_offset is counted from the memory's data pointer, as in DLPack. */
+  created->tensor.data = owner->tensor.data;
+  created->tensor.byte_offset = byte_offset;
+  if (numel > 0) {
+    size_t element_size = dlop_dtype_size(base->dtype);
+    int64_t low, high, owner_low, owner_high;
+    byte_span(&created->tensor, element_size, &low, &high);
+    byte_span(&owner->tensor, element_size, &owner_low, &owner_high);
+    if (byte_offset > (uint64_t)INT64_MAX || low < owner_low || high > owner_high) {
+      free(created);
+      return dlop__error(DLOP_INVALID_ARGUMENT,
+                         "dlop_array_view: the view reaches bytes [%lld, %lld) of the memory but "
+                         "the array spans only [%lld, %lld)",
+                         (long long)low, (long long)high, (long long)owner_low,
+                         (long long)owner_high);
+    }
+  }
+  dlop_array_retain(owner);
+  created->base = owner;
+  *view = created;
+  return DLOP_OK;
+}
+
+void dlop_array_retain(dlop_array *array) {
+  if (array) atomic_fetch_add_explicit(&array->references, 1, memory_order_relaxed);
+}
+
+void dlop_array_release(dlop_array *array) {
+  if (array == NULL) return;
+  if (atomic_fetch_sub_explicit(&array->references, 1, memory_order_acq_rel) != 1) return;
+  if (array->base) {
+    dlop_array_release(array->base);
+  } else {
+    if (array->owned) {
+      /* Freed in the order of the last pending work, so the pool reuses it safely. */
+      dlop_stream *stream = atomic_load(&array->stream);
+      int status = dlop_memory_free(array->tensor.device, array->owned, dlop_stream_handle(stream));
+      if (status != DLOP_OK) dlop__warn("releasing an array: %s", dlop_last_error());
+    }
+    if (array->deleter) array->deleter(array->deleter_context);
+  }
+  free(array);
+}
+
+int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes) {
+  if (array == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_to_host: array is NULL");
+  size_t expected = (size_t)dlop_array_numel(array) * dlop_dtype_size(array->dtype);
+  if (bytes != expected)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_array_to_host: destination holds %zu bytes but the array has %zu "
+                       "(%lld %s elements)",
+                       bytes, expected, (long long)dlop_array_numel(array),
+                       dlop_dtype_name(array->dtype));
+  if (expected > 0 && destination == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_to_host: destination is NULL");
+  dlop_tensor host = array->tensor;
+  host.data = destination;
+  host.device = (dlop_device){DLOP_DEVICE_CPU, 0};
+  host.strides = NULL;
+  host.byte_offset = 0;
+  /* On the stream of the last write: ordered after it; the copy waits before returning. */
+  dlop_stream *stream = atomic_load(&owner_of(array)->stream);
+  return dlop__tensor_copy(&array->tensor, &host, dlop_stream_handle(stream));
+}
+
+int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array **copy) {
+  if (array == NULL || copy == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_copy_to: array or copy is NULL");
+  *copy = NULL;
+  int status = dlop_device_check(device);
+  if (status != DLOP_OK) return status;
+  dlop_stream *pending = atomic_load(&owner_of(array)->stream);
+  dlop_device pending_device = dlop_stream_device(pending);
+  /* Work on the pending stream when it belongs to the target GPU: the copy stays asynchronous
+   * and ordered after the last write. Otherwise the copy waits as dlop__tensor_copy decides. */
+  dlop_stream *on_target = (pending && device.type == DLOP_DEVICE_CUDA &&
+                            pending_device.type == DLOP_DEVICE_CUDA && pending_device.id == device.id)
+                               ? pending
+                               : NULL;
+  dlop_array *created;
+  status = dlop__array_empty_on_stream(device, array->dtype, array->tensor.ndim, array->shape,
+                                       on_target, &created);
+  if (status != DLOP_OK) return status;
+  void *stream = dlop_stream_handle(on_target ? on_target : pending);
+  if (!on_target && pending && pending_device.type == DLOP_DEVICE_CUDA &&
+      array->tensor.device.type == DLOP_DEVICE_CUDA && pending_device.id != array->tensor.device.id)
+    stream = NULL; /* a stream of a third device: wait for it below */
+  if (!on_target && pending && stream == NULL) status = dlop_stream_synchronize(pending);
+  if (status == DLOP_OK) status = dlop__tensor_copy(&array->tensor, &created->tensor, stream);
+  if (status == DLOP_OK) {
+    if (on_target) dlop__array_set_stream(created, on_target);
+    else if (device.type == DLOP_DEVICE_CUDA && stream == NULL)
+      status = synchronize_default_stream(device);
+    else if (device.type == DLOP_DEVICE_CUDA)
+      status = dlop_stream_synchronize(pending); /* pending is on the source GPU */
+  }
+  if (status != DLOP_OK) {
+    dlop_array_release(created);
+    return status;
+  }
+  *copy = created;
+  return DLOP_OK;
+}
+
+const dlop_tensor *dlop_array_tensor(const dlop_array *array) {
+  return array ? &array->tensor : NULL;
+}
+
+dlop_dtype dlop_array_dtype(const dlop_array *array) {
+  return array ? array->dtype : DLOP_DTYPE_INVALID;
+}
+
+dlop_device dlop_array_device(const dlop_array *array) {
+  dlop_device none = {0, 0};
+  return array ? array->tensor.device : none;
+}
+
+int64_t dlop_array_numel(const dlop_array *array) {
+  return array ? dlop_tensor_numel(&array->tensor) : 0;
+}
+
+dlop_stream *dlop_array_stream(const dlop_array *array) {
+  return array ? atomic_load(&owner_of(array)->stream) : NULL;
+}
+
+void dlop__array_set_stream(dlop_array *array, dlop_stream *stream) {
+  if (array) atomic_store(&owner_of(array)->stream, stream);
+}
+
+int dlop_array_synchronize(const dlop_array *array) {
+  if (array == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_synchronize: array is NULL");
+  dlop_array *owner = owner_of(array);
+  dlop_stream *stream = atomic_load(&owner->stream);
+  if (stream == NULL) return DLOP_OK;
+  int status = dlop_stream_synchronize(stream);
+  /* Nothing is pending any more (unless another write was recorded meanwhile). */
+  if (status == DLOP_OK) atomic_compare_exchange_strong(&owner->stream, &stream, NULL);
+  return status;
+}

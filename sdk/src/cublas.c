@@ -1,0 +1,107 @@
+/* cublas.c — cuBLAS for plugins, loaded with dlopen at first use (libcublas.so.13, then .12,
+ * then libcublas.so) so libdlop neither links nor requires it. One handle per device, created on
+ * the device's primary context; its stream is set on each request. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "host_services.h"
+
+#define DLOP_CUBLAS_MAX_DEVICES 64
+
+typedef int (*cublas_create_fn)(void **handle);
+typedef int (*cublas_set_stream_fn)(void *handle, void *stream);
+typedef const char *(*cublas_status_string_fn)(int status);
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static void *library;
+static char load_message[1024];
+static cublas_create_fn create_handle;
+static cublas_set_stream_fn set_stream;
+static cublas_status_string_fn status_string;
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *handles[DLOP_CUBLAS_MAX_DEVICES];
+
+static void load_cublas(void) {
+  static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  size_t used = 0;
+  used += (size_t)snprintf(load_message, sizeof load_message, "cuBLAS not found: tried");
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (library) break;
+    const char *why = dlerror();
+    if (used < sizeof load_message)
+      used += (size_t)snprintf(load_message + used, sizeof load_message - used, "%s %s (%s)",
+                               i ? ";" : "", names[i], why ? why : "dlopen failed");
+  }
+  if (library == NULL) {
+    if (used < sizeof load_message)
+      snprintf(load_message + used, sizeof load_message - used,
+               "; install cuBLAS (the CUDA toolkit's libcublas) or add it to LD_LIBRARY_PATH");
+    return;
+  }
+  create_handle = (cublas_create_fn)dlsym(library, "cublasCreate_v2");
+  set_stream = (cublas_set_stream_fn)dlsym(library, "cublasSetStream_v2");
+  status_string = (cublas_status_string_fn)dlsym(library, "cublasGetStatusString");
+  if (create_handle == NULL || set_stream == NULL) {
+    snprintf(load_message, sizeof load_message,
+             "the cuBLAS library found lacks cublasCreate_v2 or cublasSetStream_v2");
+    library = NULL;
+  }
+}
+
+void *dlop__cublas_symbol(const char *name) {
+  if (name == NULL) return NULL;
+  pthread_once(&load_once, load_cublas);
+  return library ? dlsym(library, name) : NULL;
+}
+
+/* Report a failure both ways: into the caller's buffer and as libdlop's last error. */
+static int fail(int status, char *error, size_t error_size, const char *message) {
+  dlop__format(error, error_size, "%s", message);
+  return dlop__error(status, "%s", message);
+}
+
+static const char *cublas_status_text(int status) {
+  const char *text = status_string ? status_string(status) : NULL;
+  return text ? text : "unknown cuBLAS status";
+}
+
+int dlop__cublas_handle(int32_t device_id, void *stream, void **handle, char *error,
+                        size_t error_size) {
+  char message[1200];
+  if (handle == NULL) return fail(DLOP_INVALID_ARGUMENT, error, error_size, "cublas_handle: handle is NULL");
+  *handle = NULL;
+  int status = dlop__cuda_set_device(device_id);
+  if (status != DLOP_OK) {
+    snprintf(message, sizeof message, "cuBLAS on cuda:%d: %s", (int)device_id, dlop_last_error());
+    return fail(status, error, error_size, message);
+  }
+  pthread_once(&load_once, load_cublas);
+  if (library == NULL) return fail(DLOP_CUBLAS_ERROR, error, error_size, load_message);
+  pthread_mutex_lock(&handles_lock);
+  void *device_handle = handles[device_id];
+  if (device_handle == NULL) {
+    /* The device's primary context is current, so cuBLAS binds the handle to it. */
+    int result = create_handle(&device_handle);
+    if (result != 0) {
+      pthread_mutex_unlock(&handles_lock);
+      snprintf(message, sizeof message, "cublasCreate_v2 on cuda:%d failed: status %d (%s)",
+               (int)device_id, result, cublas_status_text(result));
+      return fail(DLOP_CUBLAS_ERROR, error, error_size, message);
+    }
+    handles[device_id] = device_handle;
+  }
+  pthread_mutex_unlock(&handles_lock);
+  int result = set_stream(device_handle, stream);
+  if (result != 0) {
+    snprintf(message, sizeof message, "cublasSetStream_v2 on cuda:%d failed: status %d (%s)",
+             (int)device_id, result, cublas_status_text(result));
+    return fail(DLOP_CUBLAS_ERROR, error, error_size, message);
+  }
+  *handle = device_handle;
+  return DLOP_OK;
+}

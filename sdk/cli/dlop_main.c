@@ -1,2 +1,252 @@
-/* placeholder until the CLI lands */
-int main(void) { return 1; }
+/* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full,
+ * print versions, and load plugin files explicitly (for plugin authors checking their .so).
+ * It only reads the registry through the public API, like any other host. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dlop.h"
+
+static void print_usage(FILE *out) {
+  fprintf(out,
+          "usage: dlop COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  list                 every plugin (name, version, file) and its ops (devices,\n"
+          "                       dtypes per device, parameters); load errors go to stderr\n"
+          "  info OP              one op in full: doc, inputs, outputs, parameters, dtypes per\n"
+          "                       device, flags, plugin file\n"
+          "  load [--with-default] FILE...\n"
+          "                       load plugin files and report each success or failure (with\n"
+          "                       --with-default, after DLOP_PLUGIN_PATH and the bundled plugins,\n"
+          "                       so op name clashes with them show up)\n"
+          "  version              SDK and plugin ABI versions\n"
+          "  --help               this text\n"
+          "\n"
+          "environment:\n"
+          "  DLOP_PLUGIN_PATH     colon-separated absolute directories (every *.so in them) and\n"
+          "                       files, loaded before the bundled plugins\n"
+          "  DLOP_BUNDLED_PLUGINS the bundled plugin directory instead of the one next to\n"
+          "                       libdlop (empty: no bundled plugins)\n");
+}
+
+static void print_abi(unsigned abi) {
+  printf("%u.%u", DLOP_ABI_VERSION_MAJOR_OF(abi), DLOP_ABI_VERSION_MINOR_OF(abi));
+}
+
+static const char *param_kind_name(int32_t kind) {
+  switch (kind) {
+    case DLOP_PARAM_BOOL: return "bool";
+    case DLOP_PARAM_INT: return "int";
+    case DLOP_PARAM_FLOAT: return "float";
+    case DLOP_PARAM_STRING: return "string";
+    case DLOP_PARAM_INTS: return "ints";
+    default: return "unknown";
+  }
+}
+
+static void print_param_value(const dlop_param_value *value) {
+  switch (value->kind) {
+    case DLOP_PARAM_BOOL: printf("%s", value->u.i ? "true" : "false"); break;
+    case DLOP_PARAM_INT: printf("%lld", (long long)value->u.i); break;
+    case DLOP_PARAM_FLOAT: printf("%g", value->u.f); break;
+    case DLOP_PARAM_STRING: printf("\"%s\"", value->u.s ? value->u.s : ""); break;
+    case DLOP_PARAM_INTS:
+      printf("[");
+      for (int32_t i = 0; i < value->count; i++)
+        printf("%s%lld", i ? ", " : "", (long long)value->u.ints[i]);
+      printf("]");
+      break;
+    default: printf("?"); break;
+  }
+}
+
+static void print_dtypes(uint32_t mask) {
+  if (mask == 0) {
+    printf(" (not supported)");
+    return;
+  }
+  for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++)
+    if (mask & DLOP_DTYPE_BIT(dtype)) printf(" %s", dlop_dtype_name((dlop_dtype)dtype));
+}
+
+static void print_devices(const dlop_op_desc *op, const char *indent) {
+  printf("%scpu: ", indent);
+  print_dtypes(dlop_op_dtypes(op, DLOP_DEVICE_CPU));
+  printf("\n%scuda:", indent);
+  print_dtypes(dlop_op_dtypes(op, DLOP_DEVICE_CUDA));
+  printf("\n");
+}
+
+static void print_inputs(const dlop_op_desc *op) {
+  if (op->num_inputs == DLOP_VARIADIC) printf("any number of inputs");
+  else printf("%d input%s", (int)op->num_inputs, op->num_inputs == 1 ? "" : "s");
+  printf(" -> %d output%s", (int)op->num_outputs, op->num_outputs == 1 ? "" : "s");
+}
+
+static int load_default_plugins(void) {
+  int status = dlop_registry_load_default();
+  if (status != DLOP_OK)
+    fprintf(stderr, "dlop: error: loading plugins failed: %s\n", dlop_last_error());
+  return status;
+}
+
+static void print_load_errors(void) {
+  int count = dlop_load_error_count();
+  if (count == 0) return;
+  fprintf(stderr, "dlop: %d plugin file%s failed to load:\n", count, count == 1 ? "" : "s");
+  for (int i = 0; i < count; i++) fprintf(stderr, "  %s\n", dlop_load_error_at(i));
+}
+
+static int command_list(void) {
+  if (load_default_plugins() != DLOP_OK) return 1;
+  int plugins = dlop_plugin_count();
+  if (plugins == 0)
+    printf("no plugins are loaded: set DLOP_PLUGIN_PATH to plugin directories or files, or "
+           "check the bundled plugin directory (DLOP_BUNDLED_PLUGINS overrides it)\n");
+  for (int p = 0; p < plugins; p++) {
+    const dlop_plugin *plugin = dlop_plugin_at(p);
+    printf("%s%s %s (ABI ", p ? "\n" : "", dlop_plugin_name(plugin), dlop_plugin_version(plugin));
+    print_abi(dlop_plugin_abi_version(plugin));
+    printf(")\n  file: %s\n", dlop_plugin_path(plugin));
+    for (int i = 0; i < dlop_plugin_op_count(plugin); i++) {
+      const dlop_op_desc *op = dlop_plugin_op(plugin, i);
+      printf("  op %s: ", op->name);
+      print_inputs(op);
+      printf("\n");
+      print_devices(op, "    ");
+      printf("    params:");
+      if (op->num_params == 0) printf(" none");
+      for (int32_t k = 0; k < op->num_params; k++) {
+        const dlop_param_decl *param = &op->params[k];
+        printf("%s %s (%s, default ", k ? "," : "", param->name, param_kind_name(param->kind));
+        print_param_value(&param->default_value);
+        printf(")");
+      }
+      printf("\n");
+    }
+  }
+  print_load_errors();
+  return 0;
+}
+
+static void print_flags(const dlop_op_desc *op) {
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } known[] = {{DLOP_OP_DETERMINISTIC, "deterministic"},
+               {DLOP_OP_CUDA_GRAPH_SAFE, "cuda-graph-safe"},
+               {DLOP_OP_NEEDS_CONTIGUOUS_INPUTS, "needs-contiguous-inputs"}};
+  int any = 0;
+  printf("  flags:");
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (op->flags & known[i].bit) printf("%s %s", any++ ? "," : "", known[i].name);
+  printf("%s\n", any ? "" : " none");
+}
+
+static void print_io_map(const char *title, const char *verb, const int32_t *map,
+                         const dlop_op_desc *op) {
+  if (map == NULL) return;
+  for (int32_t i = 0; i < op->num_outputs; i++)
+    if (map[i] >= 0) printf("  %s: output %d %s input %d\n", title, (int)i, verb, (int)map[i]);
+}
+
+static int command_info(const char *name) {
+  if (load_default_plugins() != DLOP_OK) return 1;
+  const dlop_op_desc *op = dlop_find_op(name);
+  if (op == NULL) {
+    fprintf(stderr, "dlop: error: %s\n", dlop_last_error());
+    print_load_errors();
+    return 1;
+  }
+  const dlop_plugin *plugin = dlop_op_plugin(op);
+  printf("op %s\n", op->name);
+  printf("  doc: %s\n", op->doc && op->doc[0] ? op->doc : "(none)");
+  printf("  signature: ");
+  print_inputs(op);
+  printf("\n  parameters:%s\n", op->num_params == 0 ? " none" : "");
+  for (int32_t k = 0; k < op->num_params; k++) {
+    const dlop_param_decl *param = &op->params[k];
+    printf("    %s: %s, default ", param->name, param_kind_name(param->kind));
+    print_param_value(&param->default_value);
+    if (param->doc && param->doc[0]) printf(" — %s", param->doc);
+    printf("\n");
+  }
+  printf("  dtypes:\n");
+  print_devices(op, "    ");
+  print_flags(op);
+  print_io_map("in-place", "overwrites", op->inplace_map, op);
+  print_io_map("view", "is a view of", op->view_map, op);
+  if (plugin != NULL) {
+    printf("  plugin: %s %s (ABI ", dlop_plugin_name(plugin), dlop_plugin_version(plugin));
+    print_abi(dlop_plugin_abi_version(plugin));
+    printf(")\n  file: %s\n", dlop_plugin_path(plugin));
+  }
+  return 0;
+}
+
+static int command_version(void) {
+  printf("dlop %s (plugin ABI ", dlop_version_string());
+  print_abi(dlop_abi_version());
+  printf(")\n");
+  if (strcmp(dlop_version_string(), DLOP_VERSION_STRING) != 0)
+    printf("note: this dlop command was built against headers %s\n", DLOP_VERSION_STRING);
+  return 0;
+}
+
+static int command_load(int count, char **files) {
+  int with_default = count > 0 && strcmp(files[0], "--with-default") == 0;
+  if (with_default) {
+    files++;
+    count--;
+    if (load_default_plugins() != DLOP_OK) return 1;
+  }
+  if (count == 0) {
+    fprintf(stderr, "dlop: error: `dlop load` needs at least one plugin file\n");
+    return 2;
+  }
+  int failures = 0;
+  for (int i = 0; i < count; i++) {
+    const dlop_plugin *plugin = NULL;
+    if (dlop_load_plugin(files[i], &plugin) != DLOP_OK) {
+      fprintf(stderr, "error: %s\n", dlop_last_error());
+      failures++;
+      continue;
+    }
+    printf("ok: %s: plugin %s %s (ABI ", dlop_plugin_path(plugin), dlop_plugin_name(plugin),
+           dlop_plugin_version(plugin));
+    print_abi(dlop_plugin_abi_version(plugin));
+    int ops = dlop_plugin_op_count(plugin);
+    printf("), %d op%s", ops, ops == 1 ? "" : "s");
+    for (int k = 0; k < ops; k++) printf("%s%s", k ? ", " : ": ", dlop_plugin_op(plugin, k)->name);
+    printf("\n");
+  }
+  if (failures > 0) fprintf(stderr, "dlop: %d of %d plugin files failed to load\n", failures, count);
+  return failures > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const char *command = argv[1];
+  if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
+      strcmp(command, "help") == 0) {
+    print_usage(stdout);
+    return 0;
+  }
+  if (strcmp(command, "list") == 0 && argc == 2) return command_list();
+  if (strcmp(command, "info") == 0) {
+    if (argc != 3) {
+      fprintf(stderr, "dlop: error: usage: dlop info OP (one op name; `dlop list` shows them)\n");
+      return 2;
+    }
+    return command_info(argv[2]);
+  }
+  if ((strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) && argc == 2)
+    return command_version();
+  if (strcmp(command, "load") == 0) return command_load(argc - 2, argv + 2);
+  fprintf(stderr, "dlop: error: unknown command or arguments: '%s'\n\n", command);
+  print_usage(stderr);
+  return 2;
+}

@@ -178,7 +178,7 @@ static int cuda_strided_copy(int32_t device_id, CUdeviceptr source, CUdeviceptr 
     layout.numel *= (int64_t)element_size;
     element_size = 1;
   }
-  CUfunction function;
+  CUfunction function = NULL;
   int status = copy_function(device_id, element_size, &function);
   if (status != DLOP_OK) return status;
   const unsigned block = 256;
@@ -307,7 +307,7 @@ static int synchronize_stream(int32_t device_id, CUstream stream) {
 }
 
 int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream_handle) {
-  size_t element_size;
+  size_t element_size = 0;
   int status = validate(source, destination, &element_size);
   if (status != DLOP_OK) return status;
   dlop__copy_layout layout;

@@ -11,6 +11,9 @@
 void dlop_function_destroy(dlop_function *function) {
   int32_t i;
   if (function == NULL) return;
+  /* kernels still in flight may use the thunks' modules and state: let them finish first */
+  if (function->stream && dlop_stream_synchronize(function->stream) != DLOP_OK)
+    dlop__warn("destroying a function: waiting for its stream failed: %s", dlop_last_error());
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
     if (node->has_thunk && node->thunk.destroy != NULL) node->thunk.destroy(node->thunk.state);
@@ -263,7 +266,7 @@ static int make_thunk(dlop__function_node *node, dlop_device device) {
     /* a failed make_thunk may have set state; never destroy what it did not hand over */
     return dlop__error(dlop__plugin_status(status), "node #%d %s: make_thunk: %s",
                        (int)node->index, node->op->name,
-                       error[0] ? error : "failed without a message");
+                       error[0] ? dlop__strip_op_prefix(node->op->name, error) : "failed without a message");
   }
   node->has_thunk = 1;
   if (node->thunk.run == NULL)

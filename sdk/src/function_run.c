@@ -94,7 +94,7 @@ static int infer_concrete(run_state *run, const dlop__function_node *node, int32
   status = node->op->infer_shape(&args);
   if (status != DLOP_OK)
     return dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
-                       node->op->name, error[0] ? error : "infer_shape failed without a message");
+                       node->op->name, error[0] ? dlop__strip_op_prefix(node->op->name, error) : "infer_shape failed without a message");
   for (i = 0; i < node->num_outputs; i++) {
     const dlop_type *have = &run->output_types[i], *want = &node->output_types[i];
     int ok = have->dtype == want->dtype && have->ndim == want->ndim &&
@@ -190,7 +190,7 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
     status = node->thunk.run(node->thunk.state, &args);
     if (status != DLOP_OK)
       status = dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
-                           node->op->name, error[0] ? error : "the thunk failed without a message");
+                           node->op->name, error[0] ? dlop__strip_op_prefix(node->op->name, error) : "the thunk failed without a message");
   }
   /* outputs record the stream so that releasing or reading them is ordered after the thunk */
   for (i = 0; i < node->num_outputs; i++)

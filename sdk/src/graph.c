@@ -212,7 +212,7 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
   status = op->make_node(&args);
   if (status != DLOP_OK)
     return dlop__error(dlop__plugin_status(status), "%s: %s", op->name,
-                       error[0] ? error : "make_node failed without a message");
+                       error[0] ? dlop__strip_op_prefix(op->name, error) : "make_node failed without a message");
   for (i = 0; i < num_outputs; i++) {
     if (dlop__type_valid(&outputs[i], 0) != DLOP_OK)
       return dlop__error(DLOP_PLUGIN_ERROR,
@@ -234,7 +234,7 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
   if (status != DLOP_OK) {
     free(declared);
     return dlop__error(dlop__plugin_status(status), "%s: %s", op->name,
-                       error[0] ? error : "infer_shape failed without a message");
+                       error[0] ? dlop__strip_op_prefix(op->name, error) : "infer_shape failed without a message");
   }
   for (i = 0; i < num_outputs; i++) {
     if (outputs[i].dtype != declared[i].dtype || outputs[i].ndim != declared[i].ndim) {

@@ -1,0 +1,534 @@
+/* test_function.c — compiled functions on the CPU: results against plain C references, the
+ * buffer plan (memory reuse, no driver allocation in steady state), input checks, strided
+ * inputs, constants, explain(), no silent CPU fallback for CUDA, and concurrent runs. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
+
+static dlop_graph *new_graph(void) {
+  dlop_graph *graph = NULL;
+  dlop_test_load_bundled_plugins();
+  DLOP_CK_OK(dlop_graph_create(&graph));
+  return graph;
+}
+
+/* exp(double(x)) for a float32 vector of n elements (n < 0: unknown length). */
+static dlop_function *compile_exp_double(dlop_graph *graph, dlop_dtype dtype, int64_t n,
+                                         dlop_device device) {
+  dlop_var *x, *y, *z;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", dtype, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, device, &function));
+  return function;
+}
+
+static dlop_array *host_array(dlop_dtype dtype, int32_t ndim, const int64_t *shape,
+                              const void *data) {
+  dlop_array *array = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, dtype, ndim, shape, data, &array));
+  return array;
+}
+
+static void *read_back(const dlop_array *array) {
+  size_t bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
+  void *data = malloc(bytes + 1);
+  ck_assert_ptr_nonnull(data);
+  DLOP_CK_OK(dlop_array_to_host(array, data, bytes));
+  return data;
+}
+
+static void check_equal(const void *expected, const dlop_array *actual, dlop_dtype dtype, int64_t n) {
+  char report[512];
+  void *got = read_back(actual);
+  double tolerance = dlop_test_tolerance(dtype);
+  int64_t bad = dlop_test_compare(expected, got, dtype, n, tolerance, tolerance, report, sizeof report);
+  free(got);
+  ck_assert_msg(bad == 0, "%lld of %lld %s elements differ: %s", (long long)bad, (long long)n,
+                dlop_dtype_name(dtype), report);
+}
+
+START_TEST(test_exp_double_matches_reference) {
+  enum { N = 1001 };
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  float x[N], expected[N];
+  int64_t n = N;
+  dlop_test_fill_random(x, DLOP_FLOAT32, N, 1, -3.0, 3.0);
+  for (int i = 0; i < N; i++) expected[i] = expf(2.0f * x[i]);
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x), *output = NULL;
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  ck_assert_int_eq(dlop_function_node_count(function), 2);
+  ck_assert_int_eq(dlop_function_device(function).type, DLOP_DEVICE_CPU);
+  ck_assert_int_eq(dlop_array_numel(output), N);
+  ck_assert_int_eq(dlop_array_device(output).type, DLOP_DEVICE_CPU);
+  check_equal(expected, output, DLOP_FLOAT32, N);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* double on every dtype it declares, against 2x computed here. */
+START_TEST(test_double_every_dtype) {
+  static const dlop_dtype dtypes[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8,
+                                      DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+  enum { N = 37 };
+  for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
+    dlop_dtype dtype = dtypes[k];
+    dlop_graph *graph = new_graph();
+    dlop_var *x, *y;
+    dlop_function *function = NULL;
+    int64_t n = N;
+    uint64_t x_data[N], expected[N];
+    DLOP_CK_OK(dlop_graph_input(graph, "x", dtype, 1, &n, &x));
+    DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+    DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
+    dlop_test_fill_random(x_data, dtype, N, 7 + k, dtype == DLOP_UINT8 ? 0 : -50, 50);
+    for (int i = 0; i < N; i++) dlop_test_set(expected, dtype, i, 2 * dlop_test_get(x_data, dtype, i));
+    dlop_array *input = host_array(dtype, 1, &n, x_data), *output = NULL;
+    DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+    ck_assert_int_eq(dlop_array_dtype(output), dtype);
+    check_equal(expected, output, dtype, N);
+    dlop_array_release(output);
+    dlop_array_release(input);
+    dlop_function_destroy(function);
+    dlop_graph_destroy(graph);
+  }
+}
+END_TEST
+
+START_TEST(test_multiply_them_broadcasting) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  dlop_function *function = NULL;
+  int64_t a_shape[2] = {3, 1}, b_shape[2] = {1, 4};
+  float a[3] = {1.5f, -2.0f, 3.0f}, b[4] = {2.0f, 0.5f, -1.0f, 10.0f}, expected[12];
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a_shape, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 2, b_shape, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++) expected[i * 4 + j] = a[i] * b[j];
+  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 2, a_shape, a),
+                           host_array(DLOP_FLOAT32, 2, b_shape, b)};
+  dlop_array *output = NULL;
+  DLOP_CK_OK(dlop_function_run(function, arrays, 2, &output, 1, NULL));
+  ck_assert_int_eq(dlop_array_tensor(output)->ndim, 2);
+  ck_assert_int_eq(dlop_array_tensor(output)->shape[0], 3);
+  ck_assert_int_eq(dlop_array_tensor(output)->shape[1], 4);
+  check_equal(expected, output, DLOP_FLOAT32, 12);
+  dlop_array_release(output);
+  dlop_array_release(arrays[0]);
+  dlop_array_release(arrays[1]);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Theano's multiply_them example: 100 random float32 pairs. */
+START_TEST(test_multiply_them_theano_example) {
+  enum { N = 100 };
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  dlop_function *function = NULL;
+  int64_t n = N;
+  float a[N], b[N], expected[N];
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, &n, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &n, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  dlop_test_fill_random(a, DLOP_FLOAT32, N, 11, -1, 1);
+  dlop_test_fill_random(b, DLOP_FLOAT32, N, 12, -1, 1);
+  for (int i = 0; i < N; i++) expected[i] = a[i] * b[i];
+  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 1, &n, a), host_array(DLOP_FLOAT32, 1, &n, b)};
+  dlop_array *output = NULL;
+  DLOP_CK_OK(dlop_function_run(function, arrays, 2, &output, 1, NULL));
+  check_equal(expected, output, DLOP_FLOAT32, N);
+  dlop_array_release(output);
+  dlop_array_release(arrays[0]);
+  dlop_array_release(arrays[1]);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* A chain of 10 doubles on a large vector keeps about 3 buffers alive (input + 2), not 11,
+ * and a second run takes every buffer from the pool. */
+START_TEST(test_buffer_plan_reuses_memory) {
+  enum { CHAIN = 10 };
+  const int64_t n = (int64_t)1 << 21; /* 8 MiB of float32 per buffer */
+  const uint64_t buffer_bytes = (uint64_t)n * sizeof(float);
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *v;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  v = x;
+  for (int i = 0; i < CHAIN; i++) DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CPU, &function));
+
+  float *data = malloc((size_t)buffer_bytes);
+  ck_assert_ptr_nonnull(data);
+  for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 1000) * 0.25f;
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, data), *output = NULL;
+  dlop_memory_stats before = {sizeof(dlop_memory_stats)}, first = before, second = before;
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
+
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  float *result = read_back(output);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(result[i] == data[i] * 1024.0f, "[%lld] expected %g, got %g", (long long)i,
+                  (double)(data[i] * 1024.0f), (double)result[i]);
+  free(result);
+  dlop_array_release(output);
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &first));
+
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  dlop_array_release(output);
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &second));
+
+  ck_assert_msg(second.driver_allocations == first.driver_allocations,
+                "the second run made %llu new driver allocations",
+                (unsigned long long)(second.driver_allocations - first.driver_allocations));
+  /* peak during the runs: what was in use before (the input) plus two intermediates */
+  uint64_t extra = second.peak_bytes_in_use - before.bytes_in_use;
+  ck_assert_msg(extra <= 2 * buffer_bytes + buffer_bytes / 2,
+                "peak use grew by %.1f buffers during a chain of %d ops (expected about 2)",
+                (double)extra / (double)buffer_bytes, CHAIN);
+  ck_assert_msg(first.driver_allocations - before.driver_allocations <= 3,
+                "the first run made %llu driver allocations for a chain of %d",
+                (unsigned long long)(first.driver_allocations - before.driver_allocations), CHAIN);
+  dlop_array_release(input);
+  free(data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_input_errors) {
+  dlop_graph *graph = new_graph();
+  int64_t four = 4, five = 5, two_by_two[2] = {2, 2};
+  dlop_var *x, *y;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
+  float f32[5] = {0}, f32_4[4] = {0};
+  double f64[4] = {0};
+  dlop_array *wrong_dtype = host_array(DLOP_FLOAT64, 1, &four, f64);
+  dlop_array *wrong_shape = host_array(DLOP_FLOAT32, 1, &five, f32);
+  dlop_array *wrong_rank = host_array(DLOP_FLOAT32, 2, two_by_two, f32);
+  dlop_array *good = host_array(DLOP_FLOAT32, 1, &four, f32_4);
+  dlop_array *output = (dlop_array *)&output, *two[2] = {good, good};
+
+  ck_assert_int_eq(dlop_function_run(function, &wrong_dtype, 1, &output, 1, NULL), DLOP_TYPE_ERROR);
+  ck_assert_ptr_null(output);
+  ck_assert_msg(strstr(dlop_last_error(), "input 0 ('x') is float64") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(dlop_function_run(function, &wrong_shape, 1, &output, 1, NULL), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "float32[4]") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(dlop_function_run(function, &wrong_rank, 1, &output, 1, NULL), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_function_run(function, two, 2, &output, 1, NULL), DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(dlop_last_error(), "takes 1 input, got 2") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(dlop_function_run(function, NULL, 0, &output, 1, NULL), DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_function_run(function, &good, 1, two, 2, NULL), DLOP_INVALID_ARGUMENT);
+  DLOP_CK_OK(dlop_function_run(function, &good, 1, &output, 1, NULL));
+  dlop_array_release(output);
+  dlop_array_release(wrong_dtype);
+  dlop_array_release(wrong_shape);
+  dlop_array_release(wrong_rank);
+  dlop_array_release(good);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Static shapes unknown when compiling, incompatible at run time: the node names itself. */
+START_TEST(test_runtime_shape_error_names_node) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  dlop_function *function = NULL;
+  int64_t unknown = DLOP_DIM_UNKNOWN, three = 3, five = 5;
+  float data[5] = {0};
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, &unknown, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &unknown, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 1, &three, data),
+                           host_array(DLOP_FLOAT32, 1, &five, data)};
+  dlop_array *output = NULL;
+  ck_assert_int_eq(dlop_function_run(function, arrays, 2, &output, 1, NULL), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "node #0 multiply_them") != NULL, "%s", dlop_last_error());
+  dlop_array_release(arrays[0]);
+  dlop_array_release(arrays[1]);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_missing_input_is_named) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  dlop_function *function = (dlop_function *)&function;
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, NULL, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "weights", DLOP_FLOAT32, 1, NULL, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  ck_assert_int_eq(dlop_function_compile(graph, inputs, 1, &z, 1, CPU, &function),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_null(function);
+  ck_assert_msg(strstr(dlop_last_error(), "'weights'") != NULL, "%s", dlop_last_error());
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Never a silent CPU fallback: without a GPU, compiling for CUDA fails and says why. */
+START_TEST(test_cuda_without_gpu_is_an_error) {
+  dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  int status = dlop_function_compile(graph, &x, 1, &y, 1, cuda, &function);
+  if (dlop_device_check(cuda) == DLOP_OK) {
+    /* a GPU is here: the function must then really be a CUDA one */
+    DLOP_CK_OK(status);
+    ck_assert_int_eq(dlop_function_device(function).type, DLOP_DEVICE_CUDA);
+    dlop_function_destroy(function);
+  } else {
+    ck_assert_int_eq(status, DLOP_NO_DEVICE);
+    ck_assert_ptr_null(function);
+    ck_assert_msg(strstr(dlop_last_error(), "cuda:0") != NULL, "%s", dlop_last_error());
+    ck_assert_msg(strlen(dlop_last_error()) > strlen("cannot compile a function for cuda:0: "),
+                  "no reason given: %s", dlop_last_error());
+  }
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_explain_lists_nodes_and_device) {
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  char text[1024], small[16];
+  DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
+  ck_assert_msg(strstr(text, "#0 double(x: float32[?]) -> float32[?] on cpu") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[?]) -> float32[?] on cpu") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "inputs: x: float32[?]") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "outputs: exp.1: float32[?]") != NULL, "%s", text);
+  /* a buffer too small is an error, never a silently cut listing */
+  ck_assert_int_eq(dlop_function_explain(function, small, sizeof small), DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(dlop_last_error(), "needs") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(strlen(small), sizeof small - 1);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* A transposed view (strides 1, 4) and a reversed view (stride -1) give correct results. */
+START_TEST(test_strided_inputs) {
+  dlop_graph *graph = new_graph();
+  int64_t matrix_shape[2] = {3, 4}, t_shape[2] = {4, 3}, t_strides[2] = {1, 4};
+  int64_t n = 7, reversed_stride = -1;
+  float m[12], v[7], w[7];
+  for (int i = 0; i < 12; i++) m[i] = (float)i - 5.5f;
+  for (int i = 0; i < 7; i++) v[i] = (float)(i + 1), w[i] = 0.5f * (float)i;
+  dlop_var *t, *dt, *ab[2], *p;
+  int64_t unknown2[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
+  dlop_function *f_double = NULL, *f_mul = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "t", DLOP_FLOAT32, 2, unknown2, &t));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &t, 1, NULL, 0, &dt, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &t, 1, &dt, 1, CPU, &f_double));
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, &n, &ab[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &n, &ab[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", ab, 2, NULL, 0, &p, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, ab, 2, &p, 1, CPU, &f_mul));
+
+  dlop_array *base = host_array(DLOP_FLOAT32, 2, matrix_shape, m), *view = NULL, *out = NULL;
+  DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
+  DLOP_CK_OK(dlop_function_run(f_double, &view, 1, &out, 1, NULL));
+  float expected_t[12];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) expected_t[i * 3 + j] = 2.0f * m[j * 4 + i];
+  check_equal(expected_t, out, DLOP_FLOAT32, 12);
+  dlop_array_release(out);
+  dlop_array_release(view);
+
+  dlop_array *va = host_array(DLOP_FLOAT32, 1, &n, v), *wb = host_array(DLOP_FLOAT32, 1, &n, w);
+  dlop_array *reversed = NULL;
+  DLOP_CK_OK(dlop_array_view(va, 1, &n, &reversed_stride, (uint64_t)(n - 1) * sizeof(float), &reversed));
+  dlop_array *pair[2] = {reversed, wb};
+  DLOP_CK_OK(dlop_function_run(f_mul, pair, 2, &out, 1, NULL));
+  float expected_r[7];
+  for (int i = 0; i < 7; i++) expected_r[i] = v[6 - i] * w[i];
+  check_equal(expected_r, out, DLOP_FLOAT32, 7);
+  dlop_array_release(out);
+  dlop_array_release(reversed);
+  dlop_array_release(va);
+  dlop_array_release(wb);
+  dlop_array_release(base);
+  dlop_function_destroy(f_double);
+  dlop_function_destroy(f_mul);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Constants are fed to every run; outputs that are inputs or constants come back as is. */
+START_TEST(test_constants_and_passthrough_outputs) {
+  dlop_graph *graph = new_graph();
+  int64_t four = 4;
+  float c_data[4] = {1.0f, -2.0f, 0.5f, 4.0f}, x_data[4] = {3.0f, 3.0f, -8.0f, 0.25f};
+  dlop_array *c_array = host_array(DLOP_FLOAT32, 1, &four, c_data);
+  dlop_var *c, *x, *xc[2], *p, *outputs[3];
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_constant(graph, "c", c_array, &c));
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &x));
+  xc[0] = x;
+  xc[1] = c;
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", xc, 2, NULL, 0, &p, 1));
+  outputs[0] = p;
+  outputs[1] = c;
+  outputs[2] = x;
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outputs, 3, CPU, &function));
+  char text[1024];
+  DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
+  ck_assert_msg(strstr(text, "constants: c: float32[4]") != NULL, "%s", text);
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &four, x_data), *results[3];
+  for (int run = 0; run < 2; run++) {
+    DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 3, NULL));
+    float expected[4];
+    for (int i = 0; i < 4; i++) expected[i] = x_data[i] * c_data[i];
+    check_equal(expected, results[0], DLOP_FLOAT32, 4);
+    check_equal(c_data, results[1], DLOP_FLOAT32, 4);
+    ck_assert_ptr_eq(results[2], input); /* retained, not copied */
+    for (int i = 0; i < 3; i++) dlop_array_release(results[i]);
+  }
+  dlop_array_release(input);
+  dlop_array_release(c_array);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_empty_input) {
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  int64_t zero = 0;
+  float nothing[1] = {0};
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &zero, nothing), *output = NULL;
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  ck_assert_int_eq(dlop_array_numel(output), 0);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+typedef struct thread_job {
+  dlop_function *function;
+  int seed;
+  int failures;
+  char message[256];
+} thread_job;
+
+static void *run_many(void *context) {
+  thread_job *job = context;
+  enum { N = 4099, RUNS = 25 };
+  int64_t n = N;
+  float *x = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
+  dlop_array *input = NULL;
+  dlop_test_fill_random(x, DLOP_FLOAT32, N, (uint64_t)job->seed, -2, 2);
+  if (dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, x, &input) != DLOP_OK) job->failures++;
+  for (int run = 0; run < RUNS && job->failures == 0; run++) {
+    dlop_array *output = NULL;
+    if (dlop_function_run(job->function, &input, 1, &output, 1, NULL) != DLOP_OK ||
+        dlop_array_to_host(output, got, N * sizeof(float)) != DLOP_OK) {
+      snprintf(job->message, sizeof job->message, "run %d: %s", run, dlop_last_error());
+      job->failures++;
+    }
+    for (int i = 0; i < N && job->failures == 0; i++) {
+      float want = expf(2.0f * x[i]);
+      if (fabsf(got[i] - want) > 1e-5f * fabsf(want) + 1e-6f) {
+        snprintf(job->message, sizeof job->message, "run %d [%d]: expected %g, got %g", run, i,
+                 (double)want, (double)got[i]);
+        job->failures++;
+      }
+    }
+    dlop_array_release(output);
+  }
+  dlop_array_release(input);
+  free(x);
+  free(got);
+  return NULL;
+}
+
+START_TEST(test_four_threads_one_function) {
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  pthread_t threads[4];
+  thread_job jobs[4];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 4; i++) {
+    jobs[i].function = function;
+    jobs[i].seed = 100 + i;
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, run_many, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < 4; i++) ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* A function is independent of its graph once compiled. */
+START_TEST(test_function_outlives_graph) {
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph, DLOP_FLOAT64, 3, CPU);
+  dlop_graph_destroy(graph);
+  int64_t three = 3;
+  double x[3] = {0.0, 0.5, -1.0}, expected[3];
+  for (int i = 0; i < 3; i++) expected[i] = exp(2.0 * x[i]);
+  dlop_array *input = host_array(DLOP_FLOAT64, 1, &three, x), *output = NULL;
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  check_equal(expected, output, DLOP_FLOAT64, 3);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+}
+END_TEST
+
+static Suite *function_suite(void) {
+  Suite *suite = suite_create("function");
+  TCase *results = tcase_create("results");
+  tcase_set_timeout(results, 120);
+  tcase_add_test(results, test_exp_double_matches_reference);
+  tcase_add_test(results, test_double_every_dtype);
+  tcase_add_test(results, test_multiply_them_broadcasting);
+  tcase_add_test(results, test_multiply_them_theano_example);
+  tcase_add_test(results, test_strided_inputs);
+  tcase_add_test(results, test_constants_and_passthrough_outputs);
+  tcase_add_test(results, test_empty_input);
+  tcase_add_test(results, test_four_threads_one_function);
+  tcase_add_test(results, test_function_outlives_graph);
+  suite_add_tcase(suite, results);
+  TCase *plan = tcase_create("buffer_plan");
+  tcase_set_timeout(plan, 120);
+  tcase_add_test(plan, test_buffer_plan_reuses_memory);
+  suite_add_tcase(suite, plan);
+  TCase *errors = tcase_create("errors");
+  tcase_add_test(errors, test_input_errors);
+  tcase_add_test(errors, test_runtime_shape_error_names_node);
+  tcase_add_test(errors, test_missing_input_is_named);
+  tcase_add_test(errors, test_cuda_without_gpu_is_an_error);
+  tcase_add_test(errors, test_explain_lists_nodes_and_device);
+  suite_add_tcase(suite, errors);
+  return suite;
+}
+
+int main(void) { return dlop_test_run_suite(function_suite()); }

@@ -1,0 +1,260 @@
+/* test_graph.c — building graphs with the C API: dtypes and static shapes known right after
+ * apply (unknown dims, broadcasting), and the errors apply reports (type, shape, arity,
+ * unknown op, parameters) with messages that name the op. Uses the bundled plugins. */
+#include <string.h>
+
+#include "test_support.h"
+
+static const int64_t UNKNOWN = DLOP_DIM_UNKNOWN;
+
+static dlop_graph *new_graph(void) {
+  dlop_graph *graph = NULL;
+  dlop_test_load_bundled_plugins();
+  DLOP_CK_OK(dlop_graph_create(&graph));
+  return graph;
+}
+
+static void assert_type(const dlop_var *var, dlop_dtype dtype, int32_t ndim, const int64_t *shape) {
+  const dlop_type *type = dlop_var_type(var);
+  ck_assert_ptr_nonnull(type);
+  ck_assert_msg(type->dtype == dtype, "%s: dtype %s, expected %s", dlop_var_name(var),
+                dlop_dtype_name((dlop_dtype)type->dtype), dlop_dtype_name(dtype));
+  ck_assert_int_eq(type->ndim, ndim);
+  for (int32_t d = 0; d < ndim; d++)
+    ck_assert_msg(type->shape[d] == shape[d], "%s: dim %d is %lld, expected %lld",
+                  dlop_var_name(var), (int)d, (long long)type->shape[d], (long long)shape[d]);
+}
+
+static void assert_error_mentions(const char *a, const char *b) {
+  const char *message = dlop_last_error();
+  ck_assert_msg(strstr(message, a) != NULL, "message '%s' does not mention '%s'", message, a);
+  if (b) ck_assert_msg(strstr(message, b) != NULL, "message '%s' does not mention '%s'", message, b);
+}
+
+START_TEST(test_double_type_known_after_apply) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  int64_t shape[1] = {5};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, shape, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  assert_type(y, DLOP_FLOAT32, 1, shape);
+  ck_assert_str_eq(dlop_var_name(x), "x");
+  ck_assert_str_eq(dlop_var_name(y), "double.0");
+  ck_assert_ptr_nonnull(dlop_var_op(y));
+  ck_assert_str_eq(dlop_var_op(y)->name, "double");
+  ck_assert_ptr_null(dlop_var_op(x));
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_unknown_dims_propagate) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y, *z;
+  int64_t shape[2] = {UNKNOWN, 3};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  assert_type(z, DLOP_FLOAT64, 2, shape);
+  ck_assert_str_eq(dlop_var_name(z), "exp.1");
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_null_shape_means_all_unknown) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  int64_t unknown[3] = {UNKNOWN, UNKNOWN, UNKNOWN};
+  DLOP_CK_OK(dlop_graph_input(graph, NULL, DLOP_INT32, 3, NULL, &x));
+  ck_assert_str_eq(dlop_var_name(x), "input.0");
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  assert_type(y, DLOP_INT32, 3, unknown);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_broadcasting_known_dims) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  int64_t a[2] = {3, 1}, b[2] = {1, 4}, expected[2] = {3, 4};
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 2, b, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  assert_type(z, DLOP_FLOAT32, 2, expected);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_broadcasting_unknown_dims) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  int64_t a[2] = {UNKNOWN, 4}, b[1] = {4}, expected[2] = {UNKNOWN, 4};
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, b, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  assert_type(z, DLOP_FLOAT32, 2, expected);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_type_error_mixed_dtypes) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z = (dlop_var *)&z;
+  int64_t shape[1] = {4};
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, shape, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT64, 1, shape, &inputs[1]));
+  ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1),
+                   DLOP_TYPE_ERROR);
+  ck_assert_ptr_null(z);
+  assert_error_mentions("multiply_them", "float64");
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_type_error_exp_of_integers) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  int64_t shape[1] = {4};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_INT32, 1, shape, &x));
+  ck_assert_int_eq(dlop_graph_apply(graph, "exp", &x, 1, NULL, 0, &y, 1), DLOP_TYPE_ERROR);
+  assert_error_mentions("exp", "int32");
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_shape_error_not_broadcastable) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *z;
+  int64_t a[2] = {3, 4}, b[2] = {5, 4};
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 2, b, &inputs[1]));
+  ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1),
+                   DLOP_SHAPE_ERROR);
+  assert_error_mentions("multiply_them", NULL);
+  /* the failed apply left nothing behind: a good apply still works */
+  b[0] = 1;
+  DLOP_CK_OK(dlop_graph_input(graph, "c", DLOP_FLOAT32, 2, b, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  assert_type(z, DLOP_FLOAT32, 2, a);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_wrong_arity) {
+  dlop_graph *graph = new_graph();
+  dlop_var *inputs[2], *y;
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, NULL, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, NULL, &inputs[1]));
+  ck_assert_int_eq(dlop_graph_apply(graph, "double", inputs, 2, NULL, 0, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("double", "takes 1 input, got 2");
+  ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 1, NULL, 0, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("multiply_them", "takes 2 inputs, got 1");
+  dlop_var *two[2];
+  ck_assert_int_eq(dlop_graph_apply(graph, "double", inputs, 1, NULL, 0, two, 2),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("double", "1 output");
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_unknown_op) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  ck_assert_int_eq(dlop_graph_apply(graph, "tripple", &x, 1, NULL, 0, &y, 1), DLOP_NOT_FOUND);
+  assert_error_mentions("unknown op 'tripple'", NULL);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_unknown_parameter) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  dlop_named_param param = {"scale", {DLOP_PARAM_FLOAT, 1, {.f = 3.0}}};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  ck_assert_int_eq(dlop_graph_apply(graph, "double", &x, 1, &param, 1, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("double", "'scale'");
+  assert_error_mentions("declared parameters", NULL);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_bad_inputs_rejected) {
+  dlop_graph *graph = new_graph(), *other = NULL;
+  dlop_var *x, *foreign, *y;
+  int64_t bad[1] = {-7};
+  ck_assert_int_eq(dlop_graph_input(graph, "x", DLOP_FLOAT32, DLOP_MAX_NDIM + 1, NULL, &x),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, bad, &x), DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("-7", NULL);
+  ck_assert_int_eq(dlop_graph_input(graph, "x", (dlop_dtype)42, 1, NULL, &x),
+                   DLOP_INVALID_ARGUMENT);
+  DLOP_CK_OK(dlop_graph_create(&other));
+  DLOP_CK_OK(dlop_graph_input(other, "f", DLOP_FLOAT32, 1, NULL, &foreign));
+  ck_assert_int_eq(dlop_graph_apply(graph, "double", &foreign, 1, NULL, 0, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("another graph", NULL);
+  dlop_graph_destroy(other);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_constant_type) {
+  dlop_graph *graph = new_graph();
+  dlop_device cpu = {DLOP_DEVICE_CPU, 0};
+  dlop_array *value = NULL;
+  dlop_var *c, *y;
+  int64_t shape[2] = {2, 3};
+  double data[6] = {1, 2, 3, 4, 5, 6};
+  DLOP_CK_OK(dlop_array_from_host(cpu, DLOP_FLOAT64, 2, shape, data, &value));
+  DLOP_CK_OK(dlop_graph_constant(graph, NULL, value, &c));
+  dlop_array_release(value); /* the graph keeps its own reference */
+  assert_type(c, DLOP_FLOAT64, 2, shape);
+  ck_assert_str_eq(dlop_var_name(c), "constant.0");
+  ck_assert_ptr_null(dlop_var_op(c));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &c, 1, NULL, 0, &y, 1));
+  assert_type(y, DLOP_FLOAT64, 2, shape);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_zero_dimensional_and_empty) {
+  dlop_graph *graph = new_graph();
+  dlop_var *s, *e, *ys, *ye;
+  int64_t empty[2] = {0, 3};
+  DLOP_CK_OK(dlop_graph_input(graph, "s", DLOP_FLOAT32, 0, NULL, &s));
+  DLOP_CK_OK(dlop_graph_input(graph, "e", DLOP_FLOAT32, 2, empty, &e));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &s, 1, NULL, 0, &ys, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &e, 1, NULL, 0, &ye, 1));
+  assert_type(ys, DLOP_FLOAT32, 0, NULL);
+  assert_type(ye, DLOP_FLOAT32, 2, empty);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+static Suite *graph_suite(void) {
+  Suite *suite = suite_create("graph");
+  TCase *types = tcase_create("types");
+  tcase_add_test(types, test_double_type_known_after_apply);
+  tcase_add_test(types, test_unknown_dims_propagate);
+  tcase_add_test(types, test_null_shape_means_all_unknown);
+  tcase_add_test(types, test_broadcasting_known_dims);
+  tcase_add_test(types, test_broadcasting_unknown_dims);
+  tcase_add_test(types, test_constant_type);
+  tcase_add_test(types, test_zero_dimensional_and_empty);
+  suite_add_tcase(suite, types);
+  TCase *errors = tcase_create("errors");
+  tcase_add_test(errors, test_type_error_mixed_dtypes);
+  tcase_add_test(errors, test_type_error_exp_of_integers);
+  tcase_add_test(errors, test_shape_error_not_broadcastable);
+  tcase_add_test(errors, test_wrong_arity);
+  tcase_add_test(errors, test_unknown_op);
+  tcase_add_test(errors, test_unknown_parameter);
+  tcase_add_test(errors, test_bad_inputs_rejected);
+  suite_add_tcase(suite, errors);
+  return suite;
+}
+
+int main(void) { return dlop_test_run_suite(graph_suite()); }

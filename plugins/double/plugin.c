@@ -1,0 +1,59 @@
+/* plugin.c — the double plugin's entry point: checks the host's ABI and hands back the
+ * descriptor of its one op, double (y = 2x, Theano's PyCUDADoubleOp). */
+#include "double_plugin.h"
+
+static const dlop_host_api *host_table;
+
+const dlop_host_api *double_host(void) { return host_table; }
+
+static const dlop_op_desc double_op = {
+    .struct_size = sizeof(dlop_op_desc),
+    .flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE,
+    .name = "double",
+    .doc = "double(x) -> y = 2 * x, elementwise (Theano's PyCUDADoubleOp). Same dtype and shape "
+           "as x; integers wrap on overflow like NumPy. Any strides, negative and zero ones "
+           "included.",
+    .num_inputs = 1,
+    .num_outputs = 1,
+    .params = NULL,
+    .num_params = 0,
+    .cpu_dtypes = DOUBLE_DTYPES,
+    .cuda_dtypes = DOUBLE_DTYPES,
+    .inplace_map = NULL,
+    .view_map = NULL,
+    .make_node = double_make_node,
+    .infer_shape = double_infer_shape,
+    .make_thunk = double_make_thunk,
+    .op_data = NULL,
+};
+
+static const dlop_op_desc *const double_ops[] = {&double_op};
+
+static const dlop_plugin_desc double_plugin = {
+    .struct_size = sizeof(dlop_plugin_desc),
+    .abi_version = DLOP_ABI_VERSION,
+    .name = "double",
+    .version = "1.0.0",
+    .doc = "The double op: y = 2x on the CPU and CUDA, every float and integer dtype.",
+    .ops = double_ops,
+    .num_ops = 1,
+};
+
+DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
+                                        const dlop_plugin_desc **plugin, char *error,
+                                        size_t error_size) {
+  if (!dlop_plugin_abi_compatible(host_abi_version)) {
+    dlop_set_error(error, error_size,
+                   "double: built for ABI %u.%u, the host speaks ABI %u.%u (major must match)",
+                   DLOP_ABI_MAJOR, DLOP_ABI_MINOR, DLOP_ABI_VERSION_MAJOR_OF(host_abi_version),
+                   DLOP_ABI_VERSION_MINOR_OF(host_abi_version));
+    return DLOP_ABI_MISMATCH;
+  }
+  if (host == NULL || plugin == NULL) {
+    dlop_set_error(error, error_size, "double: dlop_plugin_init needs a host table and an output");
+    return DLOP_INVALID_ARGUMENT;
+  }
+  host_table = host;
+  *plugin = &double_plugin;
+  return DLOP_OK;
+}

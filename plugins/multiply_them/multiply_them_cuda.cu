@@ -1,0 +1,49 @@
+/* multiply_them_cuda.cu — the CUDA kernels of multiply_them (z = a * b), one contiguous and one
+ * strided (broadcasting) kernel per dtype, named dlop_multiply_them_{contiguous,strided}_<dtype>.
+ * nvcc compiles this into the fatbin embedded as dlop_multiply_them_multiply_them_cuda_fatbin. */
+#include <dlop/cuda_kernel_util.cuh>
+
+namespace {
+
+/* Integers wrap like NumPy (unsigned arithmetic of at least their width); 16-bit floats
+ * multiply exactly in float and round once, as on the CPU. */
+struct multiply_op {
+  __device__ __forceinline__ int8_t operator()(int8_t a, int8_t b) const {
+    return (int8_t)(uint8_t)((uint32_t)a * (uint32_t)b);
+  }
+  __device__ __forceinline__ int16_t operator()(int16_t a, int16_t b) const {
+    return (int16_t)(uint16_t)((uint32_t)a * (uint32_t)b);
+  }
+  __device__ __forceinline__ int32_t operator()(int32_t a, int32_t b) const {
+    return (int32_t)((uint32_t)a * (uint32_t)b);
+  }
+  __device__ __forceinline__ int64_t operator()(int64_t a, int64_t b) const {
+    return (int64_t)((uint64_t)a * (uint64_t)b);
+  }
+  __device__ __forceinline__ uint8_t operator()(uint8_t a, uint8_t b) const {
+    return (uint8_t)((uint32_t)a * (uint32_t)b);
+  }
+  __device__ __forceinline__ __half operator()(__half a, __half b) const {
+    return dlop_cuda_from_float<__half>(dlop_cuda_to_float(a) * dlop_cuda_to_float(b));
+  }
+  __device__ __forceinline__ __nv_bfloat16 operator()(__nv_bfloat16 a, __nv_bfloat16 b) const {
+    return dlop_cuda_from_float<__nv_bfloat16>(dlop_cuda_to_float(a) * dlop_cuda_to_float(b));
+  }
+  __device__ __forceinline__ float operator()(float a, float b) const { return __fmul_rn(a, b); }
+  __device__ __forceinline__ double operator()(double a, double b) const { return __dmul_rn(a, b); }
+};
+
+}  // namespace
+
+#define MULTIPLY_THEM_CUDA_KERNELS(name, T)                                                 \
+  extern "C" __global__ void dlop_multiply_them_contiguous_##name(const T *a, const T *b,   \
+                                                                  T *z, int64_t n) {        \
+    dlop_cuda_binary_contiguous(a, b, z, n, multiply_op());                                \
+  }                                                                                         \
+  extern "C" __global__ void dlop_multiply_them_strided_##name(                             \
+      const T *a, const T *b, T *z, int64_t n, dlop_nd_offsets offsets) {                   \
+    dlop_cuda_binary_strided(a, b, z, n, offsets, multiply_op());                          \
+  }
+
+DLOP_CUDA_FLOAT_TYPES(MULTIPLY_THEM_CUDA_KERNELS)
+DLOP_CUDA_INT_TYPES(MULTIPLY_THEM_CUDA_KERNELS)

@@ -1,0 +1,60 @@
+/* plugin.c — the multiply_them plugin's entry point: checks the host's ABI and hands back the
+ * descriptor of its one op, multiply_them (z = a * b, from Theano's GPU tutorial). */
+#include "multiply_them_plugin.h"
+
+static const dlop_host_api *host_table;
+
+const dlop_host_api *multiply_them_host(void) { return host_table; }
+
+static const dlop_op_desc multiply_them_op = {
+    .struct_size = sizeof(dlop_op_desc),
+    .flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE,
+    .name = "multiply_them",
+    .doc = "multiply_them(a, b) -> z = a * b, elementwise with NumPy broadcasting (from Theano's "
+           "multiply_them tutorial). a and b must have the same dtype; z has it too, and the "
+           "broadcast shape. Integers wrap on overflow like NumPy; float16 and bfloat16 round "
+           "once. Any strides, negative and zero ones included.",
+    .num_inputs = 2,
+    .num_outputs = 1,
+    .params = NULL,
+    .num_params = 0,
+    .cpu_dtypes = MULTIPLY_THEM_DTYPES,
+    .cuda_dtypes = MULTIPLY_THEM_DTYPES,
+    .inplace_map = NULL,
+    .view_map = NULL,
+    .make_node = multiply_them_make_node,
+    .infer_shape = multiply_them_infer_shape,
+    .make_thunk = multiply_them_make_thunk,
+    .op_data = NULL,
+};
+
+static const dlop_op_desc *const multiply_them_ops[] = {&multiply_them_op};
+
+static const dlop_plugin_desc multiply_them_plugin = {
+    .struct_size = sizeof(dlop_plugin_desc),
+    .abi_version = DLOP_ABI_VERSION,
+    .name = "multiply_them",
+    .version = "1.0.0",
+    .doc = "The multiply_them op: z = a * b with broadcasting on the CPU and CUDA, every float and integer dtype.",
+    .ops = multiply_them_ops,
+    .num_ops = 1,
+};
+
+DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
+                                        const dlop_plugin_desc **plugin, char *error,
+                                        size_t error_size) {
+  if (!dlop_plugin_abi_compatible(host_abi_version)) {
+    dlop_set_error(error, error_size,
+                   "multiply_them: built for ABI %u.%u, the host speaks ABI %u.%u (major must match)",
+                   DLOP_ABI_MAJOR, DLOP_ABI_MINOR, DLOP_ABI_VERSION_MAJOR_OF(host_abi_version),
+                   DLOP_ABI_VERSION_MINOR_OF(host_abi_version));
+    return DLOP_ABI_MISMATCH;
+  }
+  if (host == NULL || plugin == NULL) {
+    dlop_set_error(error, error_size, "multiply_them: dlop_plugin_init needs a host table and an output");
+    return DLOP_INVALID_ARGUMENT;
+  }
+  host_table = host;
+  *plugin = &multiply_them_plugin;
+  return DLOP_OK;
+}

@@ -1,0 +1,151 @@
+/* dlop/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
+ * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset struct (dlop_nd_offsets,
+ * defined in kernel_util.h so host C code fills the same layout), and elementwise bodies. */
+#ifndef DLOP_CUDA_KERNEL_UTIL_CUH
+#define DLOP_CUDA_KERNEL_UTIL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernel_util.h"
+
+/* ---- grid-stride loops ----------------------------------------------------------------- */
+
+__device__ __forceinline__ int64_t dlop_cuda_thread_index() {
+  return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ int64_t dlop_cuda_thread_count() {
+  return (int64_t)gridDim.x * blockDim.x;
+}
+
+/* for (i = first index of this thread; i < n; i += all threads) */
+#define DLOP_CUDA_GRID_STRIDE_LOOP(i, n)                                                   \
+  for (int64_t i = dlop_cuda_thread_index(); i < (n); i += dlop_cuda_thread_count())
+
+__device__ __forceinline__ bool dlop_cuda_aligned16(const void *p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
+/* 16 bytes of T, loaded and stored as one vector instruction when the address is aligned. */
+template <typename T>
+struct alignas(16) dlop_cuda_vec16 {
+  static constexpr int width = 16 / sizeof(T);
+  T e[16 / sizeof(T)];
+};
+
+/* ---- float16 / bfloat16 ----------------------------------------------------------------- */
+
+/* Arithmetic on 16-bit floats goes through float: the result is rounded once, to nearest. */
+__device__ __forceinline__ float dlop_cuda_to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float dlop_cuda_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float dlop_cuda_to_float(float x) { return x; }
+
+template <typename T>
+__device__ __forceinline__ T dlop_cuda_from_float(float x);
+template <>
+__device__ __forceinline__ __half dlop_cuda_from_float<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 dlop_cuda_from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ float dlop_cuda_from_float<float>(float x) { return x; }
+
+/* ---- N-d offsets ------------------------------------------------------------------------ */
+
+/* Element offsets (in elements, per operand) of linear index i of the loop's shape. */
+__device__ __forceinline__ void dlop_cuda_offsets_at(const dlop_nd_offsets &o, int64_t i,
+                                                     int64_t *offsets) {
+#pragma unroll
+  for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] = 0;
+  if (o.ndim == 1) { /* the common case after collapsing: no division */
+#pragma unroll
+    for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] = i * o.strides[k][0];
+    return;
+  }
+  for (int d = o.ndim - 1; d >= 0; d--) {
+    int64_t size = o.shape[d];
+    int64_t index = i % size;
+    i /= size;
+#pragma unroll
+    for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] += index * o.strides[k][d];
+  }
+}
+
+/* ---- elementwise bodies ----------------------------------------------------------------- */
+/* Kernels call these from their extern "C" __global__ wrappers; f is a functor. Operand order
+ * in dlop_nd_offsets: 0 = output, then inputs (as dlop_strided_loop_init builds it). */
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__ x,
+                                                           T *__restrict__ y, int64_t n, F f) {
+  typedef dlop_cuda_vec16<T> V;
+  if (dlop_cuda_aligned16(x) && dlop_cuda_aligned16(y)) {
+    const int64_t vectors = n / V::width;
+    const V *xv = reinterpret_cast<const V *>(x);
+    V *yv = reinterpret_cast<V *>(y);
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
+      V a = xv[i], r;
+#pragma unroll
+      for (int k = 0; k < V::width; k++) r.e[k] = f(a.e[k]);
+      yv[i] = r;
+    }
+    const int64_t tail = vectors * V::width;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) y[tail + i] = f(x[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) y[i] = f(x[i]);
+  }
+}
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_unary_strided(const T *x, T *y, int64_t n,
+                                                        const dlop_nd_offsets &o, F f) {
+  DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[DLOP_KERNEL_MAX_OPERANDS];
+    dlop_cuda_offsets_at(o, i, off);
+    y[off[0]] = f(x[off[1]]);
+  }
+}
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_contiguous(const T *__restrict__ a,
+                                                            const T *__restrict__ b,
+                                                            T *__restrict__ z, int64_t n, F f) {
+  typedef dlop_cuda_vec16<T> V;
+  if (dlop_cuda_aligned16(a) && dlop_cuda_aligned16(b) && dlop_cuda_aligned16(z)) {
+    const int64_t vectors = n / V::width;
+    const V *av = reinterpret_cast<const V *>(a);
+    const V *bv = reinterpret_cast<const V *>(b);
+    V *zv = reinterpret_cast<V *>(z);
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
+      V x = av[i], y = bv[i], r;
+#pragma unroll
+      for (int k = 0; k < V::width; k++) r.e[k] = f(x.e[k], y.e[k]);
+      zv[i] = r;
+    }
+    const int64_t tail = vectors * V::width;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = f(a[tail + i], b[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) z[i] = f(a[i], b[i]);
+  }
+}
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_strided(const T *a, const T *b, T *z, int64_t n,
+                                                         const dlop_nd_offsets &o, F f) {
+  DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[DLOP_KERNEL_MAX_OPERANDS];
+    dlop_cuda_offsets_at(o, i, off);
+    z[off[0]] = f(a[off[1]], b[off[2]]);
+  }
+}
+
+/* The dtypes of the seed ops as (dlop name, CUDA type): for generating extern "C" wrappers. */
+#define DLOP_CUDA_FLOAT_TYPES(X)                                                           \
+  X(float16, __half) X(bfloat16, __nv_bfloat16) X(float32, float) X(float64, double)
+#define DLOP_CUDA_INT_TYPES(X)                                                             \
+  X(int8, int8_t) X(int16, int16_t) X(int32, int32_t) X(int64, int64_t) X(uint8, uint8_t)
+
+#endif

@@ -308,16 +308,16 @@ out_of_memory:
   return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory adding a '%s' node", op->name);
 }
 
-int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
-                     int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
-                     dlop_var **outputs, int32_t num_outputs) {
+/* outputs may alias inputs (v = double(v)): inputs are read in full before outputs are set. */
+static int apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
+                 int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
+                 dlop_var **outputs, int32_t num_outputs) {
   const dlop_op_desc *op;
   dlop_param_value *values = NULL;
   dlop_type *types = NULL;
   int32_t i;
   int status = check_apply_arguments(graph, op_name, inputs, num_inputs, outputs, num_outputs);
   if (status != DLOP_OK) return status;
-  for (i = 0; i < num_outputs; i++) outputs[i] = NULL;
 
   op = dlop_find_op(op_name);
   if (op == NULL)
@@ -343,6 +343,15 @@ int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *in
                       num_outputs);
   if (status != DLOP_OK) free(values);
   free(types);
+  return status;
+}
+
+int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
+                     int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
+                     dlop_var **outputs, int32_t num_outputs) {
+  int status = apply(graph, op_name, inputs, num_inputs, params, num_params, outputs, num_outputs);
+  if (status != DLOP_OK && outputs != NULL)
+    for (int32_t i = 0; i < num_outputs; i++) outputs[i] = NULL;
   return status;
 }
 

@@ -1,0 +1,172 @@
+/* test_memory.c — the host caching pool: statistics move as expected, a repeated alloc/free of
+ * the same sizes makes no new system allocation in steady state, release_cached empties the
+ * cache, bad frees are reported, and several threads can allocate at once. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device cpu = {DLOP_DEVICE_CPU, 0};
+
+static dlop_memory_stats stats_now(void) {
+  dlop_memory_stats stats = {.struct_size = sizeof stats};
+  DLOP_CK_OK(dlop_memory_stats_get(cpu, &stats));
+  ck_assert_uint_eq(stats.struct_size, sizeof stats);
+  return stats;
+}
+
+START_TEST(test_stats_follow_alloc_and_free) {
+  dlop_memory_stats before = stats_now();
+  void *p = NULL;
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 1000, NULL, &p));
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq((uintptr_t)p % 64, 0);
+  memset(p, 0x5a, 1000); /* the whole request is usable */
+  dlop_memory_stats during = stats_now();
+  ck_assert_uint_ge(during.bytes_in_use - before.bytes_in_use, 1000);
+  ck_assert_uint_ge(during.peak_bytes_in_use, during.bytes_in_use);
+  ck_assert_uint_eq(during.driver_allocations, before.driver_allocations + 1);
+  DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  dlop_memory_stats after = stats_now();
+  ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  ck_assert_uint_eq(after.bytes_cached - before.bytes_cached, during.bytes_in_use - before.bytes_in_use);
+  ck_assert_uint_eq(after.driver_frees, before.driver_frees);
+}
+END_TEST
+
+START_TEST(test_steady_state_makes_no_driver_allocation) {
+  const size_t sizes[] = {1, 100, 4096, 5000, 1 << 20, (3 << 20) + 17};
+  const int count = (int)(sizeof sizes / sizeof sizes[0]);
+  void *pointers[6];
+  /* Warm up: the first round allocates. */
+  for (int i = 0; i < count; i++) DLOP_CK_OK(dlop_memory_alloc(cpu, sizes[i], NULL, &pointers[i]));
+  for (int i = 0; i < count; i++) DLOP_CK_OK(dlop_memory_free(cpu, pointers[i], NULL));
+  dlop_memory_stats warm = stats_now();
+  for (int round = 0; round < 50; round++) {
+    for (int i = 0; i < count; i++) DLOP_CK_OK(dlop_memory_alloc(cpu, sizes[i], NULL, &pointers[i]));
+    for (int i = 0; i < count; i++) DLOP_CK_OK(dlop_memory_free(cpu, pointers[i], NULL));
+  }
+  dlop_memory_stats steady = stats_now();
+  ck_assert_uint_eq(steady.driver_allocations, warm.driver_allocations);
+  ck_assert_uint_eq(steady.driver_frees, warm.driver_frees);
+  ck_assert_uint_eq(steady.bytes_in_use, warm.bytes_in_use);
+  ck_assert_uint_eq(steady.bytes_cached, warm.bytes_cached);
+}
+END_TEST
+
+START_TEST(test_release_cached_returns_to_zero) {
+  void *a, *b;
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 10000, NULL, &a));
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 3 << 20, NULL, &b));
+  DLOP_CK_OK(dlop_memory_free(cpu, a, NULL));
+  dlop_memory_stats cached = stats_now();
+  ck_assert_uint_gt(cached.bytes_cached, 0);
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  dlop_memory_stats released = stats_now();
+  ck_assert_uint_eq(released.bytes_cached, 0);
+  ck_assert_uint_eq(released.bytes_in_use, cached.bytes_in_use); /* b is untouched */
+  ck_assert_uint_gt(released.driver_frees, cached.driver_frees);
+  DLOP_CK_OK(dlop_memory_free(cpu, b, NULL));
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  released = stats_now();
+  ck_assert_uint_eq(released.bytes_cached, 0);
+  ck_assert_uint_eq(released.bytes_in_use, 0);
+  ck_assert_uint_eq(released.driver_allocations, released.driver_frees);
+}
+END_TEST
+
+START_TEST(test_zero_bytes_and_distinct_pointers) {
+  void *a, *b;
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 0, NULL, &a));
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 0, NULL, &b));
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_ne(a, b);
+  DLOP_CK_OK(dlop_memory_free(cpu, a, NULL));
+  DLOP_CK_OK(dlop_memory_free(cpu, b, NULL));
+  DLOP_CK_OK(dlop_memory_free(cpu, NULL, NULL)); /* like free(NULL) */
+}
+END_TEST
+
+START_TEST(test_bad_free_and_arguments) {
+  int local;
+  ck_assert_int_eq(dlop_memory_free(cpu, &local, NULL), DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(dlop_last_error(), "not allocated by the dlop pool") != NULL, "%s",
+                dlop_last_error());
+  void *p;
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 64, NULL, &p));
+  DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  ck_assert_int_eq(dlop_memory_free(cpu, p, NULL), DLOP_INVALID_ARGUMENT); /* double free */
+  ck_assert_int_eq(dlop_memory_alloc(cpu, 64, NULL, NULL), DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_memory_alloc(cpu, SIZE_MAX, NULL, &p), DLOP_OUT_OF_MEMORY);
+  ck_assert_ptr_null(p);
+  ck_assert_msg(strstr(dlop_last_error(), "bytes") != NULL, "%s", dlop_last_error());
+  dlop_device bogus = {7, 0};
+  ck_assert_int_eq(dlop_memory_alloc(bogus, 64, NULL, &p), DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_memory_stats_get(cpu, NULL), DLOP_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(test_host_table_memory) {
+  const dlop_host_api *host = dlop_host_api_table();
+  char error[256] = "";
+  void *p = NULL;
+  ck_assert_int_eq(host->memory_alloc(cpu, 256, NULL, &p, error, sizeof error), DLOP_OK);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_int_eq(host->memory_free(cpu, p, NULL), DLOP_OK);
+  ck_assert_int_eq(host->memory_alloc(cpu, SIZE_MAX, NULL, &p, error, sizeof error),
+                   DLOP_OUT_OF_MEMORY);
+  ck_assert_msg(strstr(error, "out of memory") != NULL, "error buffer: %s", error);
+}
+END_TEST
+
+static void *hammer(void *argument) {
+  uintptr_t seed = (uintptr_t)argument;
+  void *held[8] = {0};
+  for (int i = 0; i < 2000; i++) {
+    int slot = (int)((seed + (uintptr_t)i * 7) % 8);
+    if (held[slot]) {
+      if (((unsigned char *)held[slot])[0] != (unsigned char)slot) return (void *)1;
+      if (dlop_memory_free(cpu, held[slot], NULL) != DLOP_OK) return (void *)1;
+      held[slot] = NULL;
+    } else {
+      size_t size = 64 + ((seed * 31 + (uintptr_t)i) % 5) * 700;
+      if (dlop_memory_alloc(cpu, size, NULL, &held[slot]) != DLOP_OK) return (void *)1;
+      memset(held[slot], slot, size); /* two threads sharing a block would corrupt this */
+    }
+  }
+  for (int slot = 0; slot < 8; slot++)
+    if (held[slot] && dlop_memory_free(cpu, held[slot], NULL) != DLOP_OK) return (void *)1;
+  return NULL;
+}
+
+START_TEST(test_threads) {
+  dlop_memory_stats before = stats_now();
+  pthread_t threads[4];
+  for (uintptr_t i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, hammer, (void *)(i + 1)), 0);
+  for (int i = 0; i < 4; i++) {
+    void *result;
+    pthread_join(threads[i], &result);
+    ck_assert_msg(result == NULL, "thread %d failed: %s", i, dlop_last_error());
+  }
+  dlop_memory_stats after = stats_now();
+  ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  /* At most 32 blocks are live at once, in 5 size classes: without the cache the ~8000 allocations
+   * would all reach the system allocator; with it at most 32 per class can. */
+  ck_assert_uint_le(after.driver_allocations - before.driver_allocations, 5 * 32);
+}
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("memory");
+  TCase *tc = tcase_create("memory");
+  tcase_add_test(tc, test_stats_follow_alloc_and_free);
+  tcase_add_test(tc, test_steady_state_makes_no_driver_allocation);
+  tcase_add_test(tc, test_release_cached_returns_to_zero);
+  tcase_add_test(tc, test_zero_bytes_and_distinct_pointers);
+  tcase_add_test(tc, test_bad_free_and_arguments);
+  tcase_add_test(tc, test_host_table_memory);
+  tcase_add_test(tc, test_threads);
+  suite_add_tcase(suite, tc);
+  return dlop_test_run_suite(suite);
+}

@@ -1,0 +1,234 @@
+/* test_array.c — dlop_array on the CPU: empty, from_host, wrap (deleter called exactly once),
+ * to_host, copy_to with negative and zero strides, views and their bounds, reference counts. */
+#include <string.h>
+
+#include "internal.h"
+#include "test_support.h"
+
+static const dlop_device cpu = {DLOP_DEVICE_CPU, 0};
+
+START_TEST(test_empty_is_contiguous) {
+  int64_t shape[3] = {2, 3, 5};
+  dlop_array *array;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT64, 3, shape, &array));
+  const dlop_tensor *t = dlop_array_tensor(array);
+  ck_assert_int_eq(t->ndim, 3);
+  ck_assert_int_eq(t->strides[0], 15);
+  ck_assert_int_eq(t->strides[1], 5);
+  ck_assert_int_eq(t->strides[2], 1);
+  ck_assert_int_eq(dlop_tensor_dtype(t), DLOP_FLOAT64);
+  ck_assert_int_eq(dlop_array_numel(array), 30);
+  ck_assert_int_eq(dlop_array_dtype(array), DLOP_FLOAT64);
+  ck_assert_int_eq(dlop_array_device(array).type, DLOP_DEVICE_CPU);
+  ck_assert_ptr_null(dlop_array_stream(array));
+  DLOP_CK_OK(dlop_array_synchronize(array));
+  memset(dlop_tensor_base(t), 0, 30 * sizeof(double));
+  dlop_array_release(array);
+
+  dlop_array *scalar, *empty;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_INT8, 0, NULL, &scalar));
+  ck_assert_int_eq(dlop_array_numel(scalar), 1);
+  int64_t zero[2] = {4, 0};
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_INT8, 2, zero, &empty));
+  ck_assert_int_eq(dlop_array_numel(empty), 0);
+  dlop_array_release(scalar);
+  dlop_array_release(empty);
+}
+END_TEST
+
+START_TEST(test_empty_rejects_bad_arguments) {
+  dlop_array *array = (dlop_array *)0x1;
+  int64_t shape[2] = {2, -3};
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, shape, &array), DLOP_SHAPE_ERROR);
+  ck_assert_ptr_null(array);
+  ck_assert_msg(strstr(dlop_last_error(), "-3") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, DLOP_MAX_NDIM + 1, shape, &array),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_array_empty(cpu, (dlop_dtype)42, 1, shape, &array), DLOP_TYPE_ERROR);
+  int64_t huge[2] = {INT64_MAX / 2, 4};
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, huge, &array), DLOP_OUT_OF_MEMORY);
+}
+END_TEST
+
+START_TEST(test_from_host_to_host_round_trip) {
+  for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
+    int64_t shape[2] = {7, 3};
+    size_t bytes = 21 * dlop_dtype_size((dlop_dtype)dt);
+    unsigned char in[21 * 8], out[21 * 8];
+    dlop_test_fill_random(in, (dlop_dtype)dt, 21, 1234 + (uint64_t)dt, -50, 50);
+    dlop_array *array;
+    DLOP_CK_OK(dlop_array_from_host(cpu, (dlop_dtype)dt, 2, shape, in, &array));
+    memset(out, 0xee, sizeof out);
+    DLOP_CK_OK(dlop_array_to_host(array, out, bytes));
+    ck_assert_msg(memcmp(in, out, bytes) == 0, "dtype %s differs", dlop_dtype_name((dlop_dtype)dt));
+    ck_assert_int_eq(dlop_array_to_host(array, out, bytes - 1), DLOP_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dlop_last_error(), "21") != NULL, "%s", dlop_last_error());
+    dlop_array_release(array);
+  }
+}
+END_TEST
+
+static int deleter_calls;
+static void count_deleter(void *context) {
+  deleter_calls++;
+  ck_assert_ptr_eq(context, &deleter_calls);
+}
+
+START_TEST(test_wrap_calls_deleter_once) {
+  float data[6] = {0, 1, 2, 3, 4, 5};
+  int64_t shape[2] = {2, 3};
+  dlop_tensor t = {data, cpu, 2, {DLOP_DL_FLOAT, 32, 1}, shape, NULL, 0};
+  dlop_array *array, *view;
+  deleter_calls = 0;
+  DLOP_CK_OK(dlop_array_wrap(&t, count_deleter, &deleter_calls, &array));
+  shape[0] = 99; /* shape was copied */
+  ck_assert_int_eq(dlop_array_tensor(array)->shape[0], 2);
+  ck_assert_ptr_eq(dlop_array_tensor(array)->data, data);
+  dlop_array_retain(array);
+  int64_t view_shape[1] = {3}, view_strides[1] = {1};
+  DLOP_CK_OK(dlop_array_view(array, 1, view_shape, view_strides, 3 * sizeof(float), &view));
+  dlop_array_release(array);
+  dlop_array_release(array);
+  ck_assert_int_eq(deleter_calls, 0); /* the view still holds the memory */
+  float out[3];
+  DLOP_CK_OK(dlop_array_to_host(view, out, sizeof out));
+  ck_assert(out[0] == 3 && out[1] == 4 && out[2] == 5);
+  dlop_array_release(view);
+  ck_assert_int_eq(deleter_calls, 1);
+
+  /* A failed wrap does not call the deleter: the caller still owns the memory. */
+  t.dtype.lanes = 2;
+  ck_assert_int_eq(dlop_array_wrap(&t, count_deleter, &deleter_calls, &array), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(deleter_calls, 1);
+  DLOP_CK_OK(dlop_array_wrap(&(dlop_tensor){data, cpu, 0, {DLOP_DL_FLOAT, 32, 1}, NULL, NULL, 0},
+                             NULL, NULL, &array));
+  dlop_array_release(array);
+}
+END_TEST
+
+/* Reference: element i of a strided tensor, by index arithmetic. */
+static double strided_get(const dlop_tensor *t, int64_t linear) {
+  int64_t offset = 0;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    offset += (linear % t->shape[d]) * t->strides[d];
+    linear /= t->shape[d];
+  }
+  const char *base = (const char *)dlop_tensor_base(t);
+  dlop_dtype dtype = dlop_tensor_dtype(t);
+  return dlop_test_get(base + offset * (int64_t)dlop_dtype_size(dtype), dtype, 0);
+}
+
+START_TEST(test_copy_to_with_negative_and_zero_strides) {
+  for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
+    dlop_dtype dtype = (dlop_dtype)dt;
+    size_t esize = dlop_dtype_size(dtype);
+    unsigned char storage[60 * 8];
+    dlop_test_fill_random(storage, dtype, 60, 99 + (uint64_t)dt, -100, 100);
+    /* A 3 x 4 x 5 block viewed reversed along dim 0, broadcast along a new dim, every other
+     * element along the last dim reversed: shape (3, 2, 4, 3). */
+    int64_t shape[4] = {3, 2, 4, 3};
+    int64_t strides[4] = {-20, 0, 5, -2};
+    uint64_t offset = (uint64_t)(2 * 20 + 4) * esize;
+    dlop_tensor t = {storage, cpu, 4, dlop_dtype_to_dl(dtype), shape, strides, offset};
+    dlop_array *source, *copy;
+    DLOP_CK_OK(dlop_array_wrap(&t, NULL, NULL, &source));
+    DLOP_CK_OK(dlop_array_copy_to(source, cpu, &copy));
+    const dlop_tensor *c = dlop_array_tensor(copy);
+    ck_assert(dlop_tensor_is_contiguous(c));
+    ck_assert_int_eq(dlop_array_numel(copy), 72);
+    unsigned char out[72 * 8];
+    DLOP_CK_OK(dlop_array_to_host(source, out, 72 * esize)); /* to_host of strided too */
+    for (int64_t i = 0; i < 72; i++) {
+      double expected = strided_get(&t, i);
+      ck_assert_msg(dlop_test_get(dlop_tensor_base(c), dtype, i) == expected,
+                    "%s copy_to [%lld]", dlop_dtype_name(dtype), (long long)i);
+      ck_assert_msg(dlop_test_get(out, dtype, i) == expected, "%s to_host [%lld]",
+                    dlop_dtype_name(dtype), (long long)i);
+    }
+    dlop_array_release(source);
+    dlop_array_release(copy);
+  }
+}
+END_TEST
+
+START_TEST(test_view_bounds_and_sharing) {
+  int64_t shape[1] = {10};
+  int32_t in[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  dlop_array *base, *view, *reversed;
+  DLOP_CK_OK(dlop_array_from_host(cpu, DLOP_INT32, 1, shape, in, &base));
+  int64_t view_shape[2] = {2, 3}, view_strides[2] = {3, 1};
+  DLOP_CK_OK(dlop_array_view(base, 2, view_shape, view_strides, 4 * sizeof(int32_t), &view));
+  int32_t out[6];
+  DLOP_CK_OK(dlop_array_to_host(view, out, sizeof out));
+  for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], 4 + i);
+  /* Writes through the base are seen by the view: same memory. */
+  ((int32_t *)dlop_tensor_base(dlop_array_tensor(base)))[4] = 40;
+  DLOP_CK_OK(dlop_array_to_host(view, out, sizeof out));
+  ck_assert_int_eq(out[0], 40);
+  /* A view of a view, reversed. */
+  int64_t rshape[1] = {10}, rstrides[1] = {-1};
+  DLOP_CK_OK(dlop_array_view(view, 1, rshape, rstrides, 9 * sizeof(int32_t), &reversed));
+  int32_t all[10];
+  DLOP_CK_OK(dlop_array_to_host(reversed, all, sizeof all));
+  ck_assert_int_eq(all[0], 9);
+  ck_assert_int_eq(all[5], 40);
+  ck_assert_int_eq(all[9], 0);
+  /* Out of bounds: one past the end, and below the start. */
+  dlop_array *bad = NULL;
+  int64_t long_shape[1] = {11};
+  ck_assert_int_eq(dlop_array_view(base, 1, long_shape, NULL, 0, &bad), DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(dlop_last_error(), "spans only") != NULL, "%s", dlop_last_error());
+  ck_assert_int_eq(dlop_array_view(base, 1, rshape, rstrides, 8 * sizeof(int32_t), &bad),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_null(bad);
+  dlop_array_release(base);
+  DLOP_CK_OK(dlop_array_to_host(reversed, all, sizeof all)); /* views keep the memory alive */
+  ck_assert_int_eq(all[9], 0);
+  dlop_array_release(view);
+  dlop_array_release(reversed);
+}
+END_TEST
+
+START_TEST(test_release_returns_memory_to_pool) {
+  dlop_memory_stats before = {.struct_size = sizeof before}, after = before;
+  DLOP_CK_OK(dlop_memory_stats_get(cpu, &before));
+  int64_t shape[1] = {1000};
+  for (int i = 0; i < 10; i++) {
+    dlop_array *array;
+    DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, shape, &array));
+    dlop_array_retain(array);
+    dlop_array_release(array);
+    dlop_array_release(array);
+  }
+  DLOP_CK_OK(dlop_memory_stats_get(cpu, &after));
+  ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  ck_assert_uint_le(after.driver_allocations - before.driver_allocations, 1);
+}
+END_TEST
+
+START_TEST(test_tensor_copy_errors) {
+  float a[4], b[6];
+  int64_t sa[1] = {4}, sb[1] = {6};
+  dlop_tensor ta = {a, cpu, 1, {DLOP_DL_FLOAT, 32, 1}, sa, NULL, 0};
+  dlop_tensor tb = {b, cpu, 1, {DLOP_DL_FLOAT, 32, 1}, sb, NULL, 0};
+  ck_assert_int_eq(dlop__tensor_copy(&ta, &tb, NULL), DLOP_SHAPE_ERROR);
+  tb.shape = sa;
+  tb.dtype.bits = 64;
+  ck_assert_int_eq(dlop__tensor_copy(&ta, &tb, NULL), DLOP_TYPE_ERROR);
+}
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("array");
+  TCase *tc = tcase_create("array");
+  tcase_add_test(tc, test_empty_is_contiguous);
+  tcase_add_test(tc, test_empty_rejects_bad_arguments);
+  tcase_add_test(tc, test_from_host_to_host_round_trip);
+  tcase_add_test(tc, test_wrap_calls_deleter_once);
+  tcase_add_test(tc, test_copy_to_with_negative_and_zero_strides);
+  tcase_add_test(tc, test_view_bounds_and_sharing);
+  tcase_add_test(tc, test_release_returns_memory_to_pool);
+  tcase_add_test(tc, test_tensor_copy_errors);
+  suite_add_tcase(suite, tc);
+  return dlop_test_run_suite(suite);
+}

@@ -1,0 +1,13 @@
+# check_command.cmake — runs one `dlop` command for CTest and checks both its exit status and
+# its output (stdout and stderr together), which PASS_REGULAR_EXPRESSION alone cannot do.
+# -DCOMMAND=<program> -DARGS=<args separated by |> -DEXPECT_STATUS=<n> -DEXPECT_REGEX=<regex>
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND ${COMMAND} ${args} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(output "${out}${err}")
+if(NOT status STREQUAL "${EXPECT_STATUS}")
+  message(FATAL_ERROR "`dlop ${ARGS}` exited with ${status}, expected ${EXPECT_STATUS}; output:\n${output}")
+endif()
+if(NOT output MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "`dlop ${ARGS}` output does not match /${EXPECT_REGEX}/:\n${output}")
+endif()
+message(STATUS "`dlop ${ARGS}`: status ${status}, output matches")

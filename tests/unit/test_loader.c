@@ -1,0 +1,397 @@
+/* test_loader.c — every way loading a plugin can fail (one fixture plugin per failure) gives
+ * the right status and a message naming the file and the reason; bad plugins never stop good
+ * ones; DLOP_PLUGIN_PATH rules (relative and empty entries); world-writable warnings. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+#define FIXTURE(name) DLOP_TEST_FIXTURE_DIR "/" name ".so"
+
+/* Load a fixture expecting `expected` and a message containing the path and every needle
+ * (NULL-terminated). Also checks that nothing stayed registered. */
+static void expect_failure(const char *path, int expected, ...) {
+  const dlop_plugin *plugin = (const dlop_plugin *)&plugin; /* must be reset to NULL */
+  int status = dlop_load_plugin(path, &plugin);
+  const char *message = dlop_last_error();
+  ck_assert_msg(status == expected, "%s: expected %s, got %s (%s)", path,
+                dlop_status_name(expected), dlop_status_name(status), message);
+  ck_assert_ptr_null(plugin);
+  ck_assert_msg(strncmp(message, path, strlen(path)) == 0,
+                "the message must start with the file path %s: %s", path, message);
+  va_list needles;
+  va_start(needles, expected);
+  for (const char *needle = va_arg(needles, const char *); needle != NULL;
+       needle = va_arg(needles, const char *))
+    ck_assert_msg(strstr(message, needle) != NULL, "message lacks \"%s\": %s", needle, message);
+  va_end(needles);
+  ck_assert_int_eq(dlop_plugin_count(), 0);
+  ck_assert_int_eq(dlop_op_count(), 0);
+}
+
+/* ---- stderr capture (each test runs in its own process) ---------------------------------- */
+
+static char capture_path[] = "/tmp/dlop_test_stderr_XXXXXX";
+static int saved_stderr = -1;
+
+static void capture_stderr(void) {
+  fflush(stderr);
+  int fd = mkstemp(capture_path);
+  ck_assert_int_ge(fd, 0);
+  saved_stderr = dup(2);
+  dup2(fd, 2);
+  close(fd);
+}
+
+static const char *captured_stderr(void) {
+  static char text[16384];
+  fflush(stderr);
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  FILE *file = fopen(capture_path, "r");
+  ck_assert_ptr_nonnull(file);
+  size_t length = fread(text, 1, sizeof text - 1, file);
+  text[length] = '\0';
+  fclose(file);
+  unlink(capture_path);
+  return text;
+}
+
+static void copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
+  char buffer[65536];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
+  fclose(in);
+  fclose(out);
+}
+
+/* A fresh directory holding a copy of good.so; path of the copy into plugin_path. */
+static void temp_dir_with_good(char *dir, size_t dir_size, char *plugin_path, size_t size) {
+  snprintf(dir, dir_size, "/tmp/dlop_test_loader_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(plugin_path, size, "%s/good.so", dir);
+  copy_file(FIXTURE("good"), plugin_path);
+}
+
+/* ---- the good fixture --------------------------------------------------------------------- */
+
+START_TEST(good_plugin_loads) {
+  const dlop_plugin *plugin = NULL;
+  DLOP_CK_OK(dlop_load_plugin(FIXTURE("good"), &plugin));
+  ck_assert_ptr_nonnull(plugin);
+  ck_assert_str_eq(dlop_plugin_name(plugin), "fixture_good");
+  ck_assert_str_eq(dlop_plugin_path(plugin), FIXTURE("good"));
+  ck_assert_int_eq(dlop_plugin_op_count(plugin), 1);
+  const dlop_op_desc *op = dlop_find_op("fixture_scale");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_ptr_eq(op, dlop_plugin_op(plugin, 0));
+  ck_assert_int_eq(op->num_params, 2);
+}
+END_TEST
+
+START_TEST(same_file_twice_is_loaded_once) {
+  char dir[64], copy[128], link_path[192];
+  temp_dir_with_good(dir, sizeof dir, copy, sizeof copy);
+  snprintf(link_path, sizeof link_path, "%s/link_to_good.so", dir);
+  ck_assert_int_eq(symlink(copy, link_path), 0);
+  const dlop_plugin *first = NULL, *second = NULL, *third = NULL;
+  DLOP_CK_OK(dlop_load_plugin(copy, &first));
+  DLOP_CK_OK(dlop_load_plugin(copy, &second));
+  DLOP_CK_OK(dlop_load_plugin(link_path, &third)); /* same realpath through a symlink */
+  ck_assert_ptr_eq(first, second);
+  ck_assert_ptr_eq(first, third);
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  ck_assert_int_eq(dlop_op_count(), 1);
+}
+END_TEST
+
+START_TEST(name_without_slash_is_relative_to_cwd_never_searched) {
+  ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
+  const dlop_plugin *plugin = NULL;
+  DLOP_CK_OK(dlop_load_plugin("good.so", &plugin));
+  ck_assert_str_eq(dlop_plugin_path(plugin), FIXTURE("good"));
+  /* dlopen("libc.so.6") would find the C library in the system paths; dlop must not. */
+  ck_assert_int_eq(chdir("/"), 0);
+  int status = dlop_load_plugin("libc.so.6", NULL);
+  ck_assert_int_eq(status, DLOP_NOT_FOUND);
+  ck_assert_ptr_nonnull(strstr(dlop_last_error(), "/libc.so.6: cannot open plugin file"));
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+}
+END_TEST
+
+/* ---- every failure ----------------------------------------------------------------------- */
+
+START_TEST(missing_file) {
+  expect_failure(DLOP_TEST_FIXTURE_DIR "/does_not_exist.so", DLOP_NOT_FOUND, "cannot open",
+                 "No such file", NULL);
+}
+END_TEST
+
+START_TEST(directory_is_not_a_plugin) {
+  expect_failure(DLOP_TEST_FIXTURE_DIR, DLOP_LOAD_ERROR, "not a regular file", "directory", NULL);
+}
+END_TEST
+
+START_TEST(not_a_shared_object) {
+  /* glibc's dlerror text for a text file: "...: invalid ELF header". */
+  expect_failure(FIXTURE("not_a_shared_object"), DLOP_LOAD_ERROR,
+                 "not a shared object or missing dependency", "invalid ELF header", NULL);
+}
+END_TEST
+
+START_TEST(no_entry_symbol) {
+  expect_failure(FIXTURE("no_entry_symbol"), DLOP_LOAD_ERROR, "no entry symbol dlop_plugin_init",
+                 "is this a dlop plugin?", NULL);
+}
+END_TEST
+
+START_TEST(abi_major_mismatch) {
+  char host[64];
+  snprintf(host, sizeof host, "this host speaks %d.%d", DLOP_ABI_MAJOR, DLOP_ABI_MINOR);
+  expect_failure(FIXTURE("abi_major_mismatch"), DLOP_ABI_MISMATCH, "built for dlop ABI 2.0", host,
+                 NULL);
+}
+END_TEST
+
+START_TEST(init_fails_with_its_own_message) {
+  expect_failure(FIXTURE("init_fails"), DLOP_PLUGIN_ERROR, "dlop_plugin_init failed",
+                 "DLOP_NOT_FOUND", "license file /nonexistent/fixture.lic is missing", NULL);
+}
+END_TEST
+
+START_TEST(null_descriptor) {
+  expect_failure(FIXTURE("null_descriptor"), DLOP_INVALID_PLUGIN, "dlop_plugin_init",
+                 "no plugin descriptor (NULL)", NULL);
+}
+END_TEST
+
+START_TEST(bad_op_name) {
+  expect_failure(FIXTURE("bad_op_name"), DLOP_INVALID_PLUGIN, "'bad-name'", "not well-formed",
+                 "[A-Za-z_][A-Za-z0-9_]*", NULL);
+}
+END_TEST
+
+START_TEST(missing_make_thunk) {
+  expect_failure(FIXTURE("missing_make_thunk"), DLOP_INVALID_PLUGIN, "op 'fixture_no_thunk'",
+                 "no make_thunk function", NULL);
+}
+END_TEST
+
+START_TEST(invalid_dtype_mask) {
+  expect_failure(FIXTURE("invalid_dtype_mask"), DLOP_INVALID_PLUGIN, "op 'fixture_bad_mask'",
+                 "cpu_dtypes 0x100300", "invalid bits 0x100000", NULL);
+}
+END_TEST
+
+START_TEST(bad_struct_size) {
+  expect_failure(FIXTURE("bad_struct_size"), DLOP_INVALID_PLUGIN, "op #0 has struct_size 16",
+                 "through make_thunk", NULL);
+}
+END_TEST
+
+START_TEST(duplicate_op_within_plugin) {
+  expect_failure(FIXTURE("duplicate_op_within_plugin"), DLOP_DUPLICATE, "op 'fixture_twice'",
+                 "declared twice", NULL);
+}
+END_TEST
+
+START_TEST(bad_param_default_kind) {
+  expect_failure(FIXTURE("bad_param"), DLOP_INVALID_PLUGIN, "parameter 'scale'",
+                 "default value has kind int", "declared float", NULL);
+}
+END_TEST
+
+START_TEST(duplicate_op_across_plugins_names_both_files) {
+  const dlop_plugin *good = NULL, *duplicate = (const dlop_plugin *)&good;
+  DLOP_CK_OK(dlop_load_plugin(FIXTURE("good"), &good));
+  int status = dlop_load_plugin(FIXTURE("duplicate_op"), &duplicate);
+  const char *message = dlop_last_error();
+  ck_assert_int_eq(status, DLOP_DUPLICATE);
+  ck_assert_ptr_null(duplicate);
+  ck_assert_msg(strncmp(message, FIXTURE("duplicate_op"), strlen(FIXTURE("duplicate_op"))) == 0,
+                "starts with the second file: %s", message);
+  ck_assert_msg(strstr(message, "'fixture_scale'") != NULL, "names the op: %s", message);
+  ck_assert_msg(strstr(message, FIXTURE("good")) != NULL, "names the first file: %s", message);
+  /* The second plugin is not registered; the first one still serves the op. */
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  ck_assert_ptr_eq(dlop_op_plugin(dlop_find_op("fixture_scale")), good);
+}
+END_TEST
+
+/* ---- DLOP_PLUGIN_PATH --------------------------------------------------------------------- */
+
+/* The fixture directory holds every broken fixture; good.so first so it owns fixture_scale. */
+START_TEST(bad_plugins_never_stop_good_ones) {
+  setenv("DLOP_PLUGIN_PATH", FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, 1);
+  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
+  capture_stderr();
+  DLOP_CK_OK(dlop_registry_load_default());
+  const char *warnings = captured_stderr();
+  ck_assert_int_eq(dlop_plugin_count(), 3); /* good, newer_minor, older_op_struct */
+  ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
+  ck_assert_ptr_nonnull(dlop_find_op("fixture_legacy_scale"));
+  ck_assert_ptr_nonnull(dlop_find_op("fixture_future_scale"));
+  ck_assert_str_eq(dlop_plugin_name(dlop_op_plugin(dlop_find_op("fixture_scale"))), "fixture_good");
+
+  static const char *const bad[] = {
+      "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
+      "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
+      "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op"};
+  int count = (int)(sizeof bad / sizeof bad[0]);
+  ck_assert_int_eq(dlop_load_error_count(), count);
+  for (int i = 0; i < count; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.so:", DLOP_TEST_FIXTURE_DIR, bad[i]);
+    int found = 0;
+    for (int e = 0; e < dlop_load_error_count(); e++)
+      found += strncmp(dlop_load_error_at(e), path, strlen(path)) == 0;
+    ck_assert_msg(found == 1, "expected one load error starting with %s", path);
+    ck_assert_msg(strstr(warnings, path) != NULL, "the error for %s is also printed", path);
+  }
+  ck_assert_ptr_null(dlop_load_error_at(count));
+}
+END_TEST
+
+START_TEST(load_default_runs_once) {
+  setenv("DLOP_PLUGIN_PATH", FIXTURE("good"), 1);
+  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
+  DLOP_CK_OK(dlop_registry_load_default());
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  setenv("DLOP_PLUGIN_PATH", FIXTURE("older_op_struct"), 1);
+  DLOP_CK_OK(dlop_registry_load_default());
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+}
+END_TEST
+
+START_TEST(relative_and_empty_entries_are_ignored) {
+  /* From inside the fixture directory, "", ".", "good.so" and "./good.so" would all reach
+   * plugins if they were honoured; only the absolute entry may load anything. */
+  ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
+  setenv("DLOP_PLUGIN_PATH", "::.:good.so::./older_op_struct.so:" FIXTURE("newer_minor") ":", 1);
+  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
+  capture_stderr();
+  DLOP_CK_OK(dlop_registry_load_default());
+  const char *warnings = captured_stderr();
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_newer_minor");
+  ck_assert_int_eq(dlop_load_error_count(), 0);
+  ck_assert_msg(strstr(warnings, "entry 'good.so' is relative") != NULL, "%s", warnings);
+  ck_assert_msg(strstr(warnings, "entry '.' is relative") != NULL, "%s", warnings);
+  ck_assert_msg(strstr(warnings, "use an absolute path") != NULL, "%s", warnings);
+}
+END_TEST
+
+START_TEST(empty_plugin_path_never_means_cwd) {
+  ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
+  setenv("DLOP_PLUGIN_PATH", "", 1);
+  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
+  DLOP_CK_OK(dlop_registry_load_default());
+  ck_assert_int_eq(dlop_plugin_count(), 0);
+  ck_assert_int_eq(dlop_load_error_count(), 0);
+}
+END_TEST
+
+START_TEST(missing_path_entry_is_a_load_error) {
+  setenv("DLOP_PLUGIN_PATH", "/nonexistent/dlop_plugins:" FIXTURE("good"), 1);
+  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
+  capture_stderr();
+  DLOP_CK_OK(dlop_registry_load_default());
+  captured_stderr();
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  ck_assert_int_eq(dlop_load_error_count(), 1);
+  const char *line = dlop_load_error_at(0);
+  ck_assert_msg(strncmp(line, "/nonexistent/dlop_plugins: listed in DLOP_PLUGIN_PATH", 52) == 0,
+                "%s", line);
+}
+END_TEST
+
+/* ---- permissions ------------------------------------------------------------------------- */
+
+/* Load a copy of good.so with the given modes; returns what was printed on stderr. */
+static const char *load_with_modes(mode_t file_mode, mode_t dir_mode, char *copy, size_t size) {
+  char dir[64];
+  temp_dir_with_good(dir, sizeof dir, copy, size);
+  ck_assert_int_eq(chmod(copy, file_mode), 0);
+  ck_assert_int_eq(chmod(dir, dir_mode), 0);
+  capture_stderr();
+  int status = dlop_load_plugin(copy, NULL);
+  const char *warnings = captured_stderr();
+  DLOP_CK_OK(status); /* a warning, never a refusal */
+  return warnings;
+}
+
+START_TEST(world_writable_file_warns) {
+  char copy[128];
+  const char *warnings = load_with_modes(0666, 0755, copy, sizeof copy);
+  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin file") &&
+                    strstr(warnings, copy) && strstr(warnings, "0666"),
+                "%s", warnings);
+  ck_assert_msg(strstr(warnings, "plugin directory") == NULL, "%s", warnings);
+}
+END_TEST
+
+START_TEST(world_writable_directory_warns) {
+  char copy[128];
+  const char *warnings = load_with_modes(0644, 0777, copy, sizeof copy);
+  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin directory") &&
+                    strstr(warnings, "0777"),
+                "%s", warnings);
+  ck_assert_msg(strstr(warnings, "plugin file") == NULL, "%s", warnings);
+}
+END_TEST
+
+START_TEST(group_writable_is_fine) {
+  char copy[128];
+  const char *warnings = load_with_modes(0664, 0775, copy, sizeof copy);
+  ck_assert_msg(strstr(warnings, "world-writable") == NULL, "unexpected warning: %s", warnings);
+}
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("loader");
+  TCase *good = tcase_create("good");
+  tcase_add_test(good, good_plugin_loads);
+  tcase_add_test(good, same_file_twice_is_loaded_once);
+  tcase_add_test(good, name_without_slash_is_relative_to_cwd_never_searched);
+  suite_add_tcase(suite, good);
+
+  TCase *errors = tcase_create("errors");
+  tcase_add_test(errors, missing_file);
+  tcase_add_test(errors, directory_is_not_a_plugin);
+  tcase_add_test(errors, not_a_shared_object);
+  tcase_add_test(errors, no_entry_symbol);
+  tcase_add_test(errors, abi_major_mismatch);
+  tcase_add_test(errors, init_fails_with_its_own_message);
+  tcase_add_test(errors, null_descriptor);
+  tcase_add_test(errors, bad_op_name);
+  tcase_add_test(errors, missing_make_thunk);
+  tcase_add_test(errors, invalid_dtype_mask);
+  tcase_add_test(errors, bad_struct_size);
+  tcase_add_test(errors, duplicate_op_within_plugin);
+  tcase_add_test(errors, bad_param_default_kind);
+  tcase_add_test(errors, duplicate_op_across_plugins_names_both_files);
+  suite_add_tcase(suite, errors);
+
+  TCase *path = tcase_create("plugin_path");
+  tcase_add_test(path, bad_plugins_never_stop_good_ones);
+  tcase_add_test(path, load_default_runs_once);
+  tcase_add_test(path, relative_and_empty_entries_are_ignored);
+  tcase_add_test(path, empty_plugin_path_never_means_cwd);
+  tcase_add_test(path, missing_path_entry_is_a_load_error);
+  suite_add_tcase(suite, path);
+
+  TCase *permissions = tcase_create("permissions");
+  tcase_add_test(permissions, world_writable_file_warns);
+  tcase_add_test(permissions, world_writable_directory_warns);
+  tcase_add_test(permissions, group_writable_is_fine);
+  suite_add_tcase(suite, permissions);
+  return dlop_test_run_suite(suite);
+}

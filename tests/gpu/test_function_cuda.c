@@ -1,0 +1,395 @@
+/* test_function_cuda.c — the graphs of test_function.c compiled for cuda:0: results equal to
+ * the CPU function's for every dtype, odd and zero sizes, strided inputs, no driver allocation
+ * in steady state, explain() says cuda:0, and a CPU input is refused, never moved silently. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
+static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
+
+static const dlop_dtype FLOAT_DTYPES[] = {DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+static const dlop_dtype INT_DTYPES[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
+
+static dlop_graph *new_graph(void) {
+  dlop_graph *graph = NULL;
+  dlop_test_load_bundled_plugins();
+  DLOP_CK_OK(dlop_graph_create(&graph));
+  return graph;
+}
+
+/* The same graph compiled for both devices. */
+typedef struct pair {
+  dlop_graph *graph;
+  dlop_function *cpu, *cuda;
+} pair;
+
+static void compile_both(pair *p, dlop_var *const *inputs, int32_t num_inputs, dlop_var *output) {
+  DLOP_CK_OK(dlop_function_compile(p->graph, inputs, num_inputs, &output, 1, CPU, &p->cpu));
+  DLOP_CK_OK(dlop_function_compile(p->graph, inputs, num_inputs, &output, 1, CUDA, &p->cuda));
+  ck_assert_int_eq(dlop_function_device(p->cuda).type, DLOP_DEVICE_CUDA);
+}
+
+static void destroy_pair(pair *p) {
+  dlop_function_destroy(p->cpu);
+  dlop_function_destroy(p->cuda);
+  dlop_graph_destroy(p->graph);
+}
+
+static void *read_back(const dlop_array *array) {
+  size_t bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
+  void *data = malloc(bytes + 1);
+  ck_assert_ptr_nonnull(data);
+  DLOP_CK_OK(dlop_array_to_host(array, data, bytes));
+  return data;
+}
+
+/* Run both functions on the same host data; the CUDA result must equal the CPU result. */
+static void check_parity(pair *p, int32_t num_inputs, dlop_dtype dtype, int32_t *ndims,
+                         int64_t (*shapes)[2], void **data, const char *what) {
+  dlop_array *cpu_in[2], *cuda_in[2], *cpu_out = NULL, *cuda_out = NULL;
+  char report[512];
+  for (int32_t i = 0; i < num_inputs; i++) {
+    DLOP_CK_OK(dlop_array_from_host(CPU, dtype, ndims[i], shapes[i], data[i], &cpu_in[i]));
+    DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, ndims[i], shapes[i], data[i], &cuda_in[i]));
+  }
+  DLOP_CK_OK(dlop_function_run(p->cpu, cpu_in, num_inputs, &cpu_out, 1, NULL));
+  DLOP_CK_OK(dlop_function_run(p->cuda, cuda_in, num_inputs, &cuda_out, 1, NULL));
+  ck_assert_int_eq(dlop_array_device(cuda_out).type, DLOP_DEVICE_CUDA);
+  ck_assert_int_eq(dlop_array_numel(cpu_out), dlop_array_numel(cuda_out));
+  int64_t n = dlop_array_numel(cpu_out);
+  void *expected = read_back(cpu_out), *actual = read_back(cuda_out);
+  double tolerance = dlop_test_tolerance(dtype);
+  int64_t bad = dlop_test_compare(expected, actual, dtype, n, tolerance, tolerance, report, sizeof report);
+  ck_assert_msg(bad == 0, "%s %s: %lld of %lld elements differ between cpu and cuda:0: %s", what,
+                dlop_dtype_name(dtype), (long long)bad, (long long)n, report);
+  free(expected);
+  free(actual);
+  dlop_array_release(cpu_out);
+  dlop_array_release(cuda_out);
+  for (int32_t i = 0; i < num_inputs; i++) {
+    dlop_array_release(cpu_in[i]);
+    dlop_array_release(cuda_in[i]);
+  }
+}
+
+START_TEST(test_exp_double_parity_every_float_dtype) {
+  static const int64_t sizes[] = {0, 1, 100, 1000003};
+  for (size_t k = 0; k < 4; k++) {
+    dlop_dtype dtype = FLOAT_DTYPES[k];
+    pair p = {new_graph(), NULL, NULL};
+    dlop_var *x, *y, *z;
+    int64_t unknown = DLOP_DIM_UNKNOWN;
+    DLOP_CK_OK(dlop_graph_input(p.graph, "x", dtype, 1, &unknown, &x));
+    DLOP_CK_OK(dlop_graph_apply(p.graph, "double", &x, 1, NULL, 0, &y, 1));
+    DLOP_CK_OK(dlop_graph_apply(p.graph, "exp", &y, 1, NULL, 0, &z, 1));
+    compile_both(&p, &x, 1, z);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+      int64_t shape[1][2] = {{sizes[s], 0}};
+      int32_t ndim = 1;
+      void *data = malloc((size_t)sizes[s] * 8 + 8);
+      dlop_test_fill_random(data, dtype, sizes[s], 3 + s, -2, 2);
+      check_parity(&p, 1, dtype, &ndim, shape, &data, "exp(double(x))");
+      free(data);
+    }
+    destroy_pair(&p);
+  }
+}
+END_TEST
+
+static void multiply_parity(dlop_dtype dtype, const int64_t *a_shape, const int64_t *b_shape) {
+  pair p = {new_graph(), NULL, NULL};
+  dlop_var *ab[2], *z;
+  int64_t shapes[2][2] = {{a_shape[0], a_shape[1]}, {b_shape[0], b_shape[1]}};
+  int32_t ndims[2] = {2, 2};
+  DLOP_CK_OK(dlop_graph_input(p.graph, "a", dtype, 2, a_shape, &ab[0]));
+  DLOP_CK_OK(dlop_graph_input(p.graph, "b", dtype, 2, b_shape, &ab[1]));
+  DLOP_CK_OK(dlop_graph_apply(p.graph, "multiply_them", ab, 2, NULL, 0, &z, 1));
+  compile_both(&p, ab, 2, z);
+  void *data[2];
+  for (int i = 0; i < 2; i++) {
+    data[i] = malloc((size_t)(shapes[i][0] * shapes[i][1]) * 8 + 8);
+    dlop_test_fill_random(data[i], dtype, shapes[i][0] * shapes[i][1], 20 + i,
+                          dlop_dtype_is_float(dtype) ? -3 : 0, dlop_dtype_is_float(dtype) ? 3 : 10);
+  }
+  check_parity(&p, 2, dtype, ndims, shapes, data, "multiply_them");
+  free(data[0]);
+  free(data[1]);
+  destroy_pair(&p);
+}
+
+START_TEST(test_multiply_them_parity_every_dtype) {
+  int64_t a[2] = {300, 1}, b[2] = {1, 401}, same[2] = {37, 1001};
+  for (size_t k = 0; k < 4; k++) {
+    multiply_parity(FLOAT_DTYPES[k], a, b);
+    multiply_parity(FLOAT_DTYPES[k], same, same);
+  }
+  for (size_t k = 0; k < 5; k++) multiply_parity(INT_DTYPES[k], a, b);
+}
+END_TEST
+
+/* Theano fell back to the CPU for float64; here float64 runs on the GPU. */
+START_TEST(test_float64_runs_on_gpu) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  dlop_function *function = NULL;
+  int64_t shape[2] = {4, 5};
+  double ones[20], got[20];
+  for (int i = 0; i < 20; i++) ones[i] = 1.0;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &function));
+  dlop_array *input = NULL, *output = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT64, 2, shape, ones, &input));
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  ck_assert_int_eq(dlop_array_device(output).type, DLOP_DEVICE_CUDA);
+  DLOP_CK_OK(dlop_array_to_host(output, got, sizeof got));
+  for (int i = 0; i < 20; i++) ck_assert_msg(got[i] == 2.0, "[%d] = %g, expected 2", i, got[i]);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_steady_state_no_driver_allocation) {
+  enum { CHAIN = 10 };
+  const int64_t n = (int64_t)1 << 24;
+  const uint64_t buffer_bytes = (uint64_t)n * sizeof(float);
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *v;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  v = x;
+  for (int i = 0; i < CHAIN; i++) DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &function));
+  float *data = malloc((size_t)buffer_bytes);
+  ck_assert_ptr_nonnull(data);
+  for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 977) * 0.5f;
+  dlop_array *input = NULL, *output = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, data, &input));
+  dlop_memory_stats before, first, later;
+  memset(&before, 0, sizeof before);
+  before.struct_size = sizeof before;
+  first = later = before;
+  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &before));
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  float *result = read_back(output);
+  for (int64_t i = 0; i < n; i++)
+    if (result[i] != data[i] * 1024.0f)
+      ck_abort_msg("[%lld] expected %g, got %g", (long long)i, (double)(data[i] * 1024.0f), (double)result[i]);
+  free(result);
+  dlop_array_release(output);
+  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &first));
+  for (int run = 0; run < 5; run++) {
+    DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+    dlop_array_release(output);
+  }
+  DLOP_CK_OK(dlop_array_synchronize(input));
+  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &later));
+  ck_assert_msg(later.driver_allocations == first.driver_allocations,
+                "steady state made %llu cuMemAlloc calls in 5 runs",
+                (unsigned long long)(later.driver_allocations - first.driver_allocations));
+  uint64_t extra = later.peak_bytes_in_use - before.bytes_in_use;
+  ck_assert_msg(extra <= 2 * buffer_bytes + buffer_bytes / 2,
+                "peak use grew by %.1f buffers for a chain of %d (expected about 2)",
+                (double)extra / (double)buffer_bytes, CHAIN);
+  dlop_array_release(input);
+  free(data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_explain_says_cuda) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y, *z;
+  dlop_function *function = NULL;
+  int64_t five = 5;
+  char text[1024];
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &five, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CUDA, &function));
+  DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
+  ck_assert_msg(strstr(text, "#0 double(x: float32[5]) -> float32[5] on cuda:0") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[5]) -> float32[5] on cuda:0") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "on cpu") == NULL, "%s", text);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_cpu_input_to_cuda_function_is_refused) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  dlop_function *function = NULL;
+  int64_t four = 4;
+  float data[4] = {1, 2, 3, 4};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &function));
+  dlop_array *input = NULL, *output = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &four, data, &input));
+  ck_assert_int_eq(dlop_function_run(function, &input, 1, &output, 1, NULL), DLOP_DEVICE_MISMATCH);
+  ck_assert_ptr_null(output);
+  ck_assert_msg(strstr(dlop_last_error(), "input 0 ('x') is on cpu but the function runs on cuda:0") != NULL,
+                "%s", dlop_last_error());
+  ck_assert_msg(strstr(dlop_last_error(), "dlop_array_copy_to") != NULL, "%s", dlop_last_error());
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_strided_inputs_on_cuda) {
+  dlop_graph *graph = new_graph();
+  dlop_var *t, *dt;
+  dlop_function *function = NULL;
+  int64_t unknown2[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
+  int64_t base_shape[2] = {33, 65}, t_shape[2] = {65, 33}, t_strides[2] = {1, 65};
+  int64_t r_shape[2] = {33, 65}, r_strides[2] = {-65, -1};
+  float m[33 * 65], got[33 * 65];
+  for (int i = 0; i < 33 * 65; i++) m[i] = (float)i * 0.125f - 100.0f;
+  DLOP_CK_OK(dlop_graph_input(graph, "t", DLOP_FLOAT32, 2, unknown2, &t));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &t, 1, NULL, 0, &dt, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &t, 1, &dt, 1, CUDA, &function));
+  dlop_array *base = NULL, *view = NULL, *out = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 2, base_shape, m, &base));
+  DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
+  DLOP_CK_OK(dlop_function_run(function, &view, 1, &out, 1, NULL));
+  DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
+  for (int i = 0; i < 65; i++)
+    for (int j = 0; j < 33; j++)
+      ck_assert_msg(got[i * 33 + j] == 2.0f * m[j * 65 + i], "transposed [%d,%d]", i, j);
+  dlop_array_release(out);
+  dlop_array_release(view);
+  DLOP_CK_OK(dlop_array_view(base, 2, r_shape, r_strides, (33 * 65 - 1) * sizeof(float), &view));
+  DLOP_CK_OK(dlop_function_run(function, &view, 1, &out, 1, NULL));
+  DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
+  for (int i = 0; i < 33 * 65; i++)
+    ck_assert_msg(got[i] == 2.0f * m[33 * 65 - 1 - i], "reversed [%d]", i);
+  dlop_array_release(out);
+  dlop_array_release(view);
+  dlop_array_release(base);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+START_TEST(test_constant_copied_to_gpu) {
+  dlop_graph *graph = new_graph();
+  int64_t four = 4;
+  float c_data[4] = {1.0f, -2.0f, 0.5f, 4.0f}, x_data[4] = {3.0f, 3.0f, -8.0f, 0.25f}, got[4];
+  dlop_array *c_array = NULL, *input = NULL, *output = NULL;
+  dlop_var *xc[2], *p;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &four, c_data, &c_array));
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &xc[0]));
+  DLOP_CK_OK(dlop_graph_constant(graph, "c", c_array, &xc[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", xc, 2, NULL, 0, &p, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, xc, 1, &p, 1, CUDA, &function));
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &four, x_data, &input));
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  DLOP_CK_OK(dlop_array_to_host(output, got, sizeof got));
+  for (int i = 0; i < 4; i++) ck_assert_msg(got[i] == x_data[i] * c_data[i], "[%d] = %g", i, (double)got[i]);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_array_release(c_array);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+typedef struct thread_job {
+  dlop_function *function;
+  int seed, failures;
+  char message[256];
+} thread_job;
+
+static void *run_many(void *context) {
+  thread_job *job = context;
+  enum { N = 100003, RUNS = 20 };
+  int64_t n = N;
+  float *x = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
+  dlop_array *input = NULL;
+  dlop_test_fill_random(x, DLOP_FLOAT32, N, (uint64_t)job->seed, -2, 2);
+  if (dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, x, &input) != DLOP_OK) {
+    snprintf(job->message, sizeof job->message, "input: %s", dlop_last_error());
+    job->failures++;
+  }
+  for (int run = 0; run < RUNS && job->failures == 0; run++) {
+    dlop_array *output = NULL;
+    if (dlop_function_run(job->function, &input, 1, &output, 1, NULL) != DLOP_OK ||
+        dlop_array_to_host(output, got, N * sizeof(float)) != DLOP_OK) {
+      snprintf(job->message, sizeof job->message, "run %d: %s", run, dlop_last_error());
+      job->failures++;
+    }
+    for (int i = 0; i < N && job->failures == 0; i++) {
+      float want = expf(2.0f * x[i]);
+      if (fabsf(got[i] - want) > 1e-5f * fabsf(want) + 1e-6f) {
+        snprintf(job->message, sizeof job->message, "run %d [%d]: expected %g, got %g", run, i,
+                 (double)want, (double)got[i]);
+        job->failures++;
+      }
+    }
+    dlop_array_release(output);
+  }
+  dlop_array_release(input);
+  free(x);
+  free(got);
+  return NULL;
+}
+
+START_TEST(test_four_threads_one_cuda_function) {
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y, *z;
+  dlop_function *function = NULL;
+  int64_t unknown = DLOP_DIM_UNKNOWN;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CUDA, &function));
+  pthread_t threads[4];
+  thread_job jobs[4];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 4; i++) {
+    jobs[i].function = function;
+    jobs[i].seed = 200 + i;
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, run_many, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < 4; i++) ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+static Suite *function_cuda_suite(void) {
+  Suite *suite = suite_create("function_cuda");
+  TCase *parity = tcase_create("parity");
+  tcase_set_timeout(parity, 300);
+  tcase_add_test(parity, test_exp_double_parity_every_float_dtype);
+  tcase_add_test(parity, test_multiply_them_parity_every_dtype);
+  tcase_add_test(parity, test_float64_runs_on_gpu);
+  tcase_add_test(parity, test_strided_inputs_on_cuda);
+  tcase_add_test(parity, test_constant_copied_to_gpu);
+  tcase_add_test(parity, test_four_threads_one_cuda_function);
+  suite_add_tcase(suite, parity);
+  TCase *runtime = tcase_create("runtime");
+  tcase_set_timeout(runtime, 300);
+  tcase_add_test(runtime, test_steady_state_no_driver_allocation);
+  tcase_add_test(runtime, test_explain_says_cuda);
+  tcase_add_test(runtime, test_cpu_input_to_cuda_function_is_refused);
+  suite_add_tcase(suite, runtime);
+  return suite;
+}
+
+int main(void) {
+  dlop_test_require_cuda_or_skip();
+  return dlop_test_run_suite(function_cuda_suite());
+}

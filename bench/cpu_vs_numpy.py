@@ -39,7 +39,16 @@ def measure(call, target_seconds, min_reps):
         warm = time.perf_counter() - start
         if calls >= 3 and (warm >= 0.1 * target_seconds or calls >= 100000):
             break
-    per_call = warm / calls
+    # Calibrate on warm calls only: the first ones pay page faults and would shrink `inner`.
+    k = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(k):
+            call()
+        per_call = (time.perf_counter() - t0) / k
+        if per_call * k >= 1e-3 or k >= (1 << 20):
+            break
+        k *= 2
     inner = int(1e-4 / per_call) + 1
     count = max(min_reps, min(20000, int(target_seconds / (per_call * inner))))
     samples = []

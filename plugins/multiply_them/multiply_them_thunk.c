@@ -34,6 +34,7 @@ static int multiply_them_prepare(const multiply_them_thunk_state *s, const dlop_
   int status;
   char got[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
   dlop_type broadcast;
+  memset(&broadcast, 0, sizeof broadcast);
   if (args->num_inputs != 2 || args->num_outputs != 1) {
     dlop_set_error(args->error, args->error_size, "multiply_them: run with %d inputs and %d outputs, expected 2 and 1",
                    (int)args->num_inputs, (int)args->num_outputs);

@@ -13,8 +13,8 @@ enum { PAIRS = 100, ROWS = 4, COLS = 5, BROADCAST_ROWS = 3, BROADCAST_COLS = 4 }
 
 /* The graph's inputs in host memory (as double; converted to the run's dtype). */
 typedef struct demo_data {
-  double x[ROWS * COLS];                        /* PyCUDADoubleOp: a 4x5 matrix of ones */
-  double a[PAIRS], b[PAIRS];                    /* multiply_them: 100 random pairs */
+  double x[ROWS * COLS];                              /* PyCUDADoubleOp: a 4x5 matrix of ones */
+  double a[PAIRS], b[PAIRS];                          /* multiply_them: 100 random pairs */
   double column[BROADCAST_ROWS], row[BROADCAST_COLS]; /* (3,1) * (1,4) -> (3,4) */
 } demo_data;
 
@@ -61,7 +61,8 @@ static void print_plugins(void) {
     printf("  (not loaded) %s\n", dlop_load_error_at(e));
 }
 
-/* x (4x5), a and b (100), column (3x1) and row (1x4) -> double(x), exp(double(x)), a*b, column*row */
+/* x (4x5), a and b (100), column (3x1) and row (1x4) -> double(x), exp(double(x)), a*b, column*row
+ */
 static int build_graph(dlop_graph *graph, dlop_dtype dtype, dlop_var **inputs, dlop_var **outputs) {
   const int64_t x_shape[2] = {ROWS, COLS}, pairs = PAIRS;
   const int64_t column_shape[2] = {BROADCAST_ROWS, 1}, row_shape[2] = {1, BROADCAST_COLS};
@@ -88,8 +89,10 @@ static int build_graph(dlop_graph *graph, dlop_dtype dtype, dlop_var **inputs, d
 }
 
 static void store(void *data, dlop_dtype dtype, int64_t i, double value) {
-  if (dtype == DLOP_FLOAT32) ((float *)data)[i] = (float)value;
-  else ((double *)data)[i] = value;
+  if (dtype == DLOP_FLOAT32)
+    ((float *)data)[i] = (float)value;
+  else
+    ((double *)data)[i] = value;
 }
 
 static double load(const void *data, dlop_dtype dtype, int64_t i) {
@@ -118,8 +121,7 @@ static double reference(const demo_data *data, dlop_dtype dtype, int k, int64_t 
     case 0: return 2.0 * AS(data->x[i]);
     case 1: return exp(2.0 * AS(data->x[i]));
     case 2: return AS(data->a[i]) * AS(data->b[i]);
-    default:
-      return AS(data->column[i / BROADCAST_COLS]) * AS(data->row[i % BROADCAST_COLS]);
+    default: return AS(data->column[i / BROADCAST_COLS]) * AS(data->row[i % BROADCAST_COLS]);
   }
 #undef AS
 }
@@ -132,7 +134,8 @@ static int check_outputs(const demo_data *data, dlop_dtype dtype, dlop_array **o
   for (int k = 0; k < NUM_OUTPUTS; k++) {
     int64_t n = dlop_array_numel(outputs[k]);
     void *host = malloc((size_t)n * dlop_dtype_size(dtype) + 1);
-    if (host == NULL || dlop_array_to_host(outputs[k], host, (size_t)n * dlop_dtype_size(dtype)) != DLOP_OK) {
+    if (host == NULL ||
+        dlop_array_to_host(outputs[k], host, (size_t)n * dlop_dtype_size(dtype)) != DLOP_OK) {
       free(host);
       return report_failure("dlop_array_to_host");
     }

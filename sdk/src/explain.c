@@ -13,7 +13,8 @@ typedef struct text_buffer {
   size_t needed; /* bytes the whole text needs, NUL excluded */
 } text_buffer;
 
-static void append(text_buffer *text, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void append(text_buffer *text, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void append(text_buffer *text, const char *format, ...) {
   va_list args;
@@ -35,8 +36,8 @@ static void append_slot(text_buffer *text, const dlop_function *function, int32_
     append(text, "%s", type);
 }
 
-static void append_slot_list(text_buffer *text, const dlop_function *function,
-                             const int32_t *slots, int32_t count, int with_name) {
+static void append_slot_list(text_buffer *text, const dlop_function *function, const int32_t *slots,
+                             int32_t count, int with_name) {
   int32_t i;
   for (i = 0; i < count; i++) {
     if (i > 0) append(text, ", ");

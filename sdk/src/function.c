@@ -49,15 +49,14 @@ int32_t dlop_function_node_count(const dlop_function *function) {
 /* Scratch of one compilation: which nodes and constants are needed, each var's slot. */
 typedef struct compile_state {
   dlop_graph *graph;
-  int32_t *var_slot;    /* per graph var: slot, or -1 */
-  char *node_needed;    /* per graph node */
+  int32_t *var_slot;     /* per graph var: slot, or -1 */
+  char *node_needed;     /* per graph node */
   char *constant_needed; /* per graph var */
 } compile_state;
 
-static int check_compile_arguments(dlop_graph *graph, dlop_var *const *inputs,
-                                   int32_t num_inputs, dlop_var *const *outputs,
-                                   int32_t num_outputs, dlop_device device,
-                                   dlop_function **function) {
+static int check_compile_arguments(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
+                                   dlop_var *const *outputs, int32_t num_outputs,
+                                   dlop_device device, dlop_function **function) {
   int32_t i, j;
   if (graph == NULL || function == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_compile: %s is NULL",
@@ -76,8 +75,8 @@ static int check_compile_arguments(dlop_graph *graph, dlop_var *const *inputs,
                        (int)device.type, DLOP_DEVICE_CPU, DLOP_DEVICE_CUDA);
   for (i = 0; i < num_inputs; i++) {
     if (inputs[i] == NULL || inputs[i]->graph != graph)
-      return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_compile: input %d is %s",
-                         (int)i, inputs[i] ? "a variable of another graph" : "NULL");
+      return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_compile: input %d is %s", (int)i,
+                         inputs[i] ? "a variable of another graph" : "NULL");
     for (j = 0; j < i; j++)
       if (inputs[j] == inputs[i])
         return dlop__error(DLOP_INVALID_ARGUMENT,
@@ -86,8 +85,8 @@ static int check_compile_arguments(dlop_graph *graph, dlop_var *const *inputs,
   }
   for (i = 0; i < num_outputs; i++)
     if (outputs[i] == NULL || outputs[i]->graph != graph)
-      return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_compile: output %d is %s",
-                         (int)i, outputs[i] ? "a variable of another graph" : "NULL");
+      return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_compile: output %d is %s", (int)i,
+                         outputs[i] ? "a variable of another graph" : "NULL");
   return DLOP_OK;
 }
 
@@ -220,13 +219,12 @@ static int check_supported(const dlop__function_node *node, dlop_device device,
   int32_t i;
   if (mask == 0) {
     const char *other = device.type == DLOP_DEVICE_CUDA ? "cpu" : "cuda";
-    dtype_list(dlop_op_dtypes(node->op, device.type == DLOP_DEVICE_CUDA ? DLOP_DEVICE_CPU
-                                                                         : DLOP_DEVICE_CUDA),
+    dtype_list(dlop_op_dtypes(node->op,
+                              device.type == DLOP_DEVICE_CUDA ? DLOP_DEVICE_CPU : DLOP_DEVICE_CUDA),
                list, sizeof list);
     return dlop__error(DLOP_UNSUPPORTED,
                        "node #%d %s: op '%s' has no kernel for %s (it supports %s with: %s)",
-                       (int)node->index, node->op->name, node->op->name, device_name,
-                       other, list);
+                       (int)node->index, node->op->name, node->op->name, device_name, other, list);
   }
   for (i = 0; i < node->num_inputs; i++) {
     int32_t dtype = node->input_types[i].dtype;
@@ -264,9 +262,10 @@ static int make_thunk(dlop__function_node *node, dlop_device device) {
   status = node->op->make_thunk(&args);
   if (status != DLOP_OK) {
     /* a failed make_thunk may have set state; never destroy what it did not hand over */
-    return dlop__error(dlop__plugin_status(status), "node #%d %s: make_thunk: %s",
-                       (int)node->index, node->op->name,
-                       error[0] ? dlop__strip_op_prefix(node->op->name, error) : "failed without a message");
+    return dlop__error(
+        dlop__plugin_status(status), "node #%d %s: make_thunk: %s", (int)node->index,
+        node->op->name,
+        error[0] ? dlop__strip_op_prefix(node->op->name, error) : "failed without a message");
   }
   node->has_thunk = 1;
   if (node->thunk.run == NULL)
@@ -315,8 +314,8 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
   dlop_function *result;
   char device_name[32];
   int32_t i;
-  int status = check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device,
-                                       function);
+  int status =
+      check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
   *function = NULL;
   dlop_device_format(device, device_name, sizeof device_name);
@@ -326,8 +325,7 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
   if (status != DLOP_OK) {
     char reason[1024];
     dlop__format(reason, sizeof reason, "%s", dlop_last_error());
-    return dlop__error(DLOP_NO_DEVICE, "cannot compile a function for %s: %s", device_name,
-                       reason);
+    return dlop__error(DLOP_NO_DEVICE, "cannot compile a function for %s: %s", device_name, reason);
   }
 
   memset(&state, 0, sizeof state);
@@ -373,8 +371,8 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
     if (status != DLOP_OK) {
       char reason[1024];
       dlop__format(reason, sizeof reason, "%s", dlop_last_error());
-      status = dlop__error(status, "cannot create a stream on %s for the function: %s",
-                           device_name, reason);
+      status = dlop__error(status, "cannot create a stream on %s for the function: %s", device_name,
+                           reason);
     }
   }
   if (status == DLOP_OK) status = dlop__function_plan_buffers(result);

@@ -30,7 +30,8 @@ static int check_inputs(const dlop_function *function, dlop_array *const *inputs
   if (num_inputs != function->num_inputs || (num_inputs > 0 && inputs == NULL))
     return dlop__error(DLOP_INVALID_ARGUMENT, "the function takes %d input%s, got %d%s",
                        (int)function->num_inputs, function->num_inputs == 1 ? "" : "s",
-                       (int)num_inputs, inputs == NULL && num_inputs > 0 ? " (inputs is NULL)" : "");
+                       (int)num_inputs,
+                       inputs == NULL && num_inputs > 0 ? " (inputs is NULL)" : "");
   for (i = 0; i < num_inputs; i++) {
     const char *name = function->slot_names[i];
     const dlop_type *expected = &function->slot_types[i];
@@ -52,8 +53,8 @@ static int check_inputs(const dlop_function *function, dlop_array *const *inputs
                          dlop__type_format(expected, text, sizeof text));
     if (tensor->ndim != expected->ndim)
       return dlop__error(DLOP_TYPE_ERROR,
-                         "input %d ('%s') has %d dimension%s but the function expects %s",
-                         (int)i, name, (int)tensor->ndim, tensor->ndim == 1 ? "" : "s",
+                         "input %d ('%s') has %d dimension%s but the function expects %s", (int)i,
+                         name, (int)tensor->ndim, tensor->ndim == 1 ? "" : "s",
                          dlop__type_format(expected, text, sizeof text));
     for (d = 0; d < tensor->ndim; d++) {
       if (expected->shape[d] == DLOP_DIM_UNKNOWN || expected->shape[d] == tensor->shape[d])
@@ -77,7 +78,8 @@ static int infer_concrete(run_state *run, const dlop__function_node *node, int32
     memset(&run->output_types[i], 0, sizeof(dlop_type));
     run->output_types[i].dtype = node->output_types[i].dtype;
     run->output_types[i].ndim = node->output_types[i].ndim;
-    for (d = 0; d < node->output_types[i].ndim; d++) run->output_types[i].shape[d] = DLOP_DIM_UNKNOWN;
+    for (d = 0; d < node->output_types[i].ndim; d++)
+      run->output_types[i].shape[d] = DLOP_DIM_UNKNOWN;
   }
   memset(&args, 0, sizeof args);
   args.struct_size = sizeof args;
@@ -93,8 +95,9 @@ static int infer_concrete(run_state *run, const dlop__function_node *node, int32
   error[0] = '\0';
   status = node->op->infer_shape(&args);
   if (status != DLOP_OK)
-    return dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
-                       node->op->name, error[0] ? dlop__strip_op_prefix(node->op->name, error) : "infer_shape failed without a message");
+    return dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index, node->op->name,
+                       error[0] ? dlop__strip_op_prefix(node->op->name, error)
+                                : "infer_shape failed without a message");
   for (i = 0; i < node->num_outputs; i++) {
     const dlop_type *have = &run->output_types[i], *want = &node->output_types[i];
     int ok = have->dtype == want->dtype && have->ndim == want->ndim &&
@@ -142,8 +145,8 @@ static int gather_inputs(run_state *run, const dlop__function_node *node, int32_
       if (status != DLOP_OK) {
         char reason[1024];
         dlop__format(reason, sizeof reason, "%s", dlop_last_error());
-        return dlop__error(status, "node #%d %s: making input %d contiguous failed: %s",
-                           (int)index, node->op->name, (int)i, reason);
+        return dlop__error(status, "node #%d %s: making input %d contiguous failed: %s", (int)index,
+                           node->op->name, (int)i, reason);
       }
       tensor = *dlop_array_tensor(copy);
     }
@@ -151,7 +154,8 @@ static int gather_inputs(run_state *run, const dlop__function_node *node, int32_
     memset(&run->input_types[i], 0, sizeof(dlop_type));
     run->input_types[i].dtype = node->input_types[i].dtype;
     run->input_types[i].ndim = tensor.ndim;
-    for (d = 0; d < tensor.ndim && d < DLOP_MAX_NDIM; d++) run->input_types[i].shape[d] = tensor.shape[d];
+    for (d = 0; d < tensor.ndim && d < DLOP_MAX_NDIM; d++)
+      run->input_types[i].shape[d] = tensor.shape[d];
   }
   return DLOP_OK;
 }
@@ -172,8 +176,8 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
     if (status == DLOP_OK) run->output_tensors[i] = *dlop_array_tensor(*slot);
   }
   if (status == DLOP_OK && node->thunk.workspace_bytes > 0)
-    status = dlop_memory_alloc(function->device, node->thunk.workspace_bytes, run->handle,
-                               &workspace);
+    status =
+        dlop_memory_alloc(function->device, node->thunk.workspace_bytes, run->handle, &workspace);
   if (status == DLOP_OK) {
     memset(&args, 0, sizeof args);
     args.struct_size = sizeof args;
@@ -189,12 +193,15 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
     error[0] = '\0';
     status = node->thunk.run(node->thunk.state, &args);
     if (status != DLOP_OK)
-      status = dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index,
-                           node->op->name, error[0] ? dlop__strip_op_prefix(node->op->name, error) : "the thunk failed without a message");
+      status =
+          dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index, node->op->name,
+                      error[0] ? dlop__strip_op_prefix(node->op->name, error)
+                               : "the thunk failed without a message");
   }
   /* outputs record the stream so that releasing or reading them is ordered after the thunk */
   for (i = 0; i < node->num_outputs; i++)
-    if (run->slots[node->output_slots[i]]) dlop__array_set_stream(run->slots[node->output_slots[i]], run->stream);
+    if (run->slots[node->output_slots[i]])
+      dlop__array_set_stream(run->slots[node->output_slots[i]], run->stream);
   if (workspace) dlop_memory_free(function->device, workspace, run->handle);
   release_temporaries(run, node);
   if (status != DLOP_OK) return status;
@@ -241,8 +248,7 @@ static int pick_stream(run_state *run, dlop_stream *stream) {
   char have[32], want[32];
   run->stream = stream ? stream : function->stream;
   if (stream != NULL && !same_device(dlop_stream_device(stream), function->device))
-    return dlop__error(DLOP_DEVICE_MISMATCH,
-                       "the stream is on %s but the function runs on %s",
+    return dlop__error(DLOP_DEVICE_MISMATCH, "the stream is on %s but the function runs on %s",
                        dlop_device_format(dlop_stream_device(stream), have, sizeof have),
                        dlop_device_format(function->device, want, sizeof want));
   run->handle = run->stream ? dlop_stream_handle(run->stream) : NULL;
@@ -257,7 +263,8 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
   run_state run;
   int32_t i;
   int status;
-  if (function == NULL) return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_run: function is NULL");
+  if (function == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_function_run: function is NULL");
   if (num_outputs != function->num_outputs || outputs == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "the function has %d output%s, but room for %d was given%s",

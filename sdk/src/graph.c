@@ -95,9 +95,8 @@ int dlop_graph_input(dlop_graph *graph, const char *name, dlop_dtype dtype, int3
                        graph == NULL ? "graph" : "var");
   *var = NULL;
   if ((int)dtype < 0 || (int)dtype >= DLOP_DTYPE_COUNT)
-    return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "input '%s': dtype %d is not a dlop dtype (0..%d)", name ? name : "",
-                       (int)dtype, DLOP_DTYPE_COUNT - 1);
+    return dlop__error(DLOP_INVALID_ARGUMENT, "input '%s': dtype %d is not a dlop dtype (0..%d)",
+                       name ? name : "", (int)dtype, DLOP_DTYPE_COUNT - 1);
   if (ndim < 0 || ndim > DLOP_MAX_NDIM)
     return dlop__error(DLOP_INVALID_ARGUMENT, "input '%s': ndim %d is outside 0..%d",
                        name ? name : "", (int)ndim, DLOP_MAX_NDIM);
@@ -125,7 +124,9 @@ int dlop_graph_constant(dlop_graph *graph, const char *name, dlop_array *value, 
   int32_t i;
   if (graph == NULL || value == NULL || var == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_graph_constant: %s is NULL",
-                       graph == NULL ? "graph" : value == NULL ? "value" : "var");
+                       graph == NULL   ? "graph"
+                       : value == NULL ? "value"
+                                       : "var");
   *var = NULL;
   tensor = dlop_array_tensor(value);
   dtype = dlop_tensor_dtype(tensor);
@@ -167,9 +168,8 @@ static int check_apply_arguments(dlop_graph *graph, const char *op_name, dlop_va
     if (inputs[i] == NULL)
       return dlop__error(DLOP_INVALID_ARGUMENT, "op '%s': input %d is NULL", op_name, (int)i);
     if (inputs[i]->graph != graph)
-      return dlop__error(DLOP_INVALID_ARGUMENT,
-                         "op '%s': input %d ('%s') belongs to another graph", op_name, (int)i,
-                         inputs[i]->name);
+      return dlop__error(DLOP_INVALID_ARGUMENT, "op '%s': input %d ('%s') belongs to another graph",
+                         op_name, (int)i, inputs[i]->name);
   }
   return DLOP_OK;
 }
@@ -179,9 +179,9 @@ static int check_arity(const dlop_op_desc *op, int32_t num_inputs, int32_t num_o
     return dlop__error(DLOP_INVALID_ARGUMENT, "op '%s' takes %d input%s, got %d", op->name,
                        (int)op->num_inputs, op->num_inputs == 1 ? "" : "s", (int)num_inputs);
   if (op->num_outputs != num_outputs)
-    return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "op '%s' has %d output%s, but room for %d was given", op->name,
-                       (int)op->num_outputs, op->num_outputs == 1 ? "" : "s", (int)num_outputs);
+    return dlop__error(DLOP_INVALID_ARGUMENT, "op '%s' has %d output%s, but room for %d was given",
+                       op->name, (int)op->num_outputs, op->num_outputs == 1 ? "" : "s",
+                       (int)num_outputs);
   return DLOP_OK;
 }
 
@@ -211,8 +211,9 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
   error[0] = '\0';
   status = op->make_node(&args);
   if (status != DLOP_OK)
-    return dlop__error(dlop__plugin_status(status), "%s: %s", op->name,
-                       error[0] ? dlop__strip_op_prefix(op->name, error) : "make_node failed without a message");
+    return dlop__error(
+        dlop__plugin_status(status), "%s: %s", op->name,
+        error[0] ? dlop__strip_op_prefix(op->name, error) : "make_node failed without a message");
   for (i = 0; i < num_outputs; i++) {
     if (dlop__type_valid(&outputs[i], 0) != DLOP_OK)
       return dlop__error(DLOP_PLUGIN_ERROR,
@@ -233,22 +234,22 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
   status = op->infer_shape(&args);
   if (status != DLOP_OK) {
     free(declared);
-    return dlop__error(dlop__plugin_status(status), "%s: %s", op->name,
-                       error[0] ? dlop__strip_op_prefix(op->name, error) : "infer_shape failed without a message");
+    return dlop__error(
+        dlop__plugin_status(status), "%s: %s", op->name,
+        error[0] ? dlop__strip_op_prefix(op->name, error) : "infer_shape failed without a message");
   }
   for (i = 0; i < num_outputs; i++) {
     if (outputs[i].dtype != declared[i].dtype || outputs[i].ndim != declared[i].ndim) {
-      status = dlop__error(DLOP_PLUGIN_ERROR,
-                           "%s: infer_shape changed output %d from %s/%d dims to %s/%d dims",
-                           op->name, (int)i, dlop_dtype_name((dlop_dtype)declared[i].dtype),
-                           (int)declared[i].ndim, dlop_dtype_name((dlop_dtype)outputs[i].dtype),
-                           (int)outputs[i].ndim);
+      status = dlop__error(
+          DLOP_PLUGIN_ERROR, "%s: infer_shape changed output %d from %s/%d dims to %s/%d dims",
+          op->name, (int)i, dlop_dtype_name((dlop_dtype)declared[i].dtype), (int)declared[i].ndim,
+          dlop_dtype_name((dlop_dtype)outputs[i].dtype), (int)outputs[i].ndim);
       break;
     }
     if (dlop__type_valid(&outputs[i], 0) != DLOP_OK) {
       status = dlop__error(DLOP_PLUGIN_ERROR,
-                           "%s: infer_shape returned a negative dim for output %d (%s)",
-                           op->name, (int)i, dlop__type_format(&outputs[i], text, sizeof text));
+                           "%s: infer_shape returned a negative dim for output %d (%s)", op->name,
+                           (int)i, dlop__type_format(&outputs[i], text, sizeof text));
       break;
     }
     for (d = 0; d < outputs[i].ndim; d++) {
@@ -339,8 +340,8 @@ static int apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs
   for (i = 0; i < num_inputs; i++) types[i] = inputs[i]->type;
   status = infer_types(op, values, types, num_inputs, types + num_inputs, num_outputs);
   if (status == DLOP_OK)
-    status = add_node(graph, op, values, inputs, num_inputs, types + num_inputs, outputs,
-                      num_outputs);
+    status =
+        add_node(graph, op, values, inputs, num_inputs, types + num_inputs, outputs, num_outputs);
   if (status != DLOP_OK) free(values);
   free(types);
   return status;

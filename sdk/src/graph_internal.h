@@ -55,8 +55,8 @@ struct dlop_graph {
  * their declared defaults. DLOP_INVALID_ARGUMENT for an unknown name, a repeated name or a
  * wrong kind, naming the op, the parameter and the declared ones. *values is one allocation
  * holding its strings and int lists (free it with free()). */
-int dlop__params_resolve(const dlop_op_desc *op, const dlop_named_param *named,
-                         int32_t num_named, dlop_param_value **values);
+int dlop__params_resolve(const dlop_op_desc *op, const dlop_named_param *named, int32_t num_named,
+                         dlop_param_value **values);
 /* A deep copy of count values in one allocation (NULL and DLOP_OK for count 0). */
 int dlop__params_pack(const dlop_param_value *source, int32_t count, dlop_param_value **copy);
 

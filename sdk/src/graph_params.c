@@ -27,8 +27,8 @@ static void declared_list(const dlop_op_desc *op, char *buffer, size_t size) {
     return;
   }
   for (i = 0; i < op->num_params && used + 1 < size; i++) {
-    dlop__format(buffer + used, size - used, "%s%s (%s)", i > 0 ? ", " : "",
-                 op->params[i].name, param_kind_name(op->params[i].kind));
+    dlop__format(buffer + used, size - used, "%s%s (%s)", i > 0 ? ", " : "", op->params[i].name,
+                 param_kind_name(op->params[i].kind));
     used += strlen(buffer + used);
   }
 }
@@ -80,10 +80,9 @@ int dlop__params_pack(const dlop_param_value *source, int32_t count, dlop_param_
 static int check_value(const dlop_op_desc *op, const dlop_param_decl *decl,
                        const dlop_param_value *value) {
   if (value->kind != decl->kind)
-    return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "op '%s': parameter '%s' is declared as %s but was given a %s value",
-                       op->name, decl->name, param_kind_name(decl->kind),
-                       param_kind_name(value->kind));
+    return dlop__error(
+        DLOP_INVALID_ARGUMENT, "op '%s': parameter '%s' is declared as %s but was given a %s value",
+        op->name, decl->name, param_kind_name(decl->kind), param_kind_name(value->kind));
   switch (value->kind) {
     case DLOP_PARAM_BOOL:
       if (value->u.i != 0 && value->u.i != 1)
@@ -93,8 +92,8 @@ static int check_value(const dlop_op_desc *op, const dlop_param_decl *decl,
       break;
     case DLOP_PARAM_STRING:
       if (value->u.s == NULL)
-        return dlop__error(DLOP_INVALID_ARGUMENT,
-                           "op '%s': string parameter '%s' is NULL", op->name, decl->name);
+        return dlop__error(DLOP_INVALID_ARGUMENT, "op '%s': string parameter '%s' is NULL",
+                           op->name, decl->name);
       break;
     case DLOP_PARAM_INTS:
       if (value->count < 0 || (value->count > 0 && value->u.ints == NULL))
@@ -107,8 +106,8 @@ static int check_value(const dlop_op_desc *op, const dlop_param_decl *decl,
   return DLOP_OK;
 }
 
-int dlop__params_resolve(const dlop_op_desc *op, const dlop_named_param *named,
-                         int32_t num_named, dlop_param_value **values) {
+int dlop__params_resolve(const dlop_op_desc *op, const dlop_named_param *named, int32_t num_named,
+                         dlop_param_value **values) {
   dlop_param_value *resolved = NULL;
   char declared[512];
   int32_t i, j;

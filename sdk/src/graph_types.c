@@ -15,8 +15,8 @@ const char *dlop__type_format(const dlop_type *type, char *buffer, size_t size) 
     if (type->shape[i] == DLOP_DIM_UNKNOWN)
       used += (size_t)snprintf(buffer + used, size - used, "%s?", comma);
     else
-      used += (size_t)snprintf(buffer + used, size - used, "%s%lld", comma,
-                               (long long)type->shape[i]);
+      used +=
+          (size_t)snprintf(buffer + used, size - used, "%s%lld", comma, (long long)type->shape[i]);
   }
   if (used < size) snprintf(buffer + used, size - used, "]");
   return buffer;

@@ -64,7 +64,8 @@ static void check_parity(pair *p, int32_t num_inputs, dlop_dtype dtype, int32_t 
   int64_t n = dlop_array_numel(cpu_out);
   void *expected = read_back(cpu_out), *actual = read_back(cuda_out);
   double tolerance = dlop_test_tolerance(dtype);
-  int64_t bad = dlop_test_compare(expected, actual, dtype, n, tolerance, tolerance, report, sizeof report);
+  int64_t bad =
+      dlop_test_compare(expected, actual, dtype, n, tolerance, tolerance, report, sizeof report);
   ck_assert_msg(bad == 0, "%s %s: %lld of %lld elements differ between cpu and cuda:0: %s", what,
                 dlop_dtype_name(dtype), (long long)bad, (long long)n, report);
   free(expected);
@@ -165,7 +166,8 @@ START_TEST(test_steady_state_no_driver_allocation) {
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
   v = x;
-  for (int i = 0; i < CHAIN; i++) DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
+  for (int i = 0; i < CHAIN; i++)
+    DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &function));
   float *data = malloc((size_t)buffer_bytes);
   ck_assert_ptr_nonnull(data);
@@ -181,7 +183,8 @@ START_TEST(test_steady_state_no_driver_allocation) {
   float *result = read_back(output);
   for (int64_t i = 0; i < n; i++)
     if (result[i] != data[i] * 1024.0f)
-      ck_abort_msg("[%lld] expected %g, got %g", (long long)i, (double)(data[i] * 1024.0f), (double)result[i]);
+      ck_abort_msg("[%lld] expected %g, got %g", (long long)i, (double)(data[i] * 1024.0f),
+                   (double)result[i]);
   free(result);
   dlop_array_release(output);
   DLOP_CK_OK(dlop_memory_stats_get(CUDA, &first));
@@ -216,8 +219,10 @@ START_TEST(test_explain_says_cuda) {
   DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CUDA, &function));
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
-  ck_assert_msg(strstr(text, "#0 double(x: float32[5]) -> float32[5] on cuda:0") != NULL, "%s", text);
-  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[5]) -> float32[5] on cuda:0") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "#0 double(x: float32[5]) -> float32[5] on cuda:0") != NULL, "%s",
+                text);
+  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[5]) -> float32[5] on cuda:0") != NULL, "%s",
+                text);
   ck_assert_msg(strstr(text, "on cpu") == NULL, "%s", text);
   dlop_function_destroy(function);
   dlop_graph_destroy(graph);
@@ -237,8 +242,9 @@ START_TEST(test_cpu_input_to_cuda_function_is_refused) {
   DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &four, data, &input));
   ck_assert_int_eq(dlop_function_run(function, &input, 1, &output, 1, NULL), DLOP_DEVICE_MISMATCH);
   ck_assert_ptr_null(output);
-  ck_assert_msg(strstr(dlop_last_error(), "input 0 ('x') is on cpu but the function runs on cuda:0") != NULL,
-                "%s", dlop_last_error());
+  ck_assert_msg(
+      strstr(dlop_last_error(), "input 0 ('x') is on cpu but the function runs on cuda:0") != NULL,
+      "%s", dlop_last_error());
   ck_assert_msg(strstr(dlop_last_error(), "dlop_array_copy_to") != NULL, "%s", dlop_last_error());
   dlop_array_release(input);
   dlop_function_destroy(function);
@@ -296,7 +302,8 @@ START_TEST(test_constant_copied_to_gpu) {
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &four, x_data, &input));
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   DLOP_CK_OK(dlop_array_to_host(output, got, sizeof got));
-  for (int i = 0; i < 4; i++) ck_assert_msg(got[i] == x_data[i] * c_data[i], "[%d] = %g", i, (double)got[i]);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(got[i] == x_data[i] * c_data[i], "[%d] = %g", i, (double)got[i]);
   dlop_array_release(output);
   dlop_array_release(input);
   dlop_array_release(c_array);
@@ -363,7 +370,8 @@ START_TEST(test_four_threads_one_cuda_function) {
     ck_assert_int_eq(pthread_create(&threads[i], NULL, run_many, &jobs[i]), 0);
   }
   for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
-  for (int i = 0; i < 4; i++) ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
   dlop_function_destroy(function);
   dlop_graph_destroy(graph);
 }

@@ -45,11 +45,13 @@ static void *read_back(const dlop_array *array) {
   return data;
 }
 
-static void check_equal(const void *expected, const dlop_array *actual, dlop_dtype dtype, int64_t n) {
+static void check_equal(const void *expected, const dlop_array *actual, dlop_dtype dtype,
+                        int64_t n) {
   char report[512];
   void *got = read_back(actual);
   double tolerance = dlop_test_tolerance(dtype);
-  int64_t bad = dlop_test_compare(expected, got, dtype, n, tolerance, tolerance, report, sizeof report);
+  int64_t bad =
+      dlop_test_compare(expected, got, dtype, n, tolerance, tolerance, report, sizeof report);
   free(got);
   ck_assert_msg(bad == 0, "%lld of %lld %s elements differ: %s", (long long)bad, (long long)n,
                 dlop_dtype_name(dtype), report);
@@ -79,8 +81,9 @@ END_TEST
 
 /* double on every dtype it declares, against 2x computed here. */
 START_TEST(test_double_every_dtype) {
-  static const dlop_dtype dtypes[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8,
-                                      DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+  static const dlop_dtype dtypes[] = {DLOP_INT8,     DLOP_INT16,   DLOP_INT32,
+                                      DLOP_INT64,    DLOP_UINT8,   DLOP_FLOAT16,
+                                      DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
   enum { N = 37 };
   for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
     dlop_dtype dtype = dtypes[k];
@@ -93,7 +96,8 @@ START_TEST(test_double_every_dtype) {
     DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
     DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
     dlop_test_fill_random(x_data, dtype, N, 7 + k, dtype == DLOP_UINT8 ? 0 : -50, 50);
-    for (int i = 0; i < N; i++) dlop_test_set(expected, dtype, i, 2 * dlop_test_get(x_data, dtype, i));
+    for (int i = 0; i < N; i++)
+      dlop_test_set(expected, dtype, i, 2 * dlop_test_get(x_data, dtype, i));
     dlop_array *input = host_array(dtype, 1, &n, x_data), *output = NULL;
     DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
     ck_assert_int_eq(dlop_array_dtype(output), dtype);
@@ -172,7 +176,8 @@ START_TEST(test_buffer_plan_reuses_memory) {
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
   v = x;
-  for (int i = 0; i < CHAIN; i++) DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
+  for (int i = 0; i < CHAIN; i++)
+    DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CPU, &function));
 
   float *data = malloc((size_t)buffer_bytes);
@@ -234,8 +239,10 @@ START_TEST(test_input_errors) {
 
   ck_assert_int_eq(dlop_function_run(function, &wrong_dtype, 1, &output, 1, NULL), DLOP_TYPE_ERROR);
   ck_assert_ptr_null(output);
-  ck_assert_msg(strstr(dlop_last_error(), "input 0 ('x') is float64") != NULL, "%s", dlop_last_error());
-  ck_assert_int_eq(dlop_function_run(function, &wrong_shape, 1, &output, 1, NULL), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "input 0 ('x') is float64") != NULL, "%s",
+                dlop_last_error());
+  ck_assert_int_eq(dlop_function_run(function, &wrong_shape, 1, &output, 1, NULL),
+                   DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "float32[4]") != NULL, "%s", dlop_last_error());
   ck_assert_int_eq(dlop_function_run(function, &wrong_rank, 1, &output, 1, NULL), DLOP_TYPE_ERROR);
   ck_assert_int_eq(dlop_function_run(function, two, 2, &output, 1, NULL), DLOP_INVALID_ARGUMENT);
@@ -268,7 +275,8 @@ START_TEST(test_runtime_shape_error_names_node) {
                            host_array(DLOP_FLOAT32, 1, &five, data)};
   dlop_array *output = NULL;
   ck_assert_int_eq(dlop_function_run(function, arrays, 2, &output, 1, NULL), DLOP_SHAPE_ERROR);
-  ck_assert_msg(strstr(dlop_last_error(), "node #0 multiply_them") != NULL, "%s", dlop_last_error());
+  ck_assert_msg(strstr(dlop_last_error(), "node #0 multiply_them") != NULL, "%s",
+                dlop_last_error());
   dlop_array_release(arrays[0]);
   dlop_array_release(arrays[1]);
   dlop_function_destroy(function);
@@ -323,7 +331,8 @@ START_TEST(test_explain_lists_nodes_and_device) {
   char text[1024], small[16];
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
   ck_assert_msg(strstr(text, "#0 double(x: float32[?]) -> float32[?] on cpu") != NULL, "%s", text);
-  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[?]) -> float32[?] on cpu") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "#1 exp(double.0: float32[?]) -> float32[?] on cpu") != NULL, "%s",
+                text);
   ck_assert_msg(strstr(text, "inputs: x: float32[?]") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "outputs: exp.1: float32[?]") != NULL, "%s", text);
   /* a buffer too small is an error, never a silently cut listing */
@@ -366,7 +375,8 @@ START_TEST(test_strided_inputs) {
 
   dlop_array *va = host_array(DLOP_FLOAT32, 1, &n, v), *wb = host_array(DLOP_FLOAT32, 1, &n, w);
   dlop_array *reversed = NULL;
-  DLOP_CK_OK(dlop_array_view(va, 1, &n, &reversed_stride, (uint64_t)(n - 1) * sizeof(float), &reversed));
+  DLOP_CK_OK(
+      dlop_array_view(va, 1, &n, &reversed_stride, (uint64_t)(n - 1) * sizeof(float), &reversed));
   dlop_array *pair[2] = {reversed, wb};
   DLOP_CK_OK(dlop_function_run(f_mul, pair, 2, &out, 1, NULL));
   float expected_r[7];
@@ -485,7 +495,8 @@ START_TEST(test_four_threads_one_function) {
     ck_assert_int_eq(pthread_create(&threads[i], NULL, run_many, &jobs[i]), 0);
   }
   for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
-  for (int i = 0; i < 4; i++) ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
   dlop_function_destroy(function);
   dlop_graph_destroy(graph);
 }

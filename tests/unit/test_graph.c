@@ -28,7 +28,8 @@ static void assert_type(const dlop_var *var, dlop_dtype dtype, int32_t ndim, con
 static void assert_error_mentions(const char *a, const char *b) {
   const char *message = dlop_last_error();
   ck_assert_msg(strstr(message, a) != NULL, "message '%s' does not mention '%s'", message, a);
-  if (b) ck_assert_msg(strstr(message, b) != NULL, "message '%s' does not mention '%s'", message, b);
+  if (b)
+    ck_assert_msg(strstr(message, b) != NULL, "message '%s' does not mention '%s'", message, b);
 }
 
 START_TEST(test_double_type_known_after_apply) {

@@ -81,7 +81,7 @@ static int check_value(const dlop_op_desc *op, const dlop_param_decl *decl,
                        const dlop_param_value *value) {
   if (value->kind != decl->kind)
     return dlop__error(
-        DLOP_INVALID_ARGUMENT, "op '%s': parameter '%s' is declared as %s but was given a %s value",
+        DLOP_INVALID_ARGUMENT, "op '%s': parameter '%s' is declared as %s but the value given is %s",
         op->name, decl->name, param_kind_name(decl->kind), param_kind_name(value->kind));
   switch (value->kind) {
     case DLOP_PARAM_BOOL:

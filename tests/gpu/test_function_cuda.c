@@ -377,6 +377,24 @@ START_TEST(test_four_threads_one_cuda_function) {
 }
 END_TEST
 
+
+/* An op that declares no CUDA kernel is refused when compiling for CUDA, never run on the CPU. */
+START_TEST(test_op_without_cuda_kernel_is_unsupported) {
+  const dlop_plugin *plugin = NULL;
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "fixture_scale", &x, 1, NULL, 0, &y, 1));
+  ck_assert_int_eq(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &function), DLOP_UNSUPPORTED);
+  ck_assert_ptr_null(function);
+  ck_assert_msg(strstr(dlop_last_error(), "'fixture_scale' has no kernel for cuda:0") != NULL,
+                "%s", dlop_last_error());
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 static Suite *function_cuda_suite(void) {
   Suite *suite = suite_create("function_cuda");
   TCase *parity = tcase_create("parity");
@@ -392,6 +410,7 @@ static Suite *function_cuda_suite(void) {
   tcase_set_timeout(runtime, 300);
   tcase_add_test(runtime, test_steady_state_no_driver_allocation);
   tcase_add_test(runtime, test_explain_says_cuda);
+  tcase_add_test(runtime, test_op_without_cuda_kernel_is_unsupported);
   tcase_add_test(runtime, test_cpu_input_to_cuda_function_is_refused);
   suite_add_tcase(suite, runtime);
   return suite;

@@ -445,6 +445,44 @@ START_TEST(test_empty_input) {
 }
 END_TEST
 
+
+/* fixture_scale (the loader's good fixture) takes its parameters from apply, defaults
+ * included, and declares DLOP_OP_NEEDS_CONTIGUOUS_INPUTS: a transposed view is copied first. */
+START_TEST(test_parameters_and_contiguous_copies) {
+  const dlop_plugin *plugin = NULL;
+  dlop_graph *graph = new_graph();
+  DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
+  int64_t unknown2[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
+  int64_t shape[2] = {3, 4}, t_shape[2] = {4, 3}, t_strides[2] = {1, 4};
+  dlop_var *x, *outputs[2];
+  dlop_named_param params[2] = {{"scale", {DLOP_PARAM_FLOAT, 1, {.f = 0.5}}},
+                                {"negate", {DLOP_PARAM_BOOL, 1, {.i = 1}}}};
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, unknown2, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "fixture_scale", &x, 1, NULL, 0, &outputs[0], 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "fixture_scale", &x, 1, params, 2, &outputs[1], 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outputs, 2, CPU, &function));
+  double m[12], by_default[12], by_params[12];
+  for (int i = 0; i < 12; i++) m[i] = (double)i * 1.5 - 4.0;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) {
+      by_default[i * 3 + j] = 2.0 * m[j * 4 + i];
+      by_params[i * 3 + j] = -0.5 * m[j * 4 + i];
+    }
+  dlop_array *base = host_array(DLOP_FLOAT64, 2, shape, m), *view = NULL, *results[2];
+  DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
+  DLOP_CK_OK(dlop_function_run(function, &view, 1, results, 2, NULL));
+  check_equal(by_default, results[0], DLOP_FLOAT64, 12);
+  check_equal(by_params, results[1], DLOP_FLOAT64, 12);
+  dlop_array_release(results[0]);
+  dlop_array_release(results[1]);
+  dlop_array_release(view);
+  dlop_array_release(base);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 typedef struct thread_job {
   dlop_function *function;
   int seed;
@@ -532,6 +570,7 @@ static Suite *function_suite(void) {
   tcase_add_test(results, test_empty_input);
   tcase_add_test(results, test_four_threads_one_function);
   tcase_add_test(results, test_function_outlives_graph);
+  tcase_add_test(results, test_parameters_and_contiguous_copies);
   suite_add_tcase(suite, results);
   TCase *plan = tcase_create("buffer_plan");
   tcase_set_timeout(plan, 120);

@@ -235,6 +235,49 @@ START_TEST(test_zero_dimensional_and_empty) {
 }
 END_TEST
 
+
+/* The loader's good fixture: fixture_scale(x; scale: float = 2.0, negate: bool = false). */
+static dlop_graph *new_graph_with_fixture(void) {
+  const dlop_plugin *plugin = NULL;
+  dlop_graph *graph = new_graph();
+  DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
+  return graph;
+}
+
+START_TEST(test_parameter_kind_and_names_checked) {
+  dlop_graph *graph = new_graph_with_fixture();
+  dlop_var *x, *y;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  dlop_named_param wrong_kind = {"scale", {DLOP_PARAM_INT, 1, {.i = 3}}};
+  ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &x, 1, &wrong_kind, 1, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("fixture_scale", "'scale' is declared as float but the value given is int");
+  dlop_named_param unknown = {"factor", {DLOP_PARAM_FLOAT, 1, {.f = 3}}};
+  ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &x, 1, &unknown, 1, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("'factor'", "scale (float), negate (bool)");
+  dlop_named_param twice[2] = {{"scale", {DLOP_PARAM_FLOAT, 1, {.f = 3}}},
+                               {"scale", {DLOP_PARAM_FLOAT, 1, {.f = 4}}}};
+  ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &x, 1, twice, 2, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  assert_error_mentions("given twice", NULL);
+  dlop_named_param not_bool = {"negate", {DLOP_PARAM_BOOL, 1, {.i = 5}}};
+  ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &x, 1, &not_bool, 1, &y, 1),
+                   DLOP_INVALID_ARGUMENT);
+  dlop_named_param good[2] = {{"negate", {DLOP_PARAM_BOOL, 1, {.i = 1}}},
+                              {"scale", {DLOP_PARAM_FLOAT, 1, {.f = 0.5}}}};
+  DLOP_CK_OK(dlop_graph_apply(graph, "fixture_scale", &x, 1, good, 2, &y, 1));
+  ck_assert_str_eq(dlop_var_op(y)->name, "fixture_scale");
+  /* the op's own type error comes back with its message */
+  dlop_var *i;
+  DLOP_CK_OK(dlop_graph_input(graph, "i", DLOP_INT32, 1, NULL, &i));
+  ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &i, 1, NULL, 0, &y, 1),
+                   DLOP_TYPE_ERROR);
+  assert_error_mentions("fixture_scale", "float32 or float64, got int32");
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 static Suite *graph_suite(void) {
   Suite *suite = suite_create("graph");
   TCase *types = tcase_create("types");
@@ -254,6 +297,7 @@ static Suite *graph_suite(void) {
   tcase_add_test(errors, test_unknown_op);
   tcase_add_test(errors, test_unknown_parameter);
   tcase_add_test(errors, test_bad_inputs_rejected);
+  tcase_add_test(errors, test_parameter_kind_and_names_checked);
   suite_add_tcase(suite, errors);
   return suite;
 }

@@ -386,6 +386,7 @@ static inline void dlop_strided_cursor_init(dlop_strided_cursor *c, const dlop_s
   const dlop_nd_offsets *l = &loop->layout;
   int64_t rest = begin;
   int32_t d, k;
+  memset(c, 0, sizeof *c);
   c->remaining = end > begin ? end - begin : 0;
   for (k = 0; k < l->num_operands; k++) c->pointer[k] = loop->base[k];
   for (d = l->ndim - 1; d >= 0; d--) {

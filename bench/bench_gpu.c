@@ -500,13 +500,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   device.id = o.device_id;
-  if (dlop_cuda_device_count(&count) != DLOP_OK || count == 0) {
-    const char *why = dlop_last_error();
-    printf("SKIP: no CUDA device (%s)\n", why[0] ? why : "the driver reports 0 GPUs");
-    return 0;
-  }
+  /* dlop_device_check says what is missing: the driver, a GPU, or this ordinal. */
   if (dlop_device_check(device) != DLOP_OK) {
-    printf("SKIP: cuda:%d is not usable: %s\n", o.device_id, dlop_last_error());
+    const char *why = dlop_last_error();
+    dlop_cuda_device_count(&count);
+    printf("SKIP: cuda:%d is not usable (%d CUDA device(s) found): %s\n", o.device_id, count,
+           why[0] ? why : "no reason given");
     return 0;
   }
   if (cuda_timer_init(o.device_id, error, sizeof(error)) != 0) {

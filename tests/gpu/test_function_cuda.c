@@ -419,18 +419,6 @@ static Suite *function_cuda_suite(void) {
 }
 
 int main(void) {
-  /* CUDA cannot be used in a process forked after its parent initialized the driver, and Check
-   * forks every test: probe for the GPU in a child so that this process never touches CUDA. */
-  pid_t probe = fork();
-  if (probe == 0) {
-    dlop_test_require_cuda_or_skip();
-    _exit(0);
-  }
-  int probe_status = 0;
-  if (probe < 0 || waitpid(probe, &probe_status, 0) != probe || !WIFEXITED(probe_status)) {
-    fprintf(stderr, "FAIL: could not probe for a GPU in a child process\n");
-    return 1;
-  }
-  if (WEXITSTATUS(probe_status) != 0) return WEXITSTATUS(probe_status);
+  dlop_test_require_cuda_or_skip(); /* probes in a child: this process never touches CUDA */
   return dlop_test_run_suite(function_cuda_suite());
 }

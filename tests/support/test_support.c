@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int dlop_test_run_suite(Suite *suite) {
   SRunner *runner = srunner_create(suite);
@@ -15,15 +17,40 @@ int dlop_test_run_suite(Suite *suite) {
   return failed == 0 ? 0 : 1;
 }
 
+/* The probe runs in a child process: CUDA initialized in the parent is unusable in the
+ * children Check forks for each test (CUDA_ERROR_NOT_INITIALIZED there). */
 void dlop_test_require_cuda_or_skip(void) {
-  dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
-  if (dlop_device_check(cuda) == DLOP_OK) return;
+  int pipe_fds[2];
+  char reason[1024] = "could not start the CUDA probe process";
+  int usable = 0;
+  if (pipe(pipe_fds) == 0) {
+    pid_t child = fork();
+    if (child == 0) {
+      dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
+      int ok = dlop_device_check(cuda) == DLOP_OK;
+      const char *message = ok ? "" : dlop_last_error();
+      ssize_t ignored = write(pipe_fds[1], message, strlen(message));
+      (void)ignored;
+      _exit(ok ? 0 : 1);
+    }
+    close(pipe_fds[1]);
+    if (child > 0) {
+      ssize_t n = read(pipe_fds[0], reason, sizeof reason - 1);
+      reason[n > 0 ? n : 0] = '\0';
+      int status = 0;
+      waitpid(child, &status, 0);
+      usable = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!usable && reason[0] == '\0') snprintf(reason, sizeof reason, "the CUDA probe crashed");
+    }
+    close(pipe_fds[0]);
+  }
+  if (usable) return;
   const char *require = getenv("DLOP_REQUIRE_GPU");
   if (require && strcmp(require, "1") == 0) {
-    fprintf(stderr, "FAIL: DLOP_REQUIRE_GPU=1 but CUDA is not usable: %s\n", dlop_last_error());
+    fprintf(stderr, "FAIL: DLOP_REQUIRE_GPU=1 but CUDA is not usable: %s\n", reason);
     exit(1);
   }
-  printf("SKIP: CUDA tests need a GPU: %s\n", dlop_last_error());
+  printf("SKIP: CUDA tests need a GPU: %s\n", reason);
   exit(77);
 }
 

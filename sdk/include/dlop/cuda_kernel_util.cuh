@@ -35,6 +35,23 @@ struct alignas(16) dlop_cuda_vec16 {
   T e[16 / sizeof(T)];
 };
 
+/* Loads and stores of data touched once: evict-first (.cs) so a stream through memory does
+ * not push other data out of L2. */
+template <typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_load_streaming(const dlop_cuda_vec16<T> *p) {
+  int4 raw = __ldcs(reinterpret_cast<const int4 *>(p));
+  dlop_cuda_vec16<T> v;
+  memcpy(&v, &raw, sizeof v);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ void dlop_cuda_store_streaming(dlop_cuda_vec16<T> *p, const dlop_cuda_vec16<T> &v) {
+  int4 raw;
+  memcpy(&raw, &v, sizeof raw);
+  __stcs(reinterpret_cast<int4 *>(p), raw);
+}
+
 /* ---- float16 / bfloat16 ----------------------------------------------------------------- */
 
 /* Arithmetic on 16-bit floats goes through float: the result is rounded once, to nearest. */
@@ -55,20 +72,24 @@ __device__ __forceinline__ float dlop_cuda_from_float<float>(float x) { return x
 
 /* ---- N-d offsets ------------------------------------------------------------------------ */
 
-/* Element offsets (in elements, per operand) of linear index i of the loop's shape. */
-__device__ __forceinline__ void dlop_cuda_offsets_at(const dlop_nd_offsets &o, int64_t i,
+/* Element offsets (in elements, per operand) of linear index i of the loop's shape. Index is
+ * uint32_t when the loop has fewer than 2^32 elements: 32-bit division is several times
+ * cheaper than 64-bit division, and the strided path does one per dimension per element. */
+template <typename Index>
+__device__ __forceinline__ void dlop_cuda_offsets_at(const dlop_nd_offsets &o, Index i,
                                                      int64_t *offsets) {
 #pragma unroll
   for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] = 0;
   if (o.ndim == 1) { /* the common case after collapsing: no division */
 #pragma unroll
-    for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] = i * o.strides[k][0];
+    for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] = (int64_t)i * o.strides[k][0];
     return;
   }
   for (int d = o.ndim - 1; d >= 0; d--) {
-    int64_t size = o.shape[d];
-    int64_t index = i % size;
-    i /= size;
+    Index size = (Index)o.shape[d];
+    Index quotient = i / size;
+    int64_t index = (int64_t)(i - quotient * size);
+    i = quotient;
 #pragma unroll
     for (int k = 0; k < DLOP_KERNEL_MAX_OPERANDS; k++) offsets[k] += index * o.strides[k][d];
   }
@@ -87,10 +108,10 @@ __device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__
     const V *xv = reinterpret_cast<const V *>(x);
     V *yv = reinterpret_cast<V *>(y);
     DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
-      V a = xv[i], r;
+      V a = dlop_cuda_load_streaming(xv + i), r;
 #pragma unroll
       for (int k = 0; k < V::width; k++) r.e[k] = f(a.e[k]);
-      yv[i] = r;
+      dlop_cuda_store_streaming(yv + i, r);
     }
     const int64_t tail = vectors * V::width;
     DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) y[tail + i] = f(x[tail + i]);
@@ -102,9 +123,17 @@ __device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__
 template <typename T, typename F>
 __device__ __forceinline__ void dlop_cuda_unary_strided(const T *x, T *y, int64_t n,
                                                         const dlop_nd_offsets &o, F f) {
+  if (n <= (int64_t)UINT32_MAX) {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
+      int64_t off[DLOP_KERNEL_MAX_OPERANDS];
+      dlop_cuda_offsets_at(o, (uint32_t)i, off);
+      y[off[0]] = f(x[off[1]]);
+    }
+    return;
+  }
   DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
     int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-    dlop_cuda_offsets_at(o, i, off);
+    dlop_cuda_offsets_at(o, (uint64_t)i, off);
     y[off[0]] = f(x[off[1]]);
   }
 }
@@ -120,10 +149,10 @@ __device__ __forceinline__ void dlop_cuda_binary_contiguous(const T *__restrict_
     const V *bv = reinterpret_cast<const V *>(b);
     V *zv = reinterpret_cast<V *>(z);
     DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
-      V x = av[i], y = bv[i], r;
+      V x = dlop_cuda_load_streaming(av + i), y = dlop_cuda_load_streaming(bv + i), r;
 #pragma unroll
       for (int k = 0; k < V::width; k++) r.e[k] = f(x.e[k], y.e[k]);
-      zv[i] = r;
+      dlop_cuda_store_streaming(zv + i, r);
     }
     const int64_t tail = vectors * V::width;
     DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = f(a[tail + i], b[tail + i]);
@@ -135,9 +164,17 @@ __device__ __forceinline__ void dlop_cuda_binary_contiguous(const T *__restrict_
 template <typename T, typename F>
 __device__ __forceinline__ void dlop_cuda_binary_strided(const T *a, const T *b, T *z, int64_t n,
                                                          const dlop_nd_offsets &o, F f) {
+  if (n <= (int64_t)UINT32_MAX) {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
+      int64_t off[DLOP_KERNEL_MAX_OPERANDS];
+      dlop_cuda_offsets_at(o, (uint32_t)i, off);
+      z[off[0]] = f(a[off[1]], b[off[2]]);
+    }
+    return;
+  }
   DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
     int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-    dlop_cuda_offsets_at(o, i, off);
+    dlop_cuda_offsets_at(o, (uint64_t)i, off);
     z[off[0]] = f(a[off[1]], b[off[2]]);
   }
 }

@@ -444,9 +444,12 @@ static inline int dlop_strided_loop_run(const dlop_host_api *host, const dlop_st
 
 /* ---- launching elementwise CUDA kernels -------------------------------------------------- */
 
-/* Threads per block of the elementwise kernels, and resident blocks per SM to aim for. */
+/* Threads per block of the elementwise kernels, and the cap on blocks per SM. The cap is well
+ * above the 8 blocks of 256 an SM holds at once: measured on an H200 at 2^28 float32, 8 per SM
+ * reached 92% of a device copy, 32 per SM 94%, 128 per SM 96% (later blocks fill the gaps that
+ * finished ones leave, and each thread's grid-stride loop gets shorter). */
 #define DLOP_CUDA_ELEMENTWISE_BLOCK 256
-#define DLOP_CUDA_BLOCKS_PER_SM 8
+#define DLOP_CUDA_BLOCKS_PER_SM 128
 
 /* Blocks for work_items threads' worth of work, at most max_blocks (grid-stride loops do the
  * rest), at least 1. */

@@ -260,6 +260,7 @@ void dlop_array_release(dlop_array *array) {
       int status = dlop_memory_free(array->tensor.device, array->owned, dlop_stream_handle(stream));
       if (status != DLOP_OK) dlop__warn("releasing an array: %s", dlop_last_error());
     }
+    dlop_stream_destroy(atomic_load(&array->stream)); /* the array's reference */
     if (array->deleter) array->deleter(array->deleter_context);
   }
   free(array);
@@ -348,7 +349,9 @@ dlop_stream *dlop_array_stream(const dlop_array *array) {
 }
 
 void dlop__array_set_stream(dlop_array *array, dlop_stream *stream) {
-  if (array) atomic_store(&owner_of(array)->stream, stream);
+  if (array == NULL) return;
+  dlop__stream_retain(stream);
+  dlop_stream_destroy(atomic_exchange(&owner_of(array)->stream, stream));
 }
 
 int dlop_array_synchronize(const dlop_array *array) {
@@ -359,6 +362,7 @@ int dlop_array_synchronize(const dlop_array *array) {
   if (stream == NULL) return DLOP_OK;
   int status = dlop_stream_synchronize(stream);
   /* Nothing is pending any more (unless another write was recorded meanwhile). */
-  if (status == DLOP_OK) atomic_compare_exchange_strong(&owner->stream, &stream, NULL);
+  if (status == DLOP_OK && atomic_compare_exchange_strong(&owner->stream, &stream, NULL))
+    dlop_stream_destroy(stream); /* the reference the array held */
   return status;
 }

@@ -28,6 +28,11 @@ int dlop__cuda_ensure(void);
 /* Make device_id's primary context current on this thread (retained once per device). */
 int dlop__cuda_set_device(int32_t device_id);
 
+/* ---- streams (stream.c) ---------------------------------------------------------------- */
+
+/* Take a reference; dlop_stream_destroy drops one and destroys the stream at the last. */
+void dlop__stream_retain(dlop_stream *stream);
+
 /* ---- arrays and copies (array.c, copy.c) ------------------------------------------------ */
 
 /* A contiguous array from the pool, allocated in order on stream (may be NULL). */

@@ -1,11 +1,13 @@
 /* stream.c — dlop_stream: a non-blocking CUstream on a device's primary context, or on the CPU
  * an object that does nothing (CPU work runs synchronously), so callers need no special case. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cuda_driver.h"
 #include "internal.h"
 
 struct dlop_stream {
+  _Atomic int references; /* the creator's, plus one per array with work pending on it */
   dlop_device device;
   CUstream handle; /* NULL on the CPU */
 };
@@ -19,6 +21,7 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
   dlop_stream *created = calloc(1, sizeof *created);
   if (created == NULL)
     return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_stream_create: out of host memory");
+  atomic_init(&created->references, 1);
   created->device = device;
   if (device.type == DLOP_DEVICE_CUDA) {
     status = dlop__cuda_set_device(device.id);
@@ -36,8 +39,15 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
   return DLOP_OK;
 }
 
+void dlop__stream_retain(dlop_stream *stream) {
+  if (stream) atomic_fetch_add_explicit(&stream->references, 1, memory_order_relaxed);
+}
+
+/* Drops a reference: the stream lives on while an array still records work pending on it, so
+ * an output outlives the function that made it. */
 void dlop_stream_destroy(dlop_stream *stream) {
   if (stream == NULL) return;
+  if (atomic_fetch_sub_explicit(&stream->references, 1, memory_order_acq_rel) != 1) return;
   if (stream->handle != NULL && dlop__cuda_set_device(stream->device.id) == DLOP_OK) {
     /* Pending work still completes: the driver defers the release until it has. */
     CUresult result = dlop__cuda.cuStreamDestroy(stream->handle);

@@ -49,6 +49,8 @@ int dlop_device_description(dlop_device device, char *buffer, size_t size);
 typedef struct dlop_stream dlop_stream;
 /* A non-blocking CUDA stream on the device (for the CPU, a stream that does nothing). */
 int dlop_stream_create(dlop_device device, dlop_stream **stream);
+/* Drops the caller's reference. Arrays with work pending on the stream hold references of their
+ * own, so the stream (and the CUstream) lives until they are released or synchronized. */
 void dlop_stream_destroy(dlop_stream *stream);
 int dlop_stream_synchronize(dlop_stream *stream);
 /* The CUstream (NULL on the CPU). */

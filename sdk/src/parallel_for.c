@@ -1,8 +1,11 @@
 /* parallel_for.c — a persistent pthread pool for CPU kernels (the host API's parallel_for).
- * One job at a time: the caller publishes it, workers and the caller take chunks from a shared
- * counter. A second caller, or a call from inside a body, finds the pool busy and runs inline,
- * so nested and concurrent use never deadlocks. */
+ * One job at a time, split statically: part 0 runs on the caller, part i on worker i, so a
+ * thread touches the same slice of a tensor call after call and keeps it in its cache. Workers
+ * spin briefly before sleeping, because kernels come back to back and waking a sleeping thread
+ * costs as much as a 2^16-element kernel. A second caller, or a call from inside a body, finds
+ * the pool busy and runs inline, so nested and concurrent use never deadlocks. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -10,29 +13,30 @@
 #include "host_services.h"
 
 #define DLOP_MAX_THREADS 1024
+/* Spin iterations before a worker sleeps (about 50 µs): long enough to bridge the gap between
+ * consecutive kernels of one graph, short enough not to burn a core when idle. */
+#define DLOP_SPIN_ITERATIONS 20000
 
 typedef struct parallel_job {
   dlop_parallel_body body;
   void *context;
   int64_t count;
-  int64_t chunk;
-  int64_t num_chunks;
+  int64_t num_parts; /* part i: [count * i / num_parts, count * (i + 1) / num_parts) */
 } parallel_job;
 
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t work_ready; /* workers wait for a new generation */
-  pthread_cond_t work_done;  /* the caller waits for active to drop to 0 */
   int started;
   int workers;
   int busy;           /* a caller owns the pool */
-  int active;         /* workers currently inside a job */
-  uint64_t generation;
+  int sleeping;       /* workers waiting on work_ready */
+  uint64_t start_generation; /* generation when the workers started: no job for them yet */
+  atomic_ullong generation;
   parallel_job job;
-  atomic_llong next_chunk;
+  atomic_int parts_left; /* parts of the current job not finished yet */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
-            .work_ready = PTHREAD_COND_INITIALIZER,
-            .work_done = PTHREAD_COND_INITIALIZER};
+            .work_ready = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 static int32_t thread_count = 1;
@@ -59,29 +63,52 @@ int32_t dlop__cpu_threads(void) {
   return thread_count;
 }
 
-static void run_chunks(const parallel_job *job) {
-  for (;;) {
-    int64_t chunk = atomic_fetch_add(&pool.next_chunk, 1);
-    if (chunk >= job->num_chunks) return;
-    int64_t begin = chunk * job->chunk;
-    int64_t end = begin + job->chunk < job->count ? begin + job->chunk : job->count;
-    job->body(job->context, begin, end);
-  }
+static void run_part(const parallel_job *job, int64_t part) {
+  if (part >= job->num_parts) return;
+  int64_t begin = job->count * part / job->num_parts;
+  int64_t end = job->count * (part + 1) / job->num_parts;
+  job->body(job->context, begin, end);
 }
 
-static void *worker_main(void *unused) {
-  (void)unused;
-  pthread_mutex_lock(&pool.lock);
-  uint64_t seen = pool.generation;
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* The job is published like a seqlock: generation is odd while the caller writes it and even
+ * once it is complete, so a worker that lags a job behind never runs a half-written one. */
+static int read_job(uint64_t generation, parallel_job *job) {
+  *job = pool.job;
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&pool.generation, memory_order_relaxed) == generation;
+}
+
+static void *worker_main(void *argument) {
+  int64_t index = (int64_t)(intptr_t)argument; /* runs part index (1-based; part 0 is the caller's) */
+  uint64_t seen = pool.start_generation; /* written before this thread was created */
   for (;;) {
-    while (pool.generation == seen) pthread_cond_wait(&pool.work_ready, &pool.lock);
-    seen = pool.generation;
-    pool.active++;
-    parallel_job job = pool.job; /* stable while active > 0: a new job waits for active == 0 */
-    pthread_mutex_unlock(&pool.lock);
-    run_chunks(&job);
-    pthread_mutex_lock(&pool.lock);
-    if (--pool.active == 0) pthread_cond_broadcast(&pool.work_done);
+    uint64_t generation = atomic_load_explicit(&pool.generation, memory_order_acquire);
+    for (int spin = 0; (generation == seen || (generation & 1)) && spin < DLOP_SPIN_ITERATIONS;
+         spin++) {
+      cpu_relax();
+      generation = atomic_load_explicit(&pool.generation, memory_order_acquire);
+    }
+    if (generation == seen) {
+      pthread_mutex_lock(&pool.lock);
+      pool.sleeping++;
+      while ((generation = atomic_load(&pool.generation)) == seen)
+        pthread_cond_wait(&pool.work_ready, &pool.lock);
+      pool.sleeping--;
+      pthread_mutex_unlock(&pool.lock);
+    }
+    parallel_job job;
+    if ((generation & 1) || !read_job(generation, &job)) continue; /* being written: look again */
+    seen = generation;
+    if (index < job.num_parts) {
+      run_part(&job, index);
+      atomic_fetch_sub_explicit(&pool.parts_left, 1, memory_order_acq_rel);
+    }
   }
   return NULL;
 }
@@ -90,11 +117,10 @@ static void *worker_main(void *unused) {
 static void reset_after_fork(void) {
   pthread_mutex_init(&pool.lock, NULL);
   pthread_cond_init(&pool.work_ready, NULL);
-  pthread_cond_init(&pool.work_done, NULL);
   pool.started = 0;
   pool.workers = 0;
   pool.busy = 0;
-  pool.active = 0;
+  pool.sleeping = 0;
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -103,12 +129,13 @@ static void install_atfork(void) { pthread_atfork(NULL, NULL, reset_after_fork);
 /* Start the workers once (lock held). Fewer start if the system refuses threads. */
 static void start_workers_locked(int wanted) {
   pool.started = 1;
+  pool.start_generation = atomic_load(&pool.generation);
   pthread_attr_t attributes;
   pthread_attr_init(&attributes);
   pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
   for (int i = 0; i < wanted; i++) {
     pthread_t thread;
-    if (pthread_create(&thread, &attributes, worker_main, NULL) != 0) break;
+    if (pthread_create(&thread, &attributes, worker_main, (void *)(intptr_t)(i + 1)) != 0) break;
     pool.workers++;
   }
   pthread_attr_destroy(&attributes);
@@ -136,21 +163,28 @@ int dlop__parallel_for(int64_t count, int64_t grain, dlop_parallel_body body, vo
   }
   if (!pool.started) start_workers_locked(threads - 1);
   pool.busy = 1;
-  while (pool.active > 0) pthread_cond_wait(&pool.work_done, &pool.lock);
-  /* About four chunks per thread balances uneven bodies without tiny chunks. */
-  int64_t chunk = (count + (int64_t)threads * 4 - 1) / ((int64_t)threads * 4);
-  if (chunk < grain) chunk = grain;
-  pool.job = (parallel_job){body, context, count, chunk, (count + chunk - 1) / chunk};
-  atomic_store(&pool.next_chunk, 0);
-  pool.generation++;
-  pthread_cond_broadcast(&pool.work_ready);
+  /* One part per thread, each at least grain long; parts beyond the workers that started
+   * run on the caller. */
+  int64_t parts = count / grain;
+  if (parts > pool.workers + 1) parts = pool.workers + 1;
+  if (parts < 1) parts = 1;
+  atomic_store(&pool.parts_left, (int)parts - 1);
+  atomic_fetch_add_explicit(&pool.generation, 1, memory_order_acq_rel); /* odd: writing */
+  atomic_thread_fence(memory_order_release);
+  pool.job = (parallel_job){body, context, count, parts};
+  atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release); /* even: ready */
+  if (pool.sleeping > 0) pthread_cond_broadcast(&pool.work_ready);
   parallel_job job = pool.job;
   pthread_mutex_unlock(&pool.lock);
 
-  run_chunks(&job);
+  run_part(&job, 0);
+  /* Workers each run one part; wait for them, politely if one was descheduled. */
+  for (int spin = 0; atomic_load_explicit(&pool.parts_left, memory_order_acquire) > 0; spin++) {
+    if (spin < DLOP_SPIN_ITERATIONS) cpu_relax();
+    else sched_yield();
+  }
 
   pthread_mutex_lock(&pool.lock);
-  while (pool.active > 0) pthread_cond_wait(&pool.work_done, &pool.lock);
   pool.busy = 0;
   pthread_mutex_unlock(&pool.lock);
   return DLOP_OK;

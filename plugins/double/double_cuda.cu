@@ -1,6 +1,7 @@
-/* double_cuda.cu — the CUDA kernels of double (y = 2x), one contiguous and one strided kernel
- * per dtype, named dlop_double_{contiguous,strided}_<dtype>. nvcc compiles this into the fatbin
- * embedded in the plugin as dlop_double_double_cuda_fatbin (see cmake/DlopCuda.cmake). */
+/* double_cuda.cu — the CUDA kernels of double (y = 2x), a contiguous, a rows and a strided
+ * kernel per dtype, named dlop_double_{contiguous,rows,strided}_<dtype>. nvcc compiles this
+ * into the fatbin embedded in the plugin as dlop_double_double_cuda_fatbin (see
+ * cmake/DlopCuda.cmake). */
 #include <dlop/cuda_kernel_util.cuh>
 
 namespace {
@@ -26,7 +27,11 @@ struct double_op {
 
 #define DOUBLE_CUDA_KERNELS(name, T)                                                        \
   extern "C" __global__ void dlop_double_contiguous_##name(const T *x, T *y, int64_t n) {   \
-    dlop_cuda_unary_contiguous(x, y, n, double_op());                                      \
+    dlop_cuda_unary_contiguous<1>(x, y, n, double_op());                                   \
+  }                                                                                         \
+  extern "C" __global__ void dlop_double_rows_##name(const T *x, T *y,                     \
+                                                     dlop_rows_layout rows) {               \
+    dlop_cuda_unary_rows(x, y, rows, double_op());                                         \
   }                                                                                         \
   extern "C" __global__ void dlop_double_strided_##name(const T *x, T *y, int64_t n,       \
                                                         dlop_nd_offsets offsets) {          \

@@ -13,11 +13,8 @@ typedef struct exp_thunk_state {
   dlop_type input;
   dlop_type output;
   dlop_device device;
-  void *module;     /* CUDA only */
-  void *contiguous; /* CUfunction */
-  void *strided;    /* CUfunction */
-  uint32_t max_blocks;
-  int32_t vector_width;
+  void *module;                  /* CUDA only */
+  dlop_cuda_elementwise kernels; /* CUDA only: CUfunctions and launch sizes */
 } exp_thunk_state;
 
 static void exp_thunk_destroy(void *state) {
@@ -68,9 +65,8 @@ static int exp_run_cuda(void *state, const dlop_run_args *args) {
   dlop_strided_loop loop;
   int status = exp_prepare(s, args, &loop);
   if (status != DLOP_OK) return status;
-  return dlop_cuda_launch_elementwise(exp_host(), &loop, s->contiguous, s->strided,
-                                      s->max_blocks, s->vector_width, args->stream, "exp",
-                                      args->error, args->error_size);
+  return dlop_cuda_launch_elementwise(exp_host(), &loop, &s->kernels, args->stream,
+                                      "exp", args->error, args->error_size);
 }
 
 static int exp_prepare_cuda(exp_thunk_state *s, const dlop_thunk_args *args) {
@@ -83,19 +79,26 @@ static int exp_prepare_cuda(exp_thunk_state *s, const dlop_thunk_args *args) {
     dlop_set_error(args->error, args->error_size, "exp: the host offers no CUDA module loading");
     return DLOP_UNSUPPORTED;
   }
-  status = dlop_cuda_max_blocks(host, args->device.id, &s->max_blocks, "exp", args->error,
-                                args->error_size);
+  status = dlop_cuda_max_blocks(host, args->device.id, &s->kernels.max_blocks, "exp",
+                                args->error, args->error_size);
   if (status != DLOP_OK) return status;
   status = host->cuda_module_load(args->device.id, dlop_exp_exp_cuda_fatbin, &s->module,
                                   args->error, args->error_size);
   if (status != DLOP_OK) return status;
   snprintf(name, sizeof name, "dlop_exp_contiguous_%s", dtype);
-  status = host->cuda_module_function(s->module, name, &s->contiguous, args->error, args->error_size);
+  status = host->cuda_module_function(s->module, name, &s->kernels.contiguous, args->error,
+                                      args->error_size);
+  if (status != DLOP_OK) return status;
+  snprintf(name, sizeof name, "dlop_exp_rows_%s", dtype);
+  status = host->cuda_module_function(s->module, name, &s->kernels.rows, args->error,
+                                      args->error_size);
   if (status != DLOP_OK) return status;
   snprintf(name, sizeof name, "dlop_exp_strided_%s", dtype);
-  status = host->cuda_module_function(s->module, name, &s->strided, args->error, args->error_size);
+  status = host->cuda_module_function(s->module, name, &s->kernels.strided, args->error,
+                                      args->error_size);
   if (status != DLOP_OK) return status;
-  s->vector_width = (int32_t)(16 / dlop_dtype_size((dlop_dtype)s->input.dtype));
+  /* two 16-byte vectors per thread: EXP_CUDA_UNROLL in exp_cuda.cu */
+  s->kernels.contiguous_elements = (int32_t)(2 * 16 / dlop_dtype_size((dlop_dtype)s->input.dtype));
   return DLOP_OK;
 #else
   dlop_set_error(args->error, args->error_size,

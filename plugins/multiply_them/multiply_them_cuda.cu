@@ -1,5 +1,6 @@
-/* multiply_them_cuda.cu — the CUDA kernels of multiply_them (z = a * b), one contiguous and one
- * strided (broadcasting) kernel per dtype, named dlop_multiply_them_{contiguous,strided}_<dtype>.
+/* multiply_them_cuda.cu — the CUDA kernels of multiply_them (z = a * b), a contiguous, a rows
+ * (matrix times row/column/scalar) and a strided (any broadcast) kernel per dtype, named
+ * dlop_multiply_them_{contiguous,rows,strided}_<dtype>.
  * nvcc compiles this into the fatbin embedded as dlop_multiply_them_multiply_them_cuda_fatbin. */
 #include <dlop/cuda_kernel_util.cuh>
 
@@ -38,7 +39,11 @@ struct multiply_op {
 #define MULTIPLY_THEM_CUDA_KERNELS(name, T)                                                 \
   extern "C" __global__ void dlop_multiply_them_contiguous_##name(const T *a, const T *b,   \
                                                                   T *z, int64_t n) {        \
-    dlop_cuda_binary_contiguous(a, b, z, n, multiply_op());                                \
+    dlop_cuda_binary_contiguous<1>(a, b, z, n, multiply_op());                             \
+  }                                                                                         \
+  extern "C" __global__ void dlop_multiply_them_rows_##name(const T *a, const T *b, T *z,   \
+                                                            dlop_rows_layout rows) {        \
+    dlop_cuda_binary_rows(a, b, z, rows, multiply_op());                                   \
   }                                                                                         \
   extern "C" __global__ void dlop_multiply_them_strided_##name(                             \
       const T *a, const T *b, T *z, int64_t n, dlop_nd_offsets offsets) {                   \

@@ -13,11 +13,8 @@ typedef struct multiply_them_thunk_state {
   dlop_type inputs[2];
   dlop_type output;
   dlop_device device;
-  void *module;     /* CUDA only */
-  void *contiguous; /* CUfunction */
-  void *strided;    /* CUfunction */
-  uint32_t max_blocks;
-  int32_t vector_width;
+  void *module;                  /* CUDA only */
+  dlop_cuda_elementwise kernels; /* CUDA only: CUfunctions and launch sizes */
 } multiply_them_thunk_state;
 
 static void multiply_them_thunk_destroy(void *state) {
@@ -76,9 +73,8 @@ static int multiply_them_run_cuda(void *state, const dlop_run_args *args) {
   dlop_strided_loop loop;
   int status = multiply_them_prepare(s, args, &loop);
   if (status != DLOP_OK) return status;
-  return dlop_cuda_launch_elementwise(multiply_them_host(), &loop, s->contiguous, s->strided,
-                                      s->max_blocks, s->vector_width, args->stream, "multiply_them",
-                                      args->error, args->error_size);
+  return dlop_cuda_launch_elementwise(multiply_them_host(), &loop, &s->kernels, args->stream,
+                                      "multiply_them", args->error, args->error_size);
 }
 
 static int multiply_them_prepare_cuda(multiply_them_thunk_state *s, const dlop_thunk_args *args) {
@@ -91,19 +87,25 @@ static int multiply_them_prepare_cuda(multiply_them_thunk_state *s, const dlop_t
     dlop_set_error(args->error, args->error_size, "multiply_them: the host offers no CUDA module loading");
     return DLOP_UNSUPPORTED;
   }
-  status = dlop_cuda_max_blocks(host, args->device.id, &s->max_blocks, "multiply_them", args->error,
-                                args->error_size);
+  status = dlop_cuda_max_blocks(host, args->device.id, &s->kernels.max_blocks, "multiply_them",
+                                args->error, args->error_size);
   if (status != DLOP_OK) return status;
   status = host->cuda_module_load(args->device.id, dlop_multiply_them_multiply_them_cuda_fatbin, &s->module,
                                   args->error, args->error_size);
   if (status != DLOP_OK) return status;
   snprintf(name, sizeof name, "dlop_multiply_them_contiguous_%s", dtype);
-  status = host->cuda_module_function(s->module, name, &s->contiguous, args->error, args->error_size);
+  status = host->cuda_module_function(s->module, name, &s->kernels.contiguous, args->error,
+                                      args->error_size);
+  if (status != DLOP_OK) return status;
+  snprintf(name, sizeof name, "dlop_multiply_them_rows_%s", dtype);
+  status = host->cuda_module_function(s->module, name, &s->kernels.rows, args->error,
+                                      args->error_size);
   if (status != DLOP_OK) return status;
   snprintf(name, sizeof name, "dlop_multiply_them_strided_%s", dtype);
-  status = host->cuda_module_function(s->module, name, &s->strided, args->error, args->error_size);
+  status = host->cuda_module_function(s->module, name, &s->kernels.strided, args->error,
+                                      args->error_size);
   if (status != DLOP_OK) return status;
-  s->vector_width = (int32_t)(16 / dlop_dtype_size((dlop_dtype)s->inputs[0].dtype));
+  s->kernels.contiguous_elements = (int32_t)(16 / dlop_dtype_size((dlop_dtype)s->inputs[0].dtype));
   return DLOP_OK;
 #else
   dlop_set_error(args->error, args->error_size,

@@ -1,6 +1,7 @@
 /* dlop/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
- * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset struct (dlop_nd_offsets,
- * defined in kernel_util.h so host C code fills the same layout), and elementwise bodies. */
+ * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset and rows structs
+ * (dlop_nd_offsets, dlop_rows_layout: defined in kernel_util.h so host C code fills the same
+ * layout), and elementwise bodies (contiguous, rows, general strided). */
 #ifndef DLOP_CUDA_KERNEL_UTIL_CUH
 #define DLOP_CUDA_KERNEL_UTIL_CUH
 
@@ -97,21 +98,53 @@ __device__ __forceinline__ void dlop_cuda_offsets_at(const dlop_nd_offsets &o, I
 
 /* ---- elementwise bodies ----------------------------------------------------------------- */
 /* Kernels call these from their extern "C" __global__ wrappers; f is a functor. Operand order
- * in dlop_nd_offsets: 0 = output, then inputs (as dlop_strided_loop_init builds it). */
+ * in dlop_nd_offsets and dlop_rows_layout: 0 = output, then inputs (as dlop_strided_loop_init
+ * builds it). The launch (dlop_cuda_launch_elementwise) sizes the contiguous and rows grids to
+ * one step per thread; the loops still stride over the grid, so any grid is correct. */
 
-template <typename T, typename F>
+/* Loads of data that other threads read again (a broadcast row): cached, read-only path. */
+template <typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_load_cached(const dlop_cuda_vec16<T> *p) {
+  int4 raw = __ldg(reinterpret_cast<const int4 *>(p));
+  dlop_cuda_vec16<T> v;
+  memcpy(&v, &raw, sizeof v);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_splat(T x) {
+  dlop_cuda_vec16<T> v;
+#pragma unroll
+  for (int k = 0; k < dlop_cuda_vec16<T>::width; k++) v.e[k] = x;
+  return v;
+}
+
+/* U is the number of 16-byte vectors a thread loads before it computes on any of them (the
+ * launch's contiguous_elements is U * vector width). 1 suits cheap functions (double,
+ * multiply_them: 99-100% of a copy on an H200); exp takes 2, so that its arithmetic on one
+ * vector overlaps the other's load. The vectors of one step are a grid apart, so each load
+ * instruction stays coalesced. */
+template <int U = 1, typename T, typename F>
 __device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__ x,
                                                            T *__restrict__ y, int64_t n, F f) {
   typedef dlop_cuda_vec16<T> V;
   if (dlop_cuda_aligned16(x) && dlop_cuda_aligned16(y)) {
-    const int64_t vectors = n / V::width;
+    const int64_t vectors = n / V::width, step = dlop_cuda_thread_count();
     const V *xv = reinterpret_cast<const V *>(x);
     V *yv = reinterpret_cast<V *>(y);
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
-      V a = dlop_cuda_load_streaming(xv + i), r;
+    for (int64_t i = dlop_cuda_thread_index(); i < vectors; i += U * step) {
+      V a[U];
 #pragma unroll
-      for (int k = 0; k < V::width; k++) r.e[k] = f(a.e[k]);
-      dlop_cuda_store_streaming(yv + i, r);
+      for (int u = 0; u < U; u++)
+        if (i + u * step < vectors) a[u] = dlop_cuda_load_streaming(xv + i + u * step);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (i + u * step >= vectors) break;
+        V r;
+#pragma unroll
+        for (int k = 0; k < V::width; k++) r.e[k] = f(a[u].e[k]);
+        dlop_cuda_store_streaming(yv + i + u * step, r);
+      }
     }
     const int64_t tail = vectors * V::width;
     DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) y[tail + i] = f(x[tail + i]);
@@ -119,6 +152,104 @@ __device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__
     DLOP_CUDA_GRID_STRIDE_LOOP(i, n) y[i] = f(x[i]);
   }
 }
+
+template <int U = 1, typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_contiguous(const T *__restrict__ a,
+                                                            const T *__restrict__ b,
+                                                            T *__restrict__ z, int64_t n, F f) {
+  typedef dlop_cuda_vec16<T> V;
+  if (dlop_cuda_aligned16(a) && dlop_cuda_aligned16(b) && dlop_cuda_aligned16(z)) {
+    const int64_t vectors = n / V::width, step = dlop_cuda_thread_count();
+    const V *av = reinterpret_cast<const V *>(a);
+    const V *bv = reinterpret_cast<const V *>(b);
+    V *zv = reinterpret_cast<V *>(z);
+    for (int64_t i = dlop_cuda_thread_index(); i < vectors; i += U * step) {
+      V x[U], y[U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (i + u * step < vectors) {
+          x[u] = dlop_cuda_load_streaming(av + i + u * step);
+          y[u] = dlop_cuda_load_streaming(bv + i + u * step);
+        }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (i + u * step >= vectors) break;
+        V r;
+#pragma unroll
+        for (int k = 0; k < V::width; k++) r.e[k] = f(x[u].e[k], y[u].e[k]);
+        dlop_cuda_store_streaming(zv + i + u * step, r);
+      }
+    }
+    const int64_t tail = vectors * V::width;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = f(a[tail + i], b[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) z[i] = f(a[i], b[i]);
+  }
+}
+
+/* ---- rows (dlop_rows_layout: 2-d, inner dim contiguous or broadcast) -------------------- */
+
+/* Row and element column of 16-byte vector v: a multiply-high below 2^32 vectors. */
+template <int Width>
+__device__ __forceinline__ void dlop_cuda_rows_position(const dlop_rows_layout &r, int64_t v,
+                                                        int64_t *row, int64_t *col) {
+  if (r.vectors <= (int64_t)UINT32_MAX) {
+    const uint32_t x = (uint32_t)v;
+    const uint32_t q = (uint32_t)(((uint64_t)__umulhi(x, r.magic) + x) >> r.shift);
+    *row = (int64_t)q;
+    *col = (int64_t)(x - q * (uint32_t)r.per_row) * Width;
+  } else {
+    const int64_t q = v / r.per_row;
+    *row = q;
+    *col = (v - q * r.per_row) * Width;
+  }
+}
+
+/* Operand k's 16 bytes at (row, col): a vector load along the row (cached when every row
+ * reads it), or its one element of the row, splatted. */
+template <typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_rows_load(const T *p,
+                                                                  const dlop_rows_layout &r,
+                                                                  int k, int64_t row,
+                                                                  int64_t col) {
+  typedef dlop_cuda_vec16<T> V;
+  const T *q = p + row * r.row_stride[k];
+  if (!r.inner[k]) return dlop_cuda_splat(__ldg(q));
+  const V *v = reinterpret_cast<const V *>(q + col);
+  return r.reused[k] ? dlop_cuda_load_cached(v) : dlop_cuda_load_streaming(v);
+}
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_unary_rows(const T *x, T *y, const dlop_rows_layout &r,
+                                                     F f) {
+  typedef dlop_cuda_vec16<T> V;
+  DLOP_CUDA_GRID_STRIDE_LOOP(v, r.vectors) {
+    int64_t row, col;
+    dlop_cuda_rows_position<V::width>(r, v, &row, &col);
+    const V a = dlop_cuda_rows_load(x, r, 1, row, col);
+    V out;
+#pragma unroll
+    for (int k = 0; k < V::width; k++) out.e[k] = f(a.e[k]);
+    dlop_cuda_store_streaming(reinterpret_cast<V *>(y + row * r.row_stride[0] + col), out);
+  }
+}
+
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_rows(const T *a, const T *b, T *z,
+                                                      const dlop_rows_layout &r, F f) {
+  typedef dlop_cuda_vec16<T> V;
+  DLOP_CUDA_GRID_STRIDE_LOOP(v, r.vectors) {
+    int64_t row, col;
+    dlop_cuda_rows_position<V::width>(r, v, &row, &col);
+    const V x = dlop_cuda_rows_load(a, r, 1, row, col), y = dlop_cuda_rows_load(b, r, 2, row, col);
+    V out;
+#pragma unroll
+    for (int k = 0; k < V::width; k++) out.e[k] = f(x.e[k], y.e[k]);
+    dlop_cuda_store_streaming(reinterpret_cast<V *>(z + row * r.row_stride[0] + col), out);
+  }
+}
+
+/* ---- general strided -------------------------------------------------------------------- */
 
 template <typename T, typename F>
 __device__ __forceinline__ void dlop_cuda_unary_strided(const T *x, T *y, int64_t n,
@@ -135,29 +266,6 @@ __device__ __forceinline__ void dlop_cuda_unary_strided(const T *x, T *y, int64_
     int64_t off[DLOP_KERNEL_MAX_OPERANDS];
     dlop_cuda_offsets_at(o, (uint64_t)i, off);
     y[off[0]] = f(x[off[1]]);
-  }
-}
-
-template <typename T, typename F>
-__device__ __forceinline__ void dlop_cuda_binary_contiguous(const T *__restrict__ a,
-                                                            const T *__restrict__ b,
-                                                            T *__restrict__ z, int64_t n, F f) {
-  typedef dlop_cuda_vec16<T> V;
-  if (dlop_cuda_aligned16(a) && dlop_cuda_aligned16(b) && dlop_cuda_aligned16(z)) {
-    const int64_t vectors = n / V::width;
-    const V *av = reinterpret_cast<const V *>(a);
-    const V *bv = reinterpret_cast<const V *>(b);
-    V *zv = reinterpret_cast<V *>(z);
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, vectors) {
-      V x = dlop_cuda_load_streaming(av + i), y = dlop_cuda_load_streaming(bv + i), r;
-#pragma unroll
-      for (int k = 0; k < V::width; k++) r.e[k] = f(x.e[k], y.e[k]);
-      dlop_cuda_store_streaming(zv + i, r);
-    }
-    const int64_t tail = vectors * V::width;
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = f(a[tail + i], b[tail + i]);
-  } else {
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) z[i] = f(a[i], b[i]);
   }
 }
 

@@ -256,6 +256,16 @@ static void check_unary(const char *op_name) {
     check_parity(op_name, dtype, &transposed, NULL, seed++);
     check_parity(op_name, dtype, &rows_reversed, NULL, seed++);
     check_parity(op_name, dtype, &broadcast_rows, NULL, seed++);
+    /* 2-d with the inner dim contiguous (the kernels' rows fast path when rows start 16-byte
+     * aligned; the general path otherwise): padded, reversed, broadcast and odd-pitch rows */
+    layout padded = {2, {300, 64}, {128, 1}, 0}, flipped = {2, {300, 64}, {-64, 1}, 0};
+    layout repeated = {2, {1000, 64}, {0, 1}, 0}, odd_pitch = {2, {300, 64}, {67, 1}, 0};
+    layout padded_misaligned = {2, {300, 64}, {128, 1}, 1};
+    check_parity(op_name, dtype, &padded, NULL, seed++);
+    check_parity(op_name, dtype, &flipped, NULL, seed++);
+    check_parity(op_name, dtype, &repeated, NULL, seed++);
+    check_parity(op_name, dtype, &odd_pitch, NULL, seed++);
+    check_parity(op_name, dtype, &padded_misaligned, NULL, seed++);
   }
 }
 
@@ -290,6 +300,15 @@ START_TEST(test_multiply_them_parity) {
     check_parity("multiply_them", dtype, &scalar, &big, seed++);
     check_parity("multiply_them", dtype, &big_col, &big_row, seed++);
     check_parity("multiply_them", dtype, &transposed, &m, seed++);
+    /* matrix times a row / column / scalar with rows of a multiple of 16 bytes (rows path) */
+    layout m64 = {2, {1000, 64}, {0}, 0}, row64 = {1, {64}, {0}, 0}, col64 = {2, {1000, 1}, {0}, 0};
+    layout padded = {2, {1000, 64}, {96, 1}, 0}, flat4k = {1, {4096}, {0}, 0};
+    check_parity("multiply_them", dtype, &m64, &row64, seed++);
+    check_parity("multiply_them", dtype, &row64, &m64, seed++);
+    check_parity("multiply_them", dtype, &col64, &m64, seed++);
+    check_parity("multiply_them", dtype, &padded, &row64, seed++);
+    check_parity("multiply_them", dtype, &scalar, &flat4k, seed++);
+    check_parity("multiply_them", dtype, &flat4k, &scalar, seed++);
   }
 }
 END_TEST

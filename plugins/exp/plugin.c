@@ -6,6 +6,9 @@ static const dlop_host_api *host_table;
 
 const dlop_host_api *exp_host(void) { return host_table; }
 
+/* pointwise (element i of y reads only element i of x), so y may overwrite x */
+static const int32_t exp_inplace[] = {0};
+
 static const dlop_op_desc exp_op = {
     .struct_size = sizeof(dlop_op_desc),
     .flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE,
@@ -18,8 +21,9 @@ static const dlop_op_desc exp_op = {
     .params = NULL,
     .num_params = 0,
     .cpu_dtypes = EXP_DTYPES,
-    .cuda_dtypes = EXP_DTYPES,
-    .inplace_map = NULL,
+    /* a build without CUDA kernels must not advertise them: make_thunk would always fail */
+    .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? EXP_DTYPES : 0,
+    .inplace_map = exp_inplace,
     .view_map = NULL,
     .make_node = exp_make_node,
     .infer_shape = exp_infer_shape,

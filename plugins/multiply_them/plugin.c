@@ -6,6 +6,9 @@ static const dlop_host_api *host_table;
 
 const dlop_host_api *multiply_them_host(void) { return host_table; }
 
+/* pointwise (element i of y reads only element i of x), so y may overwrite x */
+static const int32_t multiply_them_inplace[] = {0};
+
 static const dlop_op_desc multiply_them_op = {
     .struct_size = sizeof(dlop_op_desc),
     .flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE,
@@ -19,8 +22,9 @@ static const dlop_op_desc multiply_them_op = {
     .params = NULL,
     .num_params = 0,
     .cpu_dtypes = MULTIPLY_THEM_DTYPES,
-    .cuda_dtypes = MULTIPLY_THEM_DTYPES,
-    .inplace_map = NULL,
+    /* a build without CUDA kernels must not advertise them: make_thunk would always fail */
+    .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? MULTIPLY_THEM_DTYPES : 0,
+    .inplace_map = multiply_them_inplace,
     .view_map = NULL,
     .make_node = multiply_them_make_node,
     .infer_shape = multiply_them_infer_shape,

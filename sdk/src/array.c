@@ -31,10 +31,12 @@ static const char *device_text(dlop_device device, char *buffer, size_t size) {
 }
 
 static void fill_contiguous_strides(dlop_array *array) {
-  int64_t stride = 1;
+  /* Unsigned: with a zero dimension the other dimensions' product may exceed int64 (check_shape
+   * allows it, the tensor is empty) and must not be signed overflow; such strides go unused. */
+  uint64_t stride = 1;
   for (int d = array->tensor.ndim - 1; d >= 0; d--) {
-    array->strides[d] = stride;
-    stride *= array->shape[d];
+    array->strides[d] = (int64_t)stride;
+    stride *= (uint64_t)array->shape[d];
   }
 }
 
@@ -156,6 +158,37 @@ int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
   return DLOP_OK;
 }
 
+/* Lowest and one-past-highest byte (relative to data) a tensor with numel > 0 addresses, with
+ * every product and sum checked: shapes and strides come from callers, and a wrapped-around
+ * span would pass the bounds check and let kernels address memory far outside the array. */
+static int byte_span(const char *what, const dlop_tensor *tensor, size_t element_size,
+                     int64_t *low, int64_t *high) {
+  if (tensor->byte_offset > (uint64_t)INT64_MAX)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "%s: byte_offset %llu exceeds INT64_MAX", what,
+                       (unsigned long long)tensor->byte_offset);
+  /* In bytes, per dimension, so an overflow names the dimension that caused it. */
+  int64_t first = 0, last = 0, reach, size = (int64_t)element_size;
+  for (int d = 0; d < tensor->ndim; d++) {
+    if (__builtin_mul_overflow(tensor->shape[d] - 1, tensor->strides[d], &reach) ||
+        __builtin_mul_overflow(reach, size, &reach) ||
+        __builtin_add_overflow(reach < 0 ? first : last, reach, reach < 0 ? &first : &last))
+      return dlop__error(DLOP_INVALID_ARGUMENT,
+                         "%s: dimension %d (shape %lld, stride %lld elements of %zu bytes) "
+                         "reaches beyond the int64 range of byte offsets",
+                         what, d, (long long)tensor->shape[d], (long long)tensor->strides[d],
+                         element_size);
+  }
+  int64_t offset = (int64_t)tensor->byte_offset;
+  if (__builtin_add_overflow(offset, first, low) || __builtin_add_overflow(offset, last, high) ||
+      __builtin_add_overflow(*high, size, high))
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "%s: byte_offset %llu plus the byte span [%lld, %lld] of the shape and "
+                       "strides exceeds the int64 range",
+                       what, (unsigned long long)tensor->byte_offset, (long long)first,
+                       (long long)last);
+  return DLOP_OK;
+}
+
 int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
                     dlop_array **array) {
   /* On failure the deleter is not called: the caller still owns the memory. */
@@ -185,26 +218,19 @@ int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void 
     fill_contiguous_strides(created);
   created->tensor.data = tensor->data;
   created->tensor.byte_offset = tensor->byte_offset;
+  if (numel > 0) {
+    /* The memory's extent is the caller's business, but the arithmetic must not overflow. */
+    int64_t low, high;
+    status = byte_span("dlop_array_wrap", &created->tensor, dlop_dtype_size(dtype), &low, &high);
+    if (status != DLOP_OK) {
+      free(created);
+      return status;
+    }
+  }
   created->deleter = deleter;
   created->deleter_context = context;
   *array = created;
   return DLOP_OK;
-}
-
-/* Lowest and one-past-highest byte (relative to data) a tensor addresses; empty when numel 0. */
-static void byte_span(const dlop_tensor *tensor, size_t element_size, int64_t *low, int64_t *high) {
-  int64_t first = 0, last = 0;
-  for (int d = 0; d < tensor->ndim; d++) {
-    if (tensor->shape[d] == 0) {
-      *low = *high = (int64_t)tensor->byte_offset;
-      return;
-    }
-    int64_t reach = (tensor->shape[d] - 1) * tensor->strides[d];
-    if (reach < 0) first += reach;
-    else last += reach;
-  }
-  *low = (int64_t)tensor->byte_offset + first * (int64_t)element_size;
-  *high = (int64_t)tensor->byte_offset + (last + 1) * (int64_t)element_size;
 }
 
 int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const int64_t *strides,
@@ -226,10 +252,16 @@ int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const 
   created->tensor.byte_offset = byte_offset;
   if (numel > 0) {
     size_t element_size = dlop_dtype_size(base->dtype);
-    int64_t low, high, owner_low, owner_high;
-    byte_span(&created->tensor, element_size, &low, &high);
-    byte_span(&owner->tensor, element_size, &owner_low, &owner_high);
-    if (byte_offset > (uint64_t)INT64_MAX || low < owner_low || high > owner_high) {
+    int64_t low, high, owner_low = 0, owner_high = 0;
+    status = byte_span("dlop_array_view", &created->tensor, element_size, &low, &high);
+    /* The owner was checked when it was made; an empty owner spans nothing. */
+    if (status == DLOP_OK && dlop_tensor_numel(&owner->tensor) > 0)
+      status = byte_span("dlop_array_view", &owner->tensor, element_size, &owner_low, &owner_high);
+    if (status != DLOP_OK) {
+      free(created);
+      return status;
+    }
+    if (low < owner_low || high > owner_high) {
       free(created);
       return dlop__error(DLOP_INVALID_ARGUMENT,
                          "dlop_array_view: the view reaches bytes [%lld, %lld) of the memory but "

@@ -189,6 +189,61 @@ START_TEST(test_view_bounds_and_sharing) {
 }
 END_TEST
 
+/* Shapes times strides that overflow int64 are rejected, not wrapped around into a span that
+ * passes the bounds check; so are negative shapes and ndim outside 0..DLOP_MAX_NDIM. */
+START_TEST(test_view_and_wrap_reject_overflowing_layouts) {
+  int64_t shape[1] = {100};
+  dlop_array *base, *view = (dlop_array *)0x1;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, shape, &base));
+  int64_t view_shape[2] = {3, 2}, huge_strides[2] = {INT64_MAX / 2, 1};
+  ck_assert_int_eq(dlop_array_view(base, 2, view_shape, huge_strides, 0, &view),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_null(view);
+  ck_assert_msg(strstr(dlop_last_error(), "dimension 0") != NULL, "%s", dlop_last_error());
+  ck_assert_msg(strstr(dlop_last_error(), "4611686018427387903") != NULL, "%s", dlop_last_error());
+  /* The element offsets fit but the bytes do not. */
+  int64_t byte_strides[2] = {INT64_MAX / 8, 1};
+  ck_assert_int_eq(dlop_array_view(base, 2, view_shape, byte_strides, 0, &view),
+                   DLOP_INVALID_ARGUMENT);
+  int64_t low_strides[2] = {INT64_MIN / 2, 1};
+  ck_assert_int_eq(dlop_array_view(base, 2, view_shape, low_strides, 0, &view),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_array_view(base, 1, shape, NULL, (uint64_t)INT64_MAX + 8, &view),
+                   DLOP_INVALID_ARGUMENT);
+  int64_t negative[2] = {3, -2};
+  ck_assert_int_eq(dlop_array_view(base, 2, negative, NULL, 0, &view), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_array_view(base, -1, view_shape, NULL, 0, &view), DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(dlop_array_view(base, DLOP_MAX_NDIM + 1, view_shape, NULL, 0, &view),
+                   DLOP_INVALID_ARGUMENT);
+  dlop_array_release(base);
+
+  float data[8];
+  dlop_tensor t = {data, cpu, 2, {DLOP_DL_FLOAT, 32, 1}, view_shape, huge_strides, 0};
+  dlop_array *wrapped = (dlop_array *)0x1;
+  deleter_calls = 0;
+  ck_assert_int_eq(dlop_array_wrap(&t, count_deleter, &deleter_calls, &wrapped),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_null(wrapped);
+  ck_assert_int_eq(deleter_calls, 0);
+  ck_assert_msg(strstr(dlop_last_error(), "dimension 0") != NULL, "%s", dlop_last_error());
+  t.strides = low_strides;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_INVALID_ARGUMENT);
+  t.strides = NULL;
+  t.shape = negative;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_SHAPE_ERROR);
+  t.shape = view_shape;
+  t.ndim = DLOP_MAX_NDIM + 1;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_INVALID_ARGUMENT);
+  /* An empty tensor whose other dimensions multiply past int64 is still fine: it is empty. */
+  int64_t empty_shape[3] = {0, INT64_MAX / 2, 4};
+  t.ndim = 3;
+  t.shape = empty_shape;
+  DLOP_CK_OK(dlop_array_wrap(&t, NULL, NULL, &wrapped));
+  ck_assert_int_eq(dlop_array_numel(wrapped), 0);
+  dlop_array_release(wrapped);
+}
+END_TEST
+
 START_TEST(test_release_returns_memory_to_pool) {
   dlop_memory_stats before = {.struct_size = sizeof before}, after = before;
   DLOP_CK_OK(dlop_memory_stats_get(cpu, &before));
@@ -227,6 +282,7 @@ int main(void) {
   tcase_add_test(tc, test_wrap_calls_deleter_once);
   tcase_add_test(tc, test_copy_to_with_negative_and_zero_strides);
   tcase_add_test(tc, test_view_bounds_and_sharing);
+  tcase_add_test(tc, test_view_and_wrap_reject_overflowing_layouts);
   tcase_add_test(tc, test_release_returns_memory_to_pool);
   tcase_add_test(tc, test_tensor_copy_errors);
   suite_add_tcase(suite, tc);

@@ -189,6 +189,23 @@ static int byte_span(const char *what, const dlop_tensor *tensor, size_t element
   return DLOP_OK;
 }
 
+/* Kernels dereference typed pointers: a float32 at an odd address is undefined behaviour on the
+ * CPU and a misaligned-address fault on CUDA, which poisons the whole context. Strides are in
+ * elements, so an aligned first element keeps every element aligned. */
+static int check_alignment(const char *what, const void *data, uint64_t byte_offset,
+                           dlop_dtype dtype) {
+  size_t element_size = dlop_dtype_size(dtype);
+  uint64_t address = (uint64_t)(uintptr_t)data + byte_offset;
+  if (element_size > 1 && address % element_size != 0)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "%s: the first element at data %p + byte_offset %llu is not aligned to the "
+                       "%zu-byte elements of dtype %s (data + byte_offset must be a multiple of "
+                       "%zu)",
+                       what, data, (unsigned long long)byte_offset, element_size,
+                       dlop_dtype_name(dtype), element_size);
+  return DLOP_OK;
+}
+
 int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
                     dlop_array **array) {
   /* On failure the deleter is not called: the caller still owns the memory. */
@@ -209,6 +226,11 @@ int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void 
   if (numel > 0 && tensor->data == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_wrap: data is NULL for %lld elements",
                        (long long)numel);
+  /* Empty tensors are never dereferenced; frameworks give them arbitrary data pointers. */
+  if (numel > 0) {
+    status = check_alignment("dlop_array_wrap", tensor->data, tensor->byte_offset, dtype);
+    if (status != DLOP_OK) return status;
+  }
   dlop_array *created = new_array(tensor->device, dtype, tensor->ndim, tensor->shape);
   if (created == NULL)
     return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_wrap: out of host memory");
@@ -242,6 +264,10 @@ int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const 
   int status = check_shape("dlop_array_view", ndim, shape, 0, &numel, NULL);
   if (status != DLOP_OK) return status;
   dlop_array *owner = owner_of(base);
+  if (numel > 0) {
+    status = check_alignment("dlop_array_view", owner->tensor.data, byte_offset, base->dtype);
+    if (status != DLOP_OK) return status;
+  }
   dlop_array *created = new_array(base->tensor.device, base->dtype, ndim, shape);
   if (created == NULL)
     return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_view: out of host memory");

@@ -244,6 +244,57 @@ START_TEST(test_view_and_wrap_reject_overflowing_layouts) {
 }
 END_TEST
 
+/* The first element must be aligned to the element size: kernels dereference typed pointers
+ * (a misaligned float32 is UB on the CPU and a context-poisoning fault on CUDA). */
+START_TEST(test_view_and_wrap_reject_misaligned_elements) {
+  int64_t shape[1] = {16};
+  dlop_array *base, *view = (dlop_array *)0x1;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, shape, &base));
+  int64_t view_shape[1] = {3};
+  for (uint64_t offset = 1; offset < 4; offset++) {
+    ck_assert_int_eq(dlop_array_view(base, 1, view_shape, NULL, offset, &view),
+                     DLOP_INVALID_ARGUMENT);
+    ck_assert_ptr_null(view);
+    ck_assert_msg(strstr(dlop_last_error(), "float32") != NULL, "%s", dlop_last_error());
+    ck_assert_msg(strstr(dlop_last_error(), "4-byte") != NULL, "%s", dlop_last_error());
+  }
+  ck_assert_msg(strstr(dlop_last_error(), "byte_offset 3") != NULL, "%s", dlop_last_error());
+  DLOP_CK_OK(dlop_array_view(base, 1, view_shape, NULL, 8, &view));
+  dlop_array_release(view);
+  /* An empty view is never dereferenced. */
+  int64_t empty_shape[1] = {0};
+  DLOP_CK_OK(dlop_array_view(base, 1, empty_shape, NULL, 1, &view));
+  dlop_array_release(view);
+  /* A uint8 view of the same memory may start anywhere. */
+  dlop_array *bytes;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_UINT8, 1, shape, &bytes));
+  DLOP_CK_OK(dlop_array_view(bytes, 1, view_shape, NULL, 5, &view));
+  dlop_array_release(view);
+  dlop_array_release(bytes);
+  dlop_array_release(base);
+
+  double storage[4];
+  int64_t wrap_shape[1] = {2};
+  char *raw = (char *)storage;
+  dlop_tensor t = {raw + 4, cpu, 1, {DLOP_DL_FLOAT, 64, 1}, wrap_shape, NULL, 0};
+  dlop_array *wrapped = (dlop_array *)0x1;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_null(wrapped);
+  ck_assert_msg(strstr(dlop_last_error(), "float64") != NULL, "%s", dlop_last_error());
+  /* A misaligned data pointer made good by byte_offset is fine (data + byte_offset counts)... */
+  t.byte_offset = 4;
+  DLOP_CK_OK(dlop_array_wrap(&t, NULL, NULL, &wrapped));
+  /* ...but a view counts its byte_offset from that data pointer again. */
+  ck_assert_int_eq(dlop_array_view(wrapped, 1, wrap_shape, NULL, 0, &view), DLOP_INVALID_ARGUMENT);
+  DLOP_CK_OK(dlop_array_view(wrapped, 1, wrap_shape, NULL, 4, &view));
+  dlop_array_release(view);
+  dlop_array_release(wrapped);
+  t.data = storage;
+  t.byte_offset = 2;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_INVALID_ARGUMENT);
+}
+END_TEST
+
 START_TEST(test_release_returns_memory_to_pool) {
   dlop_memory_stats before = {.struct_size = sizeof before}, after = before;
   DLOP_CK_OK(dlop_memory_stats_get(cpu, &before));
@@ -283,6 +334,7 @@ int main(void) {
   tcase_add_test(tc, test_copy_to_with_negative_and_zero_strides);
   tcase_add_test(tc, test_view_bounds_and_sharing);
   tcase_add_test(tc, test_view_and_wrap_reject_overflowing_layouts);
+  tcase_add_test(tc, test_view_and_wrap_reject_misaligned_elements);
   tcase_add_test(tc, test_release_returns_memory_to_pool);
   tcase_add_test(tc, test_tensor_copy_errors);
   suite_add_tcase(suite, tc);

@@ -16,7 +16,8 @@
 #define DLOP__PLUGIN_DESC_MIN_SIZE (offsetof(dlop_plugin_desc, num_ops) + sizeof(int32_t))
 #define DLOP__OP_DESC_MIN_SIZE (offsetof(dlop_op_desc, make_thunk) + sizeof(dlop_make_thunk_fn))
 
-/* Flag bits and dtype bits this host knows; anything else in a descriptor is an error. */
+/* Flag bits and dtype bits this host knows. Anything else is an error from a plugin of this
+ * host's minor or older, and masked out (with a warning) from a plugin of a newer minor. */
 #define DLOP__KNOWN_OP_FLAGS \
   ((uint32_t)(DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE | DLOP_OP_NEEDS_CONTIGUOUS_INPUTS))
 #define DLOP__VALID_DTYPE_MASK ((uint32_t)((1u << DLOP_DTYPE_COUNT) - 1u))
@@ -66,7 +67,9 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
 
 /* Copy what the plugin handed back into host-owned full-size structs, zero beyond each
  * struct_size (struct_size itself is kept, so readers still know what the plugin declared).
- * Validates each op as it is copied; path prefixes every message. */
+ * For a plugin of a newer minor, flag and dtype bits this host does not know are masked out
+ * of the copy with a warning (an op left with no known dtype is not registered, so
+ * desc.num_ops may shrink). Validates each op as it is copied; path prefixes every message. */
 int dlop__normalize_plugin(const char *path, const dlop_plugin_desc *raw, dlop_plugin *plugin);
 
 /* ---- search_path.c ---------------------------------------------------------------------- */

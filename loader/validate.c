@@ -136,7 +136,8 @@ static int validate_dtype_mask(const char *path, const char *where, const char *
   if ((mask & ~DLOP__VALID_DTYPE_MASK) == 0) return DLOP_OK;
   return dlop__error(DLOP_INVALID_PLUGIN,
                      "%s: %s: %s 0x%x has bits outside the %d known dtypes (invalid bits 0x%x; "
-                     "valid mask 0x%x): build masks with DLOP_DTYPE_BIT()",
+                     "valid mask 0x%x): build masks with DLOP_DTYPE_BIT() (only a plugin built "
+                     "for a newer ABI minor than the host's may use bits the host does not know)",
                      path, where, field, mask, DLOP_DTYPE_COUNT, mask & ~DLOP__VALID_DTYPE_MASK,
                      DLOP__VALID_DTYPE_MASK);
 }
@@ -198,7 +199,10 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                        path, where);
   if ((op->flags & ~DLOP__KNOWN_OP_FLAGS) != 0)
     return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s: flags 0x%x has unknown bits 0x%x (known flags: 0x%x)", path, where,
+                       "%s: %s: flags 0x%x has unknown bits 0x%x (known flags: 0x%x; only a "
+                       "plugin built for a newer ABI minor than the host's may use bits the host "
+                       "does not know)",
+                       path, where,
                        op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
   status = validate_io_map(path, where, "inplace_map", op->inplace_map, op);
   if (status != DLOP_OK) return status;

@@ -191,6 +191,50 @@ START_TEST(invalid_dtype_mask) {
 }
 END_TEST
 
+START_TEST(unknown_flag_of_own_minor_is_refused) {
+  expect_failure(FIXTURE("unknown_flag"), DLOP_INVALID_PLUGIN, "op 'fixture_unknown_flag'",
+                 "flags 0x201 has unknown bits 0x200", NULL);
+}
+END_TEST
+
+static int occurrences(const char *text, const char *needle) {
+  int count = 0;
+  for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) count++;
+  return count;
+}
+
+/* "Same major, any minor": a newer minor's unknown flag and dtype bits are masked, not fatal. */
+START_TEST(newer_minor_unknown_bits_are_masked) {
+  const dlop_plugin *plugin = NULL;
+  capture_stderr();
+  int status = dlop_load_plugin(FIXTURE("newer_minor_bits"), &plugin);
+  const char *warnings = captured_stderr();
+  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
+  ck_assert_str_eq(dlop_plugin_name(plugin), "fixture_newer_minor_bits");
+  /* The op offering only the unknown dtype is left out; the other one is offered for the
+   * dtypes this host knows, with the unknown flag dropped. */
+  ck_assert_int_eq(dlop_plugin_op_count(plugin), 1);
+  ck_assert_ptr_null(dlop_find_op("fixture_future_only"));
+  const dlop_op_desc *op = dlop_find_op("fixture_future_bits");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_ptr_eq(op, dlop_plugin_op(plugin, 0));
+  ck_assert_uint_eq(op->cpu_dtypes, DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64));
+  ck_assert_uint_eq(op->cuda_dtypes, 0);
+  ck_assert_uint_eq(dlop_op_dtypes(op, DLOP_DEVICE_CUDA), 0);
+  ck_assert_uint_eq(op->flags, DLOP_OP_DETERMINISTIC | DLOP_OP_NEEDS_CONTIGUOUS_INPUTS);
+  /* One warning per op, naming the plugin, the op and the bits. */
+  ck_assert_int_eq(occurrences(warnings, "dlop: warning: "), 2);
+  ck_assert_int_eq(occurrences(warnings, "op 'fixture_future_bits'"), 1);
+  ck_assert_msg(strstr(warnings, "plugin 'fixture_newer_minor_bits' (ABI 1.7") &&
+                    strstr(warnings, "op 'fixture_future_bits': ignoring bits this host does not "
+                                     "know: flags 0x200, cpu_dtypes 0x1000, cuda_dtypes 0x1000"),
+                "%s", warnings);
+  ck_assert_msg(strstr(warnings, "op 'fixture_future_only'") &&
+                    strstr(warnings, "so the op is not registered"),
+                "%s", warnings);
+}
+END_TEST
+
 START_TEST(bad_struct_size) {
   expect_failure(FIXTURE("bad_struct_size"), DLOP_INVALID_PLUGIN, "op #0 has struct_size 16",
                  "through make_thunk", NULL);
@@ -235,16 +279,18 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   capture_stderr();
   DLOP_CK_OK(dlop_registry_load_default());
   const char *warnings = captured_stderr();
-  ck_assert_int_eq(dlop_plugin_count(), 3); /* good, newer_minor, older_op_struct */
+  ck_assert_int_eq(dlop_plugin_count(), 4); /* good, newer_minor(_bits), older_op_struct */
   ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_legacy_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_future_scale"));
+  ck_assert_ptr_nonnull(dlop_find_op("fixture_future_bits"));
   ck_assert_str_eq(dlop_plugin_name(dlop_op_plugin(dlop_find_op("fixture_scale"))), "fixture_good");
 
   static const char *const bad[] = {
       "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
       "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
-      "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op"};
+      "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
+      "unknown_flag"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -374,6 +420,8 @@ int main(void) {
   tcase_add_test(errors, bad_op_name);
   tcase_add_test(errors, missing_make_thunk);
   tcase_add_test(errors, invalid_dtype_mask);
+  tcase_add_test(errors, unknown_flag_of_own_minor_is_refused);
+  tcase_add_test(errors, newer_minor_unknown_bits_are_masked);
   tcase_add_test(errors, bad_struct_size);
   tcase_add_test(errors, duplicate_op_within_plugin);
   tcase_add_test(errors, bad_param_default_kind);

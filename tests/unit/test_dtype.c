@@ -1,5 +1,6 @@
 /* test_dtype.c — dtypes: sizes, names, float classification, the DLPack round trip for every
- * dtype, and triples that are not dlop dtypes (vector lanes, odd widths, unknown codes). */
+ * dtype, and triples that are not dlop dtypes (vector lanes, odd widths, unknown codes); the
+ * inline helpers of dtype.h and tensor.h on out-of-range dtypes and huge empty shapes. */
 #include <string.h>
 
 #include "test_support.h"
@@ -65,6 +66,38 @@ START_TEST(test_invalid_triples) {
 }
 END_TEST
 
+/* Out-of-range dtypes never reach a shift (that is undefined behaviour, and on x86 a shift by
+ * 38 is a shift by 6, which would call dtype 38 a float16). volatile: no constant folding. */
+START_TEST(test_helpers_with_out_of_range_dtypes) {
+  volatile int values[] = {DLOP_DTYPE_INVALID, DLOP_DTYPE_COUNT, 32 + DLOP_FLOAT16,
+                           32 + DLOP_FLOAT32, 64 + DLOP_FLOAT64, -32 + DLOP_FLOAT16, 1000};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    dlop_dtype dtype = (dlop_dtype)values[i];
+    ck_assert_msg(!dlop_dtype_is_float(dtype), "dtype %d", values[i]);
+    ck_assert_uint_eq(dlop_dtype_size(dtype), 0);
+    ck_assert_str_eq(dlop_dtype_name(dtype), "invalid");
+    ck_assert_uint_eq(dlop_dtype_to_dl(dtype).lanes, 0);
+    if (values[i] < 0 || values[i] >= 32) ck_assert_uint_eq(DLOP_DTYPE_BIT(values[i]), 0);
+  }
+  ck_assert_uint_eq(DLOP_DTYPE_BIT(DLOP_FLOAT64), 1u << 9);
+}
+END_TEST
+
+/* An empty tensor may have other dimensions whose product exceeds int64 (the array functions
+ * accept it): numel is still 0 and is_contiguous must not overflow on the way. */
+START_TEST(test_tensor_helpers_with_huge_empty_shapes) {
+  int64_t shape[3] = {INT64_MAX / 2, 4, 0}, strides[3] = {0, 0, 1};
+  dlop_tensor t = {NULL, {DLOP_DEVICE_CPU, 0}, 3, {DLOP_DL_FLOAT, 32, 1}, shape, strides, 0};
+  ck_assert_int_eq(dlop_tensor_numel(&t), 0);
+  ck_assert(dlop_tensor_is_contiguous(&t));
+  int64_t front[3] = {0, INT64_MAX / 2, 4}, front_strides[3] = {7, 4, 1};
+  t.shape = front;
+  t.strides = front_strides;
+  ck_assert_int_eq(dlop_tensor_numel(&t), 0);
+  ck_assert(dlop_tensor_is_contiguous(&t));
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("dtype");
   TCase *tc = tcase_create("dtype");
@@ -72,6 +105,8 @@ int main(void) {
   tcase_add_test(tc, test_float_classification);
   tcase_add_test(tc, test_dlpack_round_trip);
   tcase_add_test(tc, test_invalid_triples);
+  tcase_add_test(tc, test_helpers_with_out_of_range_dtypes);
+  tcase_add_test(tc, test_tensor_helpers_with_huge_empty_shapes);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

@@ -22,8 +22,9 @@ typedef enum dlop_dtype {
   DLOP_DTYPE_INVALID = -1
 } dlop_dtype;
 
-/* A set of dtypes, as declared by an op: bit (1u << dtype). */
-#define DLOP_DTYPE_BIT(dt) (1u << (unsigned)(dt))
+/* A set of dtypes, as declared by an op: bit (1u << dtype). Values outside 0..31 (such as
+ * DLOP_DTYPE_INVALID) give 0 instead of an undefined shift; dt is evaluated twice. */
+#define DLOP_DTYPE_BIT(dt) ((unsigned)(dt) < 32u ? 1u << (unsigned)(dt) : 0u)
 #define DLOP_DTYPES_FLOAT                                                                   \
   (DLOP_DTYPE_BIT(DLOP_FLOAT16) | DLOP_DTYPE_BIT(DLOP_BFLOAT16) | DLOP_DTYPE_BIT(DLOP_FLOAT32) | \
    DLOP_DTYPE_BIT(DLOP_FLOAT64))
@@ -60,7 +61,9 @@ static inline const char *dlop_dtype_name(dlop_dtype dtype) {
 }
 
 static inline int dlop_dtype_is_float(dlop_dtype dtype) {
-  return (DLOP_DTYPES_FLOAT & DLOP_DTYPE_BIT(dtype)) != 0 && (int)dtype >= 0;
+  /* The range check first: shifting by an out-of-range dtype is undefined behaviour. */
+  return (int)dtype >= 0 && (int)dtype < DLOP_DTYPE_COUNT &&
+         (DLOP_DTYPES_FLOAT & (1u << (unsigned)dtype)) != 0;
 }
 
 static inline dlop_dl_dtype dlop_dtype_to_dl(dlop_dtype dtype) {

@@ -74,21 +74,23 @@ static inline dlop_dtype dlop_tensor_dtype(const dlop_tensor *t) {
 
 /* Number of elements (1 for a 0-d tensor, 0 if any dimension is 0). */
 static inline int64_t dlop_tensor_numel(const dlop_tensor *t) {
-  int64_t n = 1;
+  /* Unsigned: an empty tensor's other dimensions may multiply past int64 before the zero is
+   * reached, which must not be signed overflow; the product with the zero is still 0. */
+  uint64_t n = 1;
   int32_t i;
-  for (i = 0; i < t->ndim; i++) n *= t->shape[i];
-  return n;
+  for (i = 0; i < t->ndim; i++) n *= (uint64_t)t->shape[i];
+  return (int64_t)n;
 }
 
 /* True when the tensor is C-contiguous (size-1 dimensions may have any stride). */
 static inline int dlop_tensor_is_contiguous(const dlop_tensor *t) {
-  int64_t expected = 1;
+  uint64_t expected = 1; /* unsigned for the same reason as in dlop_tensor_numel */
   int32_t i;
   if (t->strides == 0) return 1;
   for (i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] == 0) return 1;
-    if (t->shape[i] != 1 && t->strides[i] != expected) return 0;
-    expected *= t->shape[i];
+    if (t->shape[i] != 1 && (uint64_t)t->strides[i] != expected) return 0;
+    expected *= (uint64_t)t->shape[i];
   }
   return 1;
 }

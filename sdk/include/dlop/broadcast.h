@@ -1,0 +1,71 @@
+/* dlop/broadcast.h — NumPy broadcasting of static shapes and types, for make_node and
+ * infer_shape rules. Part of kernel_util.h; static inline. */
+#ifndef DLOP_BROADCAST_H
+#define DLOP_BROADCAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernel_error.h"
+#include "op.h"
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* NumPy broadcasting of two static shapes into out (out_ndim = max of both). A dimension of 1
+ * takes the other's size; an unknown one against a known n > 1 must be n (or the program fails
+ * at run time), against 1 or unknown it stays unknown. A mismatch is DLOP_SHAPE_ERROR with
+ * "cannot broadcast (3, 4) with (5,)". out may alias neither input. */
+static inline int dlop_broadcast_shapes(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                        int32_t b_ndim, int64_t *out, int32_t *out_ndim,
+                                        char *error, size_t error_size) {
+  int32_t ndim = a_ndim > b_ndim ? a_ndim : b_ndim, i;
+  if (a_ndim < 0 || b_ndim < 0 || ndim > DLOP_MAX_NDIM) {
+    dlop_set_error(error, error_size, "cannot broadcast shapes of rank %d and %d (at most %d dims)",
+                   (int)a_ndim, (int)b_ndim, DLOP_MAX_NDIM);
+    return DLOP_SHAPE_ERROR;
+  }
+  for (i = 0; i < ndim; i++) {
+    int32_t ia = i - (ndim - a_ndim), ib = i - (ndim - b_ndim);
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    int64_t d;
+    if (da == db) d = da;
+    else if (da == 1) d = db;
+    else if (db == 1) d = da;
+    else if (da == DLOP_DIM_UNKNOWN) d = db;
+    else if (db == DLOP_DIM_UNKNOWN) d = da;
+    else {
+      char sa[DLOP_MAX_NDIM * 22 + 4], sb[DLOP_MAX_NDIM * 22 + 4];
+      dlop_set_error(error, error_size, "cannot broadcast %s with %s",
+                     dlop_format_shape(a, a_ndim, sa, sizeof sa),
+                     dlop_format_shape(b, b_ndim, sb, sizeof sb));
+      return DLOP_SHAPE_ERROR;
+    }
+    out[i] = d;
+  }
+  *out_ndim = ndim;
+  return DLOP_OK;
+}
+
+/* Broadcast two static types' shapes into out (dtype taken from a). */
+static inline int dlop_broadcast_types(const dlop_type *a, const dlop_type *b, dlop_type *out,
+                                       char *error, size_t error_size) {
+  dlop_type result;
+  int status;
+  memset(&result, 0, sizeof result);
+  result.dtype = a->dtype;
+  status = dlop_broadcast_shapes(a->shape, a->ndim, b->shape, b->ndim, result.shape,
+                                 &result.ndim, error, error_size);
+  if (status == DLOP_OK) *out = result;
+  return status;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -25,8 +25,8 @@ static void print_usage(FILE *out) {
           "environment:\n"
           "  DLOP_PLUGIN_PATH     colon-separated absolute directories (every *.so in them) and\n"
           "                       files, loaded before the bundled plugins\n"
-          "  DLOP_BUNDLED_PLUGINS the bundled plugin directory instead of the one next to\n"
-          "                       libdlop (empty: no bundled plugins)\n");
+          "  DLOP_BUNDLED_PLUGINS the bundled plugin directory (absolute) instead of the one\n"
+          "                       next to libdlop (empty: no bundled plugins)\n");
 }
 
 static void print_abi(unsigned abi) {

@@ -105,7 +105,15 @@ static void load_default_once(void) {
   if (dlop__bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
     /* A build or install without bundled plugins is fine; a directory the user named is not. */
     struct stat info;
-    if (from_environment || stat(bundled, &info) == 0)
+    if (from_environment && bundled[0] != '/')
+      /* The same rule as for DLOP_PLUGIN_PATH: "." would load whatever *.so lies in the
+       * current directory, which changes with where the program is started. */
+      dlop__string_list_pushf(&errors,
+                              "DLOP_BUNDLED_PLUGINS='%s' is relative and was ignored: use an "
+                              "absolute path (plugins are never loaded relative to the current "
+                              "directory)",
+                              bundled);
+    else if (from_environment || stat(bundled, &info) == 0)
       dlop__collect_directory(bundled,
                               from_environment ? "from DLOP_BUNDLED_PLUGINS"
                                                : "the bundled plugin directory",
@@ -233,7 +241,10 @@ static void describe_missing_locked(const char *name, char *message, size_t size
                              "no ops are loaded at all: call dlop_registry_load_default() or put "
                              "the plugin's directory in DLOP_PLUGIN_PATH (bundled plugins are "
                              "looked for in %s)",
-                             has_bundled ? bundled : "(nowhere: DLOP_BUNDLED_PLUGINS is empty)");
+                             !has_bundled ? "(nowhere: DLOP_BUNDLED_PLUGINS is empty)"
+                             : from_environment && bundled[0] != '/'
+                                 ? "(nowhere: DLOP_BUNDLED_PLUGINS is relative, so ignored)"
+                                 : bundled);
   }
   if (used < size && load_errors.count > 0)
     snprintf(message + used, size - used,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_support.h"
@@ -111,6 +112,38 @@ START_TEST(bundled_directory_override_missing_is_an_error) {
                 dlop_load_error_at(0));
   ck_assert_msg(strstr(dlop_load_error_at(0), "DLOP_BUNDLED_PLUGINS") != NULL, "%s",
                 dlop_load_error_at(0));
+}
+END_TEST
+
+START_TEST(bundled_directory_relative_override_is_refused) {
+  /* From inside the fixture directory "." (or "fixtures/..") would load good.so and others. */
+  ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
+  static const char *const relative[] = {".", "./", "../fixtures"};
+  for (int i = 0; i < 3; i++) {
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) { /* a fresh registry each time: loading runs once per process */
+      setenv("DLOP_BUNDLED_PLUGINS", relative[i], 1);
+      setenv("DLOP_PLUGIN_PATH", "", 1);
+      FILE *null = freopen("/dev/null", "w", stderr); /* the warning; checked through the API */
+      (void)null;
+      int ok = dlop_registry_load_default() == DLOP_OK && dlop_plugin_count() == 0 &&
+               dlop_load_error_count() == 1 &&
+               strncmp(dlop_load_error_at(0), "DLOP_BUNDLED_PLUGINS='", 22) == 0 &&
+               strstr(dlop_load_error_at(0), relative[i]) != NULL &&
+               strstr(dlop_load_error_at(0), "is relative and was ignored") != NULL;
+      if (!ok)
+        printf("DLOP_BUNDLED_PLUGINS=%s: %d plugins, %d errors, first: %s\n", relative[i],
+               dlop_plugin_count(), dlop_load_error_count(),
+               dlop_load_error_count() ? dlop_load_error_at(0) : "(none)");
+      fflush(stdout);
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "DLOP_BUNDLED_PLUGINS=%s was not refused as relative", relative[i]);
+  }
 }
 END_TEST
 
@@ -271,6 +304,7 @@ int main(void) {
   tcase_add_test(bundled, bundled_directory_override);
   tcase_add_test(bundled, bundled_directory_empty_override_skips);
   tcase_add_test(bundled, bundled_directory_override_missing_is_an_error);
+  tcase_add_test(bundled, bundled_directory_relative_override_is_refused);
   suite_add_tcase(suite, bundled);
 
   TCase *lookups = tcase_create("lookups");

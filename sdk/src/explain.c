@@ -1,5 +1,6 @@
 /* explain.c — a readable listing of a compiled function: its inputs, one line per node in run
- * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims), its outputs.
+ * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims, and
+ * "(in place of input 0)" where the buffer plan reuses an input's array), its outputs.
  * It answers "where did each node run?", which Theano's graphs could not. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +46,19 @@ static void append_slot_list(text_buffer *text, const dlop_function *function, c
   }
 }
 
+/* " (in place of input 0)" for each output the buffer plan lets overwrite an input; when the
+ * static shapes cannot prove the sizes equal, the run decides, and the text says so. */
+static void append_inplace(text_buffer *text, const dlop__function_node *node) {
+  int32_t o;
+  for (o = 0; node->inplace_input != NULL && o < node->num_outputs; o++) {
+    if (node->inplace_input[o] < 0) continue;
+    append(text, " (");
+    if (node->num_outputs != 1) append(text, "output %d ", (int)o);
+    append(text, "in place of input %d%s)", (int)node->inplace_input[o],
+           node->inplace_certain[o] ? "" : " when the run's shapes match");
+  }
+}
+
 int dlop_function_explain(const dlop_function *function, char *buffer, size_t size) {
   text_buffer text = {buffer, size, 0};
   char device[32];
@@ -77,7 +91,9 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
     if (node->num_outputs != 1) append(&text, "(");
     append_slot_list(&text, function, node->output_slots, node->num_outputs, 0);
     if (node->num_outputs != 1) append(&text, ")");
-    append(&text, " on %s\n", device);
+    append(&text, " on %s", device);
+    append_inplace(&text, node);
+    append(&text, "\n");
   }
   append(&text, "outputs: ");
   append_slot_list(&text, function, function->output_slots, function->num_outputs, 1);

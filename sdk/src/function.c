@@ -23,6 +23,8 @@ void dlop_function_destroy(dlop_function *function) {
     free(node->input_types);
     free(node->output_types);
     free(node->dead_slots);
+    free(node->inplace_input);
+    free(node->inplace_certain);
   }
   for (i = 0; i < function->num_constants; i++)
     if (function->constants[i]) dlop_array_release(function->constants[i]);

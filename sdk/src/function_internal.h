@@ -28,6 +28,13 @@ typedef struct dlop__function_node {
    * later nodes reuse their memory from the pool. */
   int32_t *dead_slots;
   int32_t num_dead;
+  /* In-place plan, per output: the input whose array it may take over (the op's inplace_map
+   * entry, kept only when that input is an intermediate of this function that dies at this
+   * node and is read once by it), or -1. The run still checks dtype, concrete shape, layout
+   * and that no other slot holds the array before reusing it. */
+  int32_t *inplace_input;
+  /* per output: 1 when the static types already prove the reuse (explain says "in place") */
+  char *inplace_certain;
 } dlop__function_node;
 
 struct dlop_function {
@@ -48,7 +55,7 @@ struct dlop_function {
   int32_t max_node_outputs;
 };
 
-/* Fill every node's dead_slots from the slots' last uses. */
+/* Fill every node's dead_slots from the slots' last uses, and its in-place plan. */
 int dlop__function_plan_buffers(dlop_function *function);
 
 #endif

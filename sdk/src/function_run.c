@@ -1,6 +1,7 @@
 /* function_run.c — running a compiled function: inputs checked against what was compiled,
- * then per node a concrete infer_shape, outputs from the pool, contiguous copies where the op
- * asks for them, the thunk on the function's stream, and dead intermediates freed at once.
+ * then per node a concrete infer_shape, outputs from the pool (or a dying input's array where
+ * the op allows in place), contiguous copies where the op asks for them, the thunk on the
+ * function's stream, and dead intermediates freed at once.
  * All per-run state is allocated per call, so several threads may run one function at once. */
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,32 @@ static int gather_inputs(run_state *run, const dlop__function_node *node, int32_
   return DLOP_OK;
 }
 
+/* The array output o may take over from input `input` (retained), or NULL. The plan already
+ * proved that the input is an intermediate dying here and read once by this node; this checks
+ * what only the run knows: the concrete dtype and shape equal the output's, the array is
+ * C-contiguous and was handed to the thunk as is (not a contiguous copy), and no other slot
+ * holds it, so nothing that is read later sees it change. */
+static dlop_array *reusable_input(run_state *run, const dlop__function_node *node, int32_t o) {
+  const dlop_type *type = &run->output_types[o];
+  int32_t input = node->inplace_input[o], slot, d;
+  dlop_array *array;
+  const dlop_tensor *tensor;
+  if (input < 0 || run->contiguous[input] != NULL) return NULL;
+  slot = node->input_slots[input];
+  array = run->slots[slot];
+  if (array == NULL) return NULL;
+  tensor = dlop_array_tensor(array);
+  if ((int32_t)dlop_tensor_dtype(tensor) != type->dtype || tensor->ndim != type->ndim ||
+      !dlop_tensor_is_contiguous(tensor))
+    return NULL;
+  for (d = 0; d < type->ndim; d++)
+    if (tensor->shape[d] != type->shape[d]) return NULL;
+  for (d = 0; d < run->function->num_slots; d++)
+    if (d != slot && run->slots[d] == array) return NULL;
+  dlop_array_retain(array);
+  return array;
+}
+
 static int run_node(run_state *run, const dlop__function_node *node, int32_t index) {
   const dlop_function *function = run->function;
   char error[PLUGIN_ERROR_SIZE];
@@ -171,8 +198,10 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
   for (i = 0; status == DLOP_OK && i < node->num_outputs; i++) {
     const dlop_type *type = &run->output_types[i];
     dlop_array **slot = &run->slots[node->output_slots[i]];
-    status = dlop__array_empty_on_stream(function->device, (dlop_dtype)type->dtype, type->ndim,
-                                         type->shape, run->stream, slot);
+    *slot = reusable_input(run, node, i);
+    if (*slot == NULL)
+      status = dlop__array_empty_on_stream(function->device, (dlop_dtype)type->dtype, type->ndim,
+                                           type->shape, run->stream, slot);
     if (status == DLOP_OK) run->output_tensors[i] = *dlop_array_tensor(*slot);
   }
   if (status == DLOP_OK && node->thunk.workspace_bytes > 0)

@@ -1,6 +1,6 @@
 /* test_function.c — compiled functions on the CPU: results against plain C references, the
- * buffer plan (memory reuse, no driver allocation in steady state), input checks, strided
- * inputs, constants, explain(), no silent CPU fallback for CUDA, and concurrent runs. */
+ * buffer plan (memory reuse, no driver allocation in steady state, in-place ops), input checks,
+ * strided inputs, constants, explain(), no silent CPU fallback for CUDA, and concurrent runs. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -216,6 +216,252 @@ START_TEST(test_buffer_plan_reuses_memory) {
                 (unsigned long long)(first.driver_allocations - before.driver_allocations), CHAIN);
   dlop_array_release(input);
   free(data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* ---- in-place ops (inplace_map) ------------------------------------------------------------ */
+
+enum { INPLACE_N = 1 << 21 }; /* 8 MiB of float32 per buffer */
+
+static dlop_memory_stats stats_now(void) {
+  dlop_memory_stats stats;
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &stats));
+  return stats;
+}
+
+static float *inplace_data(void) {
+  float *x = malloc(sizeof(float) * INPLACE_N);
+  ck_assert_ptr_nonnull(x);
+  dlop_test_fill_random(x, DLOP_FLOAT32, INPLACE_N, 7, -2.0, 2.0);
+  return x;
+}
+
+/* The host's input array still holds what the caller put there. */
+static void check_input_untouched(const float *x, const dlop_array *input) {
+  float *now = read_back(input);
+  ck_assert_msg(memcmp(now, x, sizeof(float) * INPLACE_N) == 0,
+                "the run wrote into the function's input array");
+  free(now);
+}
+
+/* The explain() line of node #index, copied into line. */
+static void explain_line(const dlop_function *function, int index, char *line, size_t size) {
+  char text[2048], tag[16];
+  const char *start, *end;
+  DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
+  snprintf(tag, sizeof tag, "\n#%d ", index);
+  start = strstr(text, tag);
+  ck_assert_msg(start != NULL, "no node #%d in:\n%s", index, text);
+  start++;
+  end = strchr(start, '\n');
+  snprintf(line, size, "%.*s", (int)(end ? end - start : (long)strlen(start)), start);
+}
+
+/* exp(double(double(x))): #1 overwrites #0's output and #2 overwrites #1's, so the run keeps
+ * the input and ONE intermediate alive (2 buffers), not 3; x itself is never written. */
+START_TEST(test_inplace_chain_halves_peak) {
+  int64_t n = INPLACE_N;
+  const uint64_t buffer = (uint64_t)n * sizeof(float);
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y1, *y2, *z;
+  dlop_function *function = NULL;
+  char line[256];
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y1, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &y1, 1, NULL, 0, &y2, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y2, 1, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CPU, &function));
+  explain_line(function, 0, line, sizeof line);
+  ck_assert_msg(strstr(line, "in place") == NULL, "a function input must not be overwritten: %s",
+                line);
+  explain_line(function, 1, line, sizeof line);
+  ck_assert_msg(strstr(line, " on cpu (in place of input 0)") != NULL, "%s", line);
+  explain_line(function, 2, line, sizeof line);
+  ck_assert_msg(strstr(line, "#2 exp(") != NULL && strstr(line, "(in place of input 0)") != NULL,
+                "%s", line);
+
+  float *x_data = inplace_data(), *expected = malloc(sizeof(float) * INPLACE_N);
+  ck_assert_ptr_nonnull(expected);
+  for (int64_t i = 0; i < n; i++) expected[i] = expf(4.0f * x_data[i]);
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *output = NULL;
+  dlop_memory_stats before = stats_now();
+  ck_assert_msg(before.peak_bytes_in_use < before.bytes_in_use + buffer / 4,
+                "an earlier peak (%llu bytes) hides the run's", 
+                (unsigned long long)before.peak_bytes_in_use);
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  dlop_memory_stats after = stats_now();
+  double extra = (double)(after.peak_bytes_in_use - before.bytes_in_use) / (double)buffer;
+  fprintf(stderr, "in-place chain exp(double(double(x))), %lld float32: peak %.2f buffers "
+          "(input + %.2f)\n", (long long)n, 1.0 + extra, extra);
+  ck_assert_msg(extra <= 1.25, "peak use grew by %.2f buffers during the run (expected 1: one "
+                "intermediate reused in place)", extra);
+  ck_assert_int_eq(dlop_array_numel(output), n);
+  ck_assert_ptr_ne(dlop_array_tensor(output)->data, dlop_array_tensor(input)->data);
+  check_equal(expected, output, DLOP_FLOAT32, n);
+  check_input_untouched(x_data, input);
+  dlop_array_release(output);
+
+  /* a second run on the same function: same answer, the input still untouched */
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  check_equal(expected, output, DLOP_FLOAT32, n);
+  check_input_untouched(x_data, input);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  free(expected);
+  free(x_data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* The same chain with y1 also a function output: y1 must come back as 2x, so #1 allocates
+ * (peak: input + 2 intermediates) and only exp overwrites y2. */
+START_TEST(test_inplace_never_overwrites_a_function_output) {
+  int64_t n = INPLACE_N;
+  const uint64_t buffer = (uint64_t)n * sizeof(float);
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y1, *y2, *z;
+  dlop_function *function = NULL;
+  char line[256];
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y1, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &y1, 1, NULL, 0, &y2, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y2, 1, NULL, 0, &z, 1));
+  dlop_var *outs[2] = {z, y1};
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outs, 2, CPU, &function));
+  explain_line(function, 1, line, sizeof line);
+  ck_assert_msg(strstr(line, "in place") == NULL, "#1 would overwrite an output: %s", line);
+  explain_line(function, 2, line, sizeof line);
+  ck_assert_msg(strstr(line, "(in place of input 0)") != NULL, "%s", line);
+
+  float *x_data = inplace_data(), *twice = malloc(sizeof(float) * INPLACE_N),
+        *expected = malloc(sizeof(float) * INPLACE_N);
+  ck_assert_ptr_nonnull(twice);
+  ck_assert_ptr_nonnull(expected);
+  for (int64_t i = 0; i < n; i++) {
+    twice[i] = 2.0f * x_data[i];
+    expected[i] = expf(4.0f * x_data[i]);
+  }
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *results[2] = {NULL, NULL};
+  dlop_memory_stats before = stats_now();
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 2, NULL));
+  dlop_memory_stats after = stats_now();
+  double extra = (double)(after.peak_bytes_in_use - before.bytes_in_use) / (double)buffer;
+  fprintf(stderr, "chain with y1 also an output: peak %.2f buffers (input + %.2f)\n",
+          1.0 + extra, extra);
+  ck_assert_msg(extra >= 1.75 && extra <= 2.25, "peak use grew by %.2f buffers (expected 2)",
+                extra);
+  ck_assert_ptr_ne(dlop_array_tensor(results[0])->data, dlop_array_tensor(results[1])->data);
+  check_equal(expected, results[0], DLOP_FLOAT32, n);
+  check_equal(twice, results[1], DLOP_FLOAT32, n);
+  check_input_untouched(x_data, input);
+  dlop_array_release(results[0]);
+  dlop_array_release(results[1]);
+  dlop_array_release(input);
+  free(expected);
+  free(twice);
+  free(x_data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* y = double(x) read by exp (#1) and by double (#2): #1 must leave y alone for #2; #2, its last
+ * reader, may overwrite it. multiply_them(y2, y2) reads its input twice: never in place. */
+START_TEST(test_inplace_shared_intermediate) {
+  int64_t n = INPLACE_N;
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *y, *a, *b, *y2, *c;
+  dlop_function *function = NULL;
+  char line[256];
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &a, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &y, 1, NULL, 0, &b, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y2, 1));
+  dlop_var *square[2] = {y2, y2};
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", square, 2, NULL, 0, &c, 1));
+  dlop_var *outs[3] = {a, b, c};
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outs, 3, CPU, &function));
+  explain_line(function, 1, line, sizeof line);
+  ck_assert_msg(strstr(line, "#1 exp(") && !strstr(line, "in place"), "%s", line);
+  explain_line(function, 2, line, sizeof line);
+  ck_assert_msg(strstr(line, "#2 double(") && strstr(line, "(in place of input 0)"), "%s", line);
+  explain_line(function, 4, line, sizeof line);
+  ck_assert_msg(strstr(line, "#4 multiply_them(") && !strstr(line, "in place"), "%s", line);
+
+  float *x_data = inplace_data();
+  float *want_a = malloc(sizeof(float) * INPLACE_N), *want_b = malloc(sizeof(float) * INPLACE_N),
+        *want_c = malloc(sizeof(float) * INPLACE_N);
+  ck_assert(want_a && want_b && want_c);
+  for (int64_t i = 0; i < n; i++) {
+    want_a[i] = expf(2.0f * x_data[i]);
+    want_b[i] = 4.0f * x_data[i];
+    want_c[i] = (2.0f * x_data[i]) * (2.0f * x_data[i]);
+  }
+  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *results[3] = {NULL, NULL, NULL};
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 3, NULL));
+  check_equal(want_a, results[0], DLOP_FLOAT32, n);
+  check_equal(want_b, results[1], DLOP_FLOAT32, n);
+  check_equal(want_c, results[2], DLOP_FLOAT32, n);
+  check_input_untouched(x_data, input);
+  for (int i = 0; i < 3; i++) dlop_array_release(results[i]);
+  dlop_array_release(input);
+  free(want_a);
+  free(want_b);
+  free(want_c);
+  free(x_data);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Unknown static shapes: the plan keeps the candidate and the run checks the concrete shapes.
+ * multiply_them(double(x), w) with x of 1 element and w of 5 broadcasts to 5: the output is
+ * larger than double(x), so it must get its own buffer; with equal lengths it reuses it. */
+START_TEST(test_inplace_decided_at_run_time) {
+  int64_t unknown = DLOP_DIM_UNKNOWN;
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *w, *y, *z;
+  dlop_function *function = NULL;
+  char line[256];
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
+  DLOP_CK_OK(dlop_graph_input(graph, "w", DLOP_FLOAT32, 1, &unknown, &w));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  dlop_var *operands[2] = {y, w}, *inputs[2] = {x, w};
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", operands, 2, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  explain_line(function, 1, line, sizeof line);
+  ck_assert_msg(strstr(line, "(in place of input 0 when the run's shapes match)"), "%s", line);
+
+  float xs[5] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f}, ws[5] = {2.0f, 3.0f, -1.0f, 0.5f, 4.0f};
+  float expected[5];
+  int64_t one = 1, five = 5;
+  dlop_array *args[2], *output = NULL;
+  /* broadcast: z has 5 elements, double(x) only 1 */
+  args[0] = host_array(DLOP_FLOAT32, 1, &one, xs);
+  args[1] = host_array(DLOP_FLOAT32, 1, &five, ws);
+  for (int i = 0; i < 5; i++) expected[i] = 2.0f * xs[0] * ws[i];
+  DLOP_CK_OK(dlop_function_run(function, args, 2, &output, 1, NULL));
+  ck_assert_int_eq(dlop_array_numel(output), 5);
+  check_equal(expected, output, DLOP_FLOAT32, 5);
+  dlop_array_release(output);
+  dlop_array_release(args[0]);
+  /* equal lengths: reuse allowed, the answer the same */
+  args[0] = host_array(DLOP_FLOAT32, 1, &five, xs);
+  for (int i = 0; i < 5; i++) expected[i] = 2.0f * xs[i] * ws[i];
+  DLOP_CK_OK(dlop_function_run(function, args, 2, &output, 1, NULL));
+  check_equal(expected, output, DLOP_FLOAT32, 5);
+  float *w_now = read_back(args[1]);
+  ck_assert(memcmp(w_now, ws, sizeof ws) == 0);
+  free(w_now);
+  dlop_array_release(output);
+  dlop_array_release(args[0]);
+  dlop_array_release(args[1]);
   dlop_function_destroy(function);
   dlop_graph_destroy(graph);
 }
@@ -575,6 +821,10 @@ static Suite *function_suite(void) {
   TCase *plan = tcase_create("buffer_plan");
   tcase_set_timeout(plan, 120);
   tcase_add_test(plan, test_buffer_plan_reuses_memory);
+  tcase_add_test(plan, test_inplace_chain_halves_peak);
+  tcase_add_test(plan, test_inplace_never_overwrites_a_function_output);
+  tcase_add_test(plan, test_inplace_shared_intermediate);
+  tcase_add_test(plan, test_inplace_decided_at_run_time);
   suite_add_tcase(suite, plan);
   TCase *errors = tcase_create("errors");
   tcase_add_test(errors, test_input_errors);

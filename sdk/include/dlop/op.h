@@ -149,7 +149,15 @@ typedef struct dlop_op_desc {
   uint32_t cpu_dtypes;
   uint32_t cuda_dtypes;
   uint32_t reserved;
-  /* Per output: index of the input it overwrites in place, or -1. NULL when none. */
+  /* Per output: index of an input it may overwrite, or -1. NULL when none. When
+   * inplace_map[o] = i, the host MAY pass input i's memory as output o (same dtype and same
+   * shape as that output, C-contiguous or otherwise an identical layout); it need not. The thunk
+   * must be correct both when they alias and when they do not (element k of the output may only
+   * depend on element k of input i, or read all it needs before writing). The function runner
+   * reuses input i only when it is an intermediate of the function (never a function input,
+   * constant or output) whose last reader is this node, read once by it, and, at run time, of
+   * the output's dtype and concrete shape, C-contiguous and held by no other value. Entries
+   * outside 0..num_inputs-1 of a node mean no reuse. */
   const int32_t *inplace_map;
   /* Per output: index of the input it is a view of (shares memory), or -1. NULL when none. */
   const int32_t *view_map;

@@ -52,8 +52,8 @@ static dlop_plugin *find_real_path_locked(const char *path) {
   return found;
 }
 
-/* Open path unless the same file is loaded already, refuse op names another plugin has,
- * and append the plugin and its ops. */
+/* Open path unless the same file is loaded already, refuse a plugin name or op names another
+ * plugin has, and append the plugin and its ops. */
 static int register_locked(const char *path, dlop_plugin **out) {
   dlop_plugin *plugin = find_real_path_locked(path);
   if (plugin != NULL) {
@@ -62,6 +62,18 @@ static int register_locked(const char *path, dlop_plugin **out) {
   }
   int status = dlop__plugin_open(path, dlop__host_api(), &plugin);
   if (status != DLOP_OK) return status;
+  /* Plugin names identify plugins in listings and messages; two files with one name are two
+   * builds or copies of one plugin, and which one serves an op would depend on load order. */
+  for (int i = 0; i < num_plugins; i++) {
+    if (strcmp(plugins[i]->desc.name, plugin->desc.name) == 0) {
+      status = dlop__error(DLOP_DUPLICATE,
+                           "%s: plugin name '%s' is already taken by %s (loaded first); this "
+                           "file was not loaded: rename the plugin or remove one of the files",
+                           plugin->path, plugin->desc.name, plugins[i]->path);
+      dlop__plugin_close(plugin);
+      return status;
+    }
+  }
   for (int i = 0; i < plugin->desc.num_ops; i++) {
     const registry_op *clash = find_locked(plugin->ops[i].name);
     if (clash != NULL) {

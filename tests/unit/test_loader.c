@@ -270,6 +270,25 @@ START_TEST(duplicate_op_across_plugins_names_both_files) {
 }
 END_TEST
 
+START_TEST(duplicate_plugin_name_names_both_files) {
+  const dlop_plugin *good = NULL, *duplicate = (const dlop_plugin *)&good;
+  DLOP_CK_OK(dlop_load_plugin(FIXTURE("good"), &good));
+  int status = dlop_load_plugin(FIXTURE("duplicate_plugin_name"), &duplicate);
+  const char *message = dlop_last_error();
+  ck_assert_int_eq(status, DLOP_DUPLICATE);
+  ck_assert_ptr_null(duplicate);
+  ck_assert_msg(strncmp(message, FIXTURE("duplicate_plugin_name"),
+                        strlen(FIXTURE("duplicate_plugin_name"))) == 0,
+                "starts with the second file: %s", message);
+  ck_assert_msg(strstr(message, "plugin name 'fixture_good' is already taken by " FIXTURE("good")),
+                "names the plugin and the first file: %s", message);
+  /* Nothing of the second file is registered, not even its own op. */
+  ck_assert_int_eq(dlop_plugin_count(), 1);
+  ck_assert_int_eq(dlop_op_count(), 1);
+  ck_assert_ptr_null(dlop_find_op("fixture_other_scale"));
+}
+END_TEST
+
 /* ---- DLOP_PLUGIN_PATH --------------------------------------------------------------------- */
 
 /* The fixture directory holds every broken fixture; good.so first so it owns fixture_scale. */
@@ -290,7 +309,7 @@ START_TEST(bad_plugins_never_stop_good_ones) {
       "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
       "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
-      "unknown_flag"};
+      "unknown_flag", "duplicate_plugin_name"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -426,6 +445,7 @@ int main(void) {
   tcase_add_test(errors, duplicate_op_within_plugin);
   tcase_add_test(errors, bad_param_default_kind);
   tcase_add_test(errors, duplicate_op_across_plugins_names_both_files);
+  tcase_add_test(errors, duplicate_plugin_name_names_both_files);
   suite_add_tcase(suite, errors);
 
   TCase *path = tcase_create("plugin_path");

@@ -1,12 +1,16 @@
 /* memory_pool.c — caching allocators: one for host memory and one per CUDA device, so that in
  * steady state a repeated call makes no cuMemAlloc / malloc. Sizes are rounded to classes and
- * freed blocks are kept; on CUDA a block freed on one stream is reused at once on that stream,
- * and on another stream only after an event recorded at the free has completed. */
+ * freed blocks are kept up to a cap on cached bytes; on CUDA a block freed on one stream is
+ * reused at once on that stream, and on another stream only after an event recorded at the free
+ * has completed. */
+#include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 #include "internal.h"
@@ -32,10 +36,12 @@ typedef struct memory_pool {
   pool_block *cached;                       /* free blocks kept for reuse */
   pool_block *in_use[DLOP_POOL_BUCKETS];    /* handed-out blocks, hashed by pointer */
   uint64_t bytes_in_use, bytes_cached, peak_bytes_in_use, driver_allocations, driver_frees;
+  uint64_t max_cached; /* cap on bytes_cached (UINT64_MAX: none); set when the pool is made */
 } memory_pool;
 
 static memory_pool cpu_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .device = {DLOP_DEVICE_CPU, 0}};
+static pthread_once_t cpu_pool_once = PTHREAD_ONCE_INIT;
 static memory_pool *cuda_pools[DLOP_POOL_MAX_CUDA_DEVICES];
 static pthread_mutex_t cuda_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -44,6 +50,72 @@ static size_t round_size(size_t bytes) {
   size_t granule = bytes <= DLOP_POOL_SMALL_LIMIT ? DLOP_POOL_SMALL_GRANULE : DLOP_POOL_LARGE_GRANULE;
   if (bytes > SIZE_MAX - granule) return 0;
   return (bytes + granule - 1) / granule * granule;
+}
+
+/* ---- the cap on cached bytes ------------------------------------------------------------ */
+
+/* Without a cap, freed blocks of ever-new sizes pile up: the cache was only released when an
+ * allocation failed, which on the host practically never happens (100 growing allocations left
+ * 20 GB cached). The host pool keeps at most 1 GiB, or 1/8 of physical memory if smaller. */
+#define DLOP_POOL_CPU_DEFAULT_MAX_CACHED ((uint64_t)1 << 30)
+
+static pthread_once_t environment_once = PTHREAD_ONCE_INIT;
+static int environment_cap_set;     /* DLOP_POOL_MAX_CACHED_BYTES was given and valid */
+static uint64_t environment_cap;
+
+/* "1048576", "512K", "512M", "2G", "1T" (binary units; an optional trailing B or iB). */
+static int parse_byte_count(const char *text, uint64_t *value) {
+  const char *p = text;
+  while (isspace((unsigned char)*p)) p++;
+  if (!isdigit((unsigned char)*p)) return 0;
+  errno = 0;
+  char *end;
+  unsigned long long number = strtoull(p, &end, 10);
+  if (errno == ERANGE) return 0;
+  unsigned shift = 0;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+  }
+  if (shift && *end == 'i') end++;
+  if (toupper((unsigned char)*end) == 'B') end++;
+  while (isspace((unsigned char)*end)) end++;
+  if (*end != '\0') return 0;
+  if (shift && number > (UINT64_MAX >> shift)) return 0;
+  *value = (uint64_t)number << shift;
+  return 1;
+}
+
+static void read_environment(void) {
+  const char *text = getenv("DLOP_POOL_MAX_CACHED_BYTES");
+  if (text == NULL || *text == '\0') return;
+  if (parse_byte_count(text, &environment_cap)) {
+    environment_cap_set = 1;
+  } else {
+    dlop__warn("DLOP_POOL_MAX_CACHED_BYTES='%s' is not a byte count (expected e.g. 1073741824, "
+               "512M or 2G); using the default caps",
+               text);
+  }
+}
+
+/* The cap of a new pool: the environment's for every pool, else 1 GiB (or 1/8 of physical
+ * memory) for the host and none for GPUs (their cache is released when cuMemAlloc fails). */
+static uint64_t cap_for(dlop_device device) {
+  pthread_once(&environment_once, read_environment);
+  if (environment_cap_set) return environment_cap;
+  if (device.type != DLOP_DEVICE_CPU) return UINT64_MAX;
+  uint64_t cap = DLOP_POOL_CPU_DEFAULT_MAX_CACHED;
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0 && (uint64_t)pages / 8 * (uint64_t)page_size < cap)
+    cap = (uint64_t)pages / 8 * (uint64_t)page_size;
+  return cap;
+}
+
+static void init_cpu_pool(void) {
+  cpu_pool.max_cached = cap_for(cpu_pool.device);
 }
 
 static size_t bucket_of(const void *pointer) {
@@ -61,6 +133,7 @@ static void format_device(dlop_device device, char *text, size_t size) {
 /* Find the pool of a device; for CUDA, also check the device and make its context current. */
 static int get_pool(dlop_device device, memory_pool **pool) {
   if (device.type == DLOP_DEVICE_CPU) {
+    pthread_once(&cpu_pool_once, init_cpu_pool);
     *pool = &cpu_pool;
     return DLOP_OK;
   }
@@ -80,6 +153,7 @@ static int get_pool(dlop_device device, memory_pool **pool) {
     if (found != NULL) {
       pthread_mutex_init(&found->lock, NULL);
       found->device = device;
+      found->max_cached = cap_for(device);
       cuda_pools[device.id] = found;
     }
   }
@@ -128,6 +202,22 @@ static void release_cached_locked(memory_pool *pool) {
     pool->bytes_cached -= block->size;
     driver_free(pool, block);
     block = next;
+  }
+}
+
+/* Give the largest cached blocks back until the cache is within the pool's cap (a block larger
+ * than the cap, just freed, goes back at once). Largest first: fewest driver calls, and the
+ * small blocks that steady-state loops reuse stay. On CUDA, driver_free waits for the work that
+ * last used the block. Lock held. */
+static void trim_cached_locked(memory_pool *pool) {
+  while (pool->bytes_cached > pool->max_cached && pool->cached) {
+    pool_block **largest = &pool->cached;
+    for (pool_block **link = &pool->cached; *link; link = &(*link)->next)
+      if ((*link)->size > (*largest)->size) largest = link;
+    pool_block *block = *largest;
+    *largest = block->next;
+    pool->bytes_cached -= block->size;
+    driver_free(pool, block);
   }
 }
 
@@ -257,6 +347,7 @@ int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
   block->next = pool->cached;
   pool->cached = block;
   pool->bytes_cached += block->size;
+  trim_cached_locked(pool);
   pthread_mutex_unlock(&pool->lock);
   return DLOP_OK;
 }

@@ -1,8 +1,10 @@
 /* test_memory.c — the host caching pool: statistics move as expected, a repeated alloc/free of
  * the same sizes makes no new system allocation in steady state, release_cached empties the
- * cache, bad frees are reported, and several threads can allocate at once. */
+ * cache, the cap on cached bytes (default and DLOP_POOL_MAX_CACHED_BYTES), bad frees are
+ * reported, and several threads can allocate at once. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test_support.h"
@@ -74,6 +76,101 @@ START_TEST(test_release_cached_returns_to_zero) {
   ck_assert_uint_eq(released.bytes_in_use, 0);
   ck_assert_uint_eq(released.driver_allocations, released.driver_frees);
 }
+END_TEST
+
+/* The pool reads DLOP_POOL_MAX_CACHED_BYTES once, at its first use: the cap tests need a
+ * process whose pool is untouched, which Check's fork mode gives each test. */
+static void set_cap_before_first_use(const char *value) {
+  dlop_memory_stats first = {.struct_size = sizeof first};
+  if (value) ck_assert_int_eq(setenv("DLOP_POOL_MAX_CACHED_BYTES", value, 1), 0);
+  else ck_assert_int_eq(unsetenv("DLOP_POOL_MAX_CACHED_BYTES"), 0);
+  DLOP_CK_OK(dlop_memory_stats_get(cpu, &first));
+  ck_assert_msg(first.driver_allocations == 0,
+                "this test needs a process that has not used the pool (Check's fork mode; it "
+                "cannot run with CK_FORK=no)");
+}
+
+START_TEST(test_cap_from_environment) {
+  const uint64_t cap = 1 << 20;
+  set_cap_before_first_use("1M");
+  /* 100 frees of growing sizes: the cache never holds more than the cap. */
+  for (int i = 1; i <= 100; i++) {
+    void *p;
+    size_t bytes = (size_t)i * (64 << 10);
+    DLOP_CK_OK(dlop_memory_alloc(cpu, bytes, NULL, &p));
+    DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+    dlop_memory_stats now = stats_now();
+    ck_assert_msg(now.bytes_cached <= cap, "after freeing %zu bytes: %llu cached, cap %llu", bytes,
+                  (unsigned long long)now.bytes_cached, (unsigned long long)cap);
+  }
+  /* Every block above 1 MiB (i = 17..100) went back at its free, and more to make room. */
+  ck_assert_uint_ge(stats_now().driver_frees, 84);
+  ck_assert_uint_eq(stats_now().bytes_in_use, 0);
+  /* Steady state under the cap: no driver call at all. */
+  void *p, *q;
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 300000, NULL, &p));
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 200000, NULL, &q));
+  DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  DLOP_CK_OK(dlop_memory_free(cpu, q, NULL));
+  dlop_memory_stats warm = stats_now();
+  for (int round = 0; round < 50; round++) {
+    DLOP_CK_OK(dlop_memory_alloc(cpu, 300000, NULL, &p));
+    DLOP_CK_OK(dlop_memory_alloc(cpu, 200000, NULL, &q));
+    DLOP_CK_OK(dlop_memory_free(cpu, q, NULL));
+    DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  }
+  dlop_memory_stats steady = stats_now();
+  ck_assert_uint_eq(steady.driver_allocations, warm.driver_allocations);
+  ck_assert_uint_eq(steady.driver_frees, warm.driver_frees);
+  ck_assert_uint_eq(steady.bytes_cached, warm.bytes_cached);
+  /* A block over the cap goes straight back; what was cached and fits stays. */
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 3 << 20, NULL, &p));
+  DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  dlop_memory_stats after = stats_now();
+  ck_assert_uint_eq(after.driver_frees, steady.driver_frees + 1);
+  ck_assert_uint_eq(after.bytes_cached, steady.bytes_cached);
+  /* Freeing a second block that does not fit beside the first evicts the larger one. */
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 600 << 10, NULL, &p));
+  DLOP_CK_OK(dlop_memory_alloc(cpu, 500 << 10, NULL, &q));
+  DLOP_CK_OK(dlop_memory_free(cpu, q, NULL));
+  DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  after = stats_now();
+  ck_assert_uint_eq(after.bytes_cached, 500 << 10);
+}
+END_TEST
+
+START_TEST(test_cap_zero_caches_nothing) {
+  set_cap_before_first_use("0");
+  void *p;
+  for (int i = 0; i < 3; i++) {
+    DLOP_CK_OK(dlop_memory_alloc(cpu, 1000, NULL, &p));
+    DLOP_CK_OK(dlop_memory_free(cpu, p, NULL));
+  }
+  dlop_memory_stats now = stats_now();
+  ck_assert_uint_eq(now.bytes_cached, 0);
+  ck_assert_uint_eq(now.driver_allocations, 3);
+  ck_assert_uint_eq(now.driver_frees, 3);
+}
+END_TEST
+
+/* Unset, the host pool keeps at most 1 GiB (less on small machines); a bad value is warned
+ * about and the default applies. The 256 MiB blocks are never touched, so never resident. */
+static void check_default_cap(const char *value) {
+  set_cap_before_first_use(value);
+  void *blocks[5];
+  for (int i = 0; i < 5; i++) DLOP_CK_OK(dlop_memory_alloc(cpu, 256 << 20, NULL, &blocks[i]));
+  for (int i = 0; i < 5; i++) DLOP_CK_OK(dlop_memory_free(cpu, blocks[i], NULL));
+  dlop_memory_stats now = stats_now();
+  ck_assert_uint_le(now.bytes_cached, (uint64_t)1 << 30);
+  ck_assert_uint_ge(now.driver_frees, 1);
+  ck_assert_uint_eq(now.bytes_cached + (now.driver_frees * (256 << 20)), (uint64_t)5 * (256 << 20));
+}
+
+START_TEST(test_default_cap) { check_default_cap(NULL); }
+END_TEST
+
+START_TEST(test_invalid_cap_uses_default) { check_default_cap("12 apples"); }
 END_TEST
 
 START_TEST(test_zero_bytes_and_distinct_pointers) {
@@ -163,6 +260,10 @@ int main(void) {
   tcase_add_test(tc, test_stats_follow_alloc_and_free);
   tcase_add_test(tc, test_steady_state_makes_no_driver_allocation);
   tcase_add_test(tc, test_release_cached_returns_to_zero);
+  tcase_add_test(tc, test_cap_from_environment);
+  tcase_add_test(tc, test_cap_zero_caches_nothing);
+  tcase_add_test(tc, test_default_cap);
+  tcase_add_test(tc, test_invalid_cap_uses_default);
   tcase_add_test(tc, test_zero_bytes_and_distinct_pointers);
   tcase_add_test(tc, test_bad_free_and_arguments);
   tcase_add_test(tc, test_host_table_memory);

@@ -224,6 +224,16 @@ static int command_load(int count, char **files) {
   return failures > 0 ? 1 : 0;
 }
 
+/* "dlop list takes no arguments (got 'extra')": says what the command wanted and what it got,
+ * rather than calling a known command unknown. Exit status 2, as for any usage error. */
+static int wrong_arguments(const char *rule, int count, char **arguments) {
+  fprintf(stderr, "dlop: error: dlop %s (got ", rule);
+  if (count == 0) fprintf(stderr, "none");
+  for (int i = 0; i < count; i++) fprintf(stderr, "%s'%s'", i ? " " : "", arguments[i]);
+  fprintf(stderr, ")\n");
+  return 2;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     print_usage(stderr);
@@ -235,18 +245,22 @@ int main(int argc, char **argv) {
     print_usage(stdout);
     return 0;
   }
-  if (strcmp(command, "list") == 0 && argc == 2) return command_list();
+  if (strcmp(command, "list") == 0) {
+    if (argc > 2) return wrong_arguments("list takes no arguments", argc - 2, argv + 2);
+    return command_list();
+  }
   if (strcmp(command, "info") == 0) {
-    if (argc != 3) {
-      fprintf(stderr, "dlop: error: usage: dlop info OP (one op name; `dlop list` shows them)\n");
-      return 2;
-    }
+    if (argc != 3)
+      return wrong_arguments("info takes one op name (`dlop list` shows them)", argc - 2,
+                             argv + 2);
     return command_info(argv[2]);
   }
-  if ((strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) && argc == 2)
+  if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
+    if (argc > 2) return wrong_arguments("version takes no arguments", argc - 2, argv + 2);
     return command_version();
+  }
   if (strcmp(command, "load") == 0) return command_load(argc - 2, argv + 2);
-  fprintf(stderr, "dlop: error: unknown command or arguments: '%s'\n\n", command);
+  fprintf(stderr, "dlop: error: unknown command '%s'\n\n", command);
   print_usage(stderr);
   return 2;
 }

@@ -351,8 +351,16 @@ int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *in
                      int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
                      dlop_var **outputs, int32_t num_outputs) {
   int status = apply(graph, op_name, inputs, num_inputs, params, num_params, outputs, num_outputs);
-  if (status != DLOP_OK && outputs != NULL)
-    for (int32_t i = 0; i < num_outputs; i++) outputs[i] = NULL;
+  if (status != DLOP_OK && outputs != NULL) {
+    /* Clear the output slots, except those that are also input slots (v = op(v)): the caller's
+     * v must survive a failed apply. Addresses compared as integers: the arrays may differ. */
+    uintptr_t first = (uintptr_t)inputs;
+    uintptr_t end = first + (inputs && num_inputs > 0 ? (uintptr_t)num_inputs * sizeof *inputs : 0);
+    for (int32_t i = 0; i < num_outputs; i++) {
+      uintptr_t slot = (uintptr_t)&outputs[i];
+      if (slot < first || slot >= end) outputs[i] = NULL;
+    }
+  }
   return status;
 }
 

@@ -122,6 +122,35 @@ START_TEST(test_type_error_exp_of_integers) {
 }
 END_TEST
 
+/* v = op(v) is supported; when it fails, the caller's v must survive (it was set to NULL). */
+START_TEST(test_failed_apply_keeps_aliased_outputs) {
+  dlop_graph *graph = new_graph();
+  dlop_var *v, *original;
+  int64_t shape[1] = {4};
+  DLOP_CK_OK(dlop_graph_input(graph, "v", DLOP_INT32, 1, shape, &v));
+  original = v;
+  ck_assert_int_eq(dlop_graph_apply(graph, "exp", &v, 1, NULL, 0, &v, 1), DLOP_TYPE_ERROR);
+  ck_assert_ptr_eq(v, original);
+  ck_assert_str_eq(dlop_var_name(v), "v");
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1)); /* v is still usable */
+  ck_assert_ptr_ne(v, original);
+  ck_assert_ptr_eq(dlop_var_op(v), dlop_find_op("double"));
+
+  /* Two inputs, the output slot is the second one: kept; a separate output slot: cleared. */
+  dlop_var *inputs[2], *z = (dlop_var *)&z;
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, shape, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT64, 1, shape, &inputs[1]));
+  dlop_var *b = inputs[1];
+  ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &inputs[1], 1),
+                   DLOP_TYPE_ERROR);
+  ck_assert_ptr_eq(inputs[1], b);
+  ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1),
+                   DLOP_TYPE_ERROR);
+  ck_assert_ptr_null(z);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 START_TEST(test_shape_error_not_broadcastable) {
   dlop_graph *graph = new_graph();
   dlop_var *inputs[2], *z;
@@ -292,6 +321,7 @@ static Suite *graph_suite(void) {
   TCase *errors = tcase_create("errors");
   tcase_add_test(errors, test_type_error_mixed_dtypes);
   tcase_add_test(errors, test_type_error_exp_of_integers);
+  tcase_add_test(errors, test_failed_apply_keeps_aliased_outputs);
   tcase_add_test(errors, test_shape_error_not_broadcastable);
   tcase_add_test(errors, test_wrong_arity);
   tcase_add_test(errors, test_unknown_op);

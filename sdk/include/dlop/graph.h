@@ -34,7 +34,10 @@ int dlop_graph_input(dlop_graph *graph, const char *name, dlop_dtype dtype, int3
 int dlop_graph_constant(dlop_graph *graph, const char *name, dlop_array *value, dlop_var **var);
 
 /* Apply a registered op: runs make_node and infer_shape now, so the outputs' dtypes and
- * shapes are known. Type and shape errors come back here, with the op's message. */
+ * shapes are known. Type and shape errors come back here, with the op's message. outputs may
+ * be the inputs array itself (v = op(v): apply(g, op, &v, 1, ..., &v, 1)). On failure the graph
+ * is unchanged and every output slot is set to NULL, except slots that are also input slots,
+ * which keep their variable. */
 int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
                      int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
                      dlop_var **outputs, int32_t num_outputs);

@@ -28,10 +28,14 @@ char *dlop__absolute_path(const char *path) {
 
 char *dlop__real_path(const char *path) { return realpath(path, NULL); }
 
-/* A writable-by-anyone file or directory lets any local user swap the code this process runs. */
+/* A writable-by-anyone file or directory lets any local user swap the code this process runs.
+ * Not so for a sticky directory (/tmp, mode 1777): there only a file's owner (or the
+ * directory's, or root) may rename or delete it, so others cannot replace the plugin; the
+ * file itself being world-writable is still reported. */
 static void warn_if_world_writable(const char *path, const char *what, const char *plugin_path) {
   struct stat info;
   if (stat(path, &info) != 0 || (info.st_mode & S_IWOTH) == 0) return;
+  if (S_ISDIR(info.st_mode) && (info.st_mode & S_ISVTX) != 0) return;
   dlop__warn("%s: the plugin %s %s is world-writable (mode %04o): any user on this machine can "
              "replace the code it runs; chmod o-w it",
              plugin_path, what, path, (unsigned)(info.st_mode & 07777));

@@ -1,6 +1,7 @@
 /* test_loader.c — every way loading a plugin can fail (one fixture plugin per failure) gives
  * the right status and a message naming the file and the reason; bad plugins never stop good
- * ones; DLOP_PLUGIN_PATH rules (relative and empty entries); world-writable warnings. */
+ * ones; DLOP_PLUGIN_PATH rules (relative and empty entries); world-writable warnings (not for
+ * sticky directories like /tmp). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -413,6 +414,24 @@ START_TEST(world_writable_directory_warns) {
 }
 END_TEST
 
+/* /tmp-like (1777): others may create files there but not replace the owner's plugin. */
+START_TEST(sticky_world_writable_directory_is_fine) {
+  char copy[128];
+  const char *warnings = load_with_modes(0644, 01777, copy, sizeof copy);
+  ck_assert_msg(strstr(warnings, "world-writable") == NULL, "unexpected warning: %s", warnings);
+}
+END_TEST
+
+START_TEST(world_writable_file_in_sticky_directory_warns) {
+  char copy[128];
+  const char *warnings = load_with_modes(0666, 01777, copy, sizeof copy);
+  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin file") &&
+                    strstr(warnings, copy) && strstr(warnings, "0666"),
+                "%s", warnings);
+  ck_assert_msg(strstr(warnings, "plugin directory") == NULL, "%s", warnings);
+}
+END_TEST
+
 START_TEST(group_writable_is_fine) {
   char copy[128];
   const char *warnings = load_with_modes(0664, 0775, copy, sizeof copy);
@@ -459,6 +478,8 @@ int main(void) {
   TCase *permissions = tcase_create("permissions");
   tcase_add_test(permissions, world_writable_file_warns);
   tcase_add_test(permissions, world_writable_directory_warns);
+  tcase_add_test(permissions, sticky_world_writable_directory_is_fine);
+  tcase_add_test(permissions, world_writable_file_in_sticky_directory_warns);
   tcase_add_test(permissions, group_writable_is_fine);
   suite_add_tcase(suite, permissions);
   return dlop_test_run_suite(suite);

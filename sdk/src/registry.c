@@ -103,10 +103,21 @@ static int register_locked(const char *path, dlop_plugin **out) {
   return DLOP_OK;
 }
 
-/* Recorded as "FILE: reason" and printed, so neither a program nor its user misses it. */
+/* Set by hosts that print the recorded errors themselves (the dlop command), so each error
+ * is shown once; guarded by registry_lock. */
+static int warn_load_errors = 1;
+
+void dlop__registry_set_warn_load_errors(int warn) {
+  pthread_mutex_lock(&registry_lock);
+  warn_load_errors = warn != 0;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Recorded as "FILE: reason" and, unless the host prints the list itself, printed, so
+ * neither a program nor its user misses it. */
 static void record_load_error_locked(const char *line) {
   dlop__string_list_push(&load_errors, line);
-  dlop__warn("%s", line);
+  if (warn_load_errors) dlop__warn("%s", line);
 }
 
 static void load_default_once(void) {

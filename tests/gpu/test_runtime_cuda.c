@@ -2,7 +2,8 @@
  * cuMemAlloc, stats return to baseline, cross-stream reuse stays correct), streams, arrays
  * host<->device for every dtype, strided and negative-stride copies on the GPU checked against
  * the CPU copy, the host API's module cache and launch (a PTX kernel written out below), and
- * cuBLAS. Skips (exit 77) with the reason where no GPU is usable. */
+ * cuBLAS (per-thread handles). Skips (exit 77) with the reason where no GPU is usable. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,88 @@ START_TEST(test_cublas_handle) {
 }
 END_TEST
 
+/* Each thread scales its own array on its own stream, many times, with the handle it got. */
+typedef struct cublas_worker {
+  void *handle, *second_request;
+  float factor;
+  float result[1000];
+  int status;
+  char error[1024];
+} cublas_worker;
+
+static void *cublas_worker_main(void *argument) {
+  cublas_worker *worker = argument;
+  const dlop_host_api *host = dlop_host_api_table();
+  sscal_fn sscal = (sscal_fn)host->cublas_symbol("cublasSscal_v2");
+  dlop_stream *stream = NULL;
+  dlop_array *array = NULL;
+  float ones[1000];
+  for (int i = 0; i < 1000; i++) ones[i] = 1;
+  int64_t n = 1000;
+  worker->status = dlop_stream_create(cuda0, &stream);
+  if (worker->status == DLOP_OK)
+    worker->status = dlop_array_from_host(cuda0, DLOP_FLOAT32, 1, &n, ones, &array);
+  for (int round = 0; round < 20 && worker->status == DLOP_OK; round++) {
+    void *handle = NULL;
+    worker->status = host->cublas_handle(0, dlop_stream_handle(stream), &handle, worker->error,
+                                         sizeof worker->error);
+    if (worker->status != DLOP_OK) break;
+    if (round == 0) worker->handle = handle;
+    else worker->second_request = handle;
+    /* alternate factor and its inverse: after 20 rounds the values are exactly back to 1 only
+     * if every call ran, in order, on this thread's stream. */
+    float alpha = round % 2 ? 1 / worker->factor : worker->factor;
+    int result = sscal(handle, 1000, &alpha, dlop_tensor_base(dlop_array_tensor(array)), 1);
+    if (result != 0) {
+      snprintf(worker->error, sizeof worker->error, "cublasSscal_v2: status %d", result);
+      worker->status = DLOP_CUBLAS_ERROR;
+    }
+  }
+  if (worker->status == DLOP_OK) {
+    float alpha = worker->factor;
+    void *handle = NULL;
+    worker->status = host->cublas_handle(0, dlop_stream_handle(stream), &handle, worker->error,
+                                         sizeof worker->error);
+    if (worker->status == DLOP_OK)
+      sscal(handle, 1000, &alpha, dlop_tensor_base(dlop_array_tensor(array)), 1);
+  }
+  if (array) dlop__array_set_stream(array, stream);
+  if (worker->status == DLOP_OK)
+    worker->status = dlop_array_to_host(array, worker->result, sizeof worker->result);
+  if (worker->status != DLOP_OK && worker->error[0] == '\0')
+    snprintf(worker->error, sizeof worker->error, "%s", dlop_last_error());
+  dlop_array_release(array);
+  dlop_stream_destroy(stream);
+  return NULL; /* the thread's handle is destroyed at its exit */
+}
+
+START_TEST(test_cublas_handles_are_per_thread) {
+  for (int generation = 0; generation < 2; generation++) { /* again after the first exited */
+    cublas_worker workers[2] = {{.factor = 2}, {.factor = 4}};
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+      ck_assert_int_eq(pthread_create(&threads[i], NULL, cublas_worker_main, &workers[i]), 0);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_join(threads[i], NULL), 0);
+    for (int i = 0; i < 2; i++) {
+      ck_assert_msg(workers[i].status == DLOP_OK, "thread %d: %s", i, workers[i].error);
+      ck_assert_ptr_nonnull(workers[i].handle);
+      ck_assert_ptr_eq(workers[i].second_request, workers[i].handle); /* kept for the thread */
+      for (int k = 0; k < 1000; k++)
+        ck_assert_msg(workers[i].result[k] == workers[i].factor, "thread %d [%d] = %g", i, k,
+                      (double)workers[i].result[k]);
+    }
+    ck_assert_ptr_ne(workers[0].handle, workers[1].handle);
+  }
+  /* The calling thread has its own handle too, not one of the workers'. */
+  const dlop_host_api *host = dlop_host_api_table();
+  char error[1024] = "";
+  void *mine = NULL;
+  ck_assert_msg(host->cublas_handle(0, NULL, &mine, error, sizeof error) == DLOP_OK, "%s", error);
+  ck_assert_ptr_nonnull(mine);
+  ck_assert_int_ne(host->cublas_handle(-1, NULL, &mine, error, sizeof error), DLOP_OK);
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("runtime_cuda");
@@ -333,6 +416,7 @@ int main(void) {
   tcase_add_test(tc, test_misaligned_strided_copy);
   tcase_add_test(tc, test_host_api_modules_and_launch);
   tcase_add_test(tc, test_cublas_handle);
+  tcase_add_test(tc, test_cublas_handles_are_per_thread);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

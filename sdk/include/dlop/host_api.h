@@ -60,7 +60,10 @@ typedef struct dlop_host_api {
   int (*cuda_stream_synchronize)(void *stream);
 
   /* ---- since ABI 1.0: cuBLAS, loaded by the host at first use ----
-   * cublas_handle returns the device's cublasHandle_t with its stream set to stream.
+   * cublas_handle returns a cublasHandle_t for the device owned by the calling thread (made at
+   * the thread's first request, destroyed when the thread exits), with its stream set to
+   * stream. Use it only on the calling thread; other threads get their own handles, so the
+   * stream set here is not changed under you by another thread's request.
    * cublas_symbol returns a cuBLAS function by name (e.g. "cublasSgemm_v2"), or NULL. */
   int (*cublas_handle)(int32_t device_id, void *stream, void **handle, char *error,
                        size_t error_size);

@@ -159,7 +159,8 @@ typedef struct dlop_op_desc {
    * the output's dtype and concrete shape, C-contiguous and held by no other value. Entries
    * outside 0..num_inputs-1 of a node mean no reuse. */
   const int32_t *inplace_map;
-  /* Per output: index of the input it is a view of (shares memory), or -1. NULL when none. */
+  /* Reserved: must be NULL in ABI 1.0. (A view of an input cannot be honoured: the host
+   * allocates every output before the thunk runs.) The loader refuses an op that sets it. */
   const int32_t *view_map;
   dlop_make_node_fn make_node;
   dlop_infer_shape_fn infer_shape;

@@ -1,6 +1,7 @@
 /* validate.c — checks everything a plugin hands back before the host trusts it: descriptor
  * sizes, the ABI major, names, required stages, input/output counts, parameters, dtype masks,
- * devices and flags. Each failure returns a status with a message "PATH: what, value, expected". */
+ * devices, flags and the in-place map (a view map is refused: ABI 1.0 hosts cannot honour it).
+ * Each failure returns a status with a message "PATH: what, value, expected". */
 #include <stdio.h>
 #include <string.h>
 
@@ -142,7 +143,7 @@ static int validate_dtype_mask(const char *path, const char *where, const char *
                      DLOP__VALID_DTYPE_MASK);
 }
 
-/* In-place and view maps: per output, an input index or -1. */
+/* The in-place map: per output, an input index or -1. */
 static int validate_io_map(const char *path, const char *where, const char *field,
                            const int32_t *map, const dlop_op_desc *op) {
   if (map == NULL) return DLOP_OK;
@@ -204,7 +205,13 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                        "does not know)",
                        path, where,
                        op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
-  status = validate_io_map(path, where, "inplace_map", op->inplace_map, op);
-  if (status != DLOP_OK) return status;
-  return validate_io_map(path, where, "view_map", op->view_map, op);
+  /* The host allocates every output and hands it to the thunk, so a thunk cannot return a
+   * view of an input: a declared view would be silently ignored, and anything reading the
+   * output as an alias of the input would be wrong. Refused, whatever the plugin's minor. */
+  if (op->view_map != NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares a view_map; views are not supported by ABI %d.%d hosts: "
+                       "leave it NULL",
+                       path, where, DLOP_ABI_MAJOR, DLOP_ABI_MINOR);
+  return validate_io_map(path, where, "inplace_map", op->inplace_map, op);
 }

@@ -236,6 +236,27 @@ START_TEST(newer_minor_unknown_bits_are_masked) {
 }
 END_TEST
 
+START_TEST(view_map_is_refused) {
+  char version[64];
+  snprintf(version, sizeof version, "views are not supported by ABI %d.%d hosts", DLOP_ABI_MAJOR,
+           DLOP_ABI_MINOR);
+  expect_failure(FIXTURE("view_map"), DLOP_INVALID_PLUGIN, "op 'fixture_view' declares a view_map",
+                 version, "leave it NULL", NULL);
+}
+END_TEST
+
+START_TEST(inplace_map_is_accepted) {
+  const dlop_plugin *plugin = NULL;
+  int status = dlop_load_plugin(FIXTURE("inplace_map"), &plugin);
+  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
+  const dlop_op_desc *op = dlop_find_op("fixture_inplace");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_ptr_nonnull(op->inplace_map);
+  ck_assert_int_eq(op->inplace_map[0], 0);
+  ck_assert_ptr_null(op->view_map);
+}
+END_TEST
+
 START_TEST(bad_struct_size) {
   expect_failure(FIXTURE("bad_struct_size"), DLOP_INVALID_PLUGIN, "op #0 has struct_size 16",
                  "through make_thunk", NULL);
@@ -299,7 +320,8 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   capture_stderr();
   DLOP_CK_OK(dlop_registry_load_default());
   const char *warnings = captured_stderr();
-  ck_assert_int_eq(dlop_plugin_count(), 4); /* good, newer_minor(_bits), older_op_struct */
+  /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map */
+  ck_assert_int_eq(dlop_plugin_count(), 5);
   ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_legacy_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_future_scale"));
@@ -310,7 +332,7 @@ START_TEST(bad_plugins_never_stop_good_ones) {
       "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
       "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
-      "unknown_flag", "duplicate_plugin_name"};
+      "unknown_flag", "duplicate_plugin_name", "view_map"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -460,6 +482,8 @@ int main(void) {
   tcase_add_test(errors, invalid_dtype_mask);
   tcase_add_test(errors, unknown_flag_of_own_minor_is_refused);
   tcase_add_test(errors, newer_minor_unknown_bits_are_masked);
+  tcase_add_test(errors, view_map_is_refused);
+  tcase_add_test(errors, inplace_map_is_accepted);
   tcase_add_test(errors, bad_struct_size);
   tcase_add_test(errors, duplicate_op_within_plugin);
   tcase_add_test(errors, bad_param_default_kind);

@@ -1,6 +1,7 @@
 /* test_kernel_util.c — the plugin-side helpers in <dlop/kernel_util.h>: error formatting,
  * float16/bfloat16 conversions (against test_support's independent reference), broadcasting
- * of static shapes, tensor checks, and the strided loop's collapsing and cursor. */
+ * of static shapes, tensor checks, the strided loop, and <dlop/elementwise_thunk.h>. */
+#include <dlop/elementwise_thunk.h>
 #include <dlop/kernel_util.h>
 #include <math.h>
 #include <string.h>
@@ -167,6 +168,268 @@ START_TEST(test_check_tensors) {
 }
 END_TEST
 
+/* ---- elementwise_thunk.h, against a fake host that records what the helper asks of it ---- */
+
+static struct {
+  int cpu_calls, unloads, launches;
+  int64_t cpu_numel;
+  dlop_dtype cpu_dtype;
+  const void *image;
+  char names[3][64];
+  int num_names;
+  void *launched;
+  uint32_t grid0;
+} fake;
+
+static int fake_cpu_run(const dlop_strided_loop *loop, dlop_dtype dtype, char *error,
+                        size_t error_size) {
+  fake.cpu_calls++;
+  fake.cpu_numel = loop->numel;
+  fake.cpu_dtype = dtype;
+  return DLOP_OK;
+}
+
+static int fake_module_load(int32_t device_id, const void *image, void **module, char *error,
+                            size_t error_size) {
+  fake.image = image;
+  *module = &fake;
+  return DLOP_OK;
+}
+
+static int fake_module_unload(void *module) {
+  fake.unloads++;
+  return DLOP_OK;
+}
+
+/* The "function" handed back is the index of the name + 1, so a launch says which it was. */
+static int fake_module_function(void *module, const char *name, void **function, char *error,
+                                size_t error_size) {
+  snprintf(fake.names[fake.num_names], sizeof fake.names[0], "%s", name);
+  *function = (void *)(uintptr_t)(++fake.num_names);
+  return DLOP_OK;
+}
+
+static int fake_device_attribute(int32_t device_id, int32_t attribute, int32_t *value) {
+  *value = attribute == 16 ? 3 : 0;
+  return DLOP_OK;
+}
+
+static int fake_launch(void *function, const uint32_t grid[3], const uint32_t block[3],
+                       uint32_t shared_bytes, void *stream, void **kernel_args, char *error,
+                       size_t error_size) {
+  fake.launches++;
+  fake.launched = function;
+  fake.grid0 = grid[0];
+  return DLOP_OK;
+}
+
+static dlop_host_api fake_host_table;
+static const dlop_host_api *fake_host(void) { return &fake_host_table; }
+
+static const unsigned char fake_fatbin[16];
+
+static const dlop_elementwise_spec binary_spec = {
+    .op_name = "mul",
+    .host = fake_host,
+    .num_inputs = 2,
+    .broadcast = 1,
+    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_INT8),
+    .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cpu_run = fake_cpu_run,
+    .cuda_fatbin = fake_fatbin,
+    .cuda_kernel_prefix = "dlop_mul",
+    .cuda_contiguous_vectors = 2,
+};
+
+static const dlop_elementwise_spec unary_spec = {
+    .op_name = "neg",
+    .host = fake_host,
+    .num_inputs = 1,
+    .broadcast = 0,
+    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cpu_run = fake_cpu_run,
+    .cuda_fatbin = NULL, /* as in a build without CUDA */
+};
+
+static void reset_fake(void) {
+  memset(&fake, 0, sizeof fake);
+  memset(&fake_host_table, 0, sizeof fake_host_table);
+  fake_host_table.struct_size = sizeof fake_host_table;
+  fake_host_table.cuda_module_load = fake_module_load;
+  fake_host_table.cuda_module_unload = fake_module_unload;
+  fake_host_table.cuda_module_function = fake_module_function;
+  fake_host_table.cuda_device_attribute = fake_device_attribute;
+  fake_host_table.cuda_launch = fake_launch;
+}
+
+static dlop_type make_type(dlop_dtype dtype, int32_t ndim, int64_t d0, int64_t d1) {
+  dlop_type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.ndim = ndim;
+  t.shape[0] = d0;
+  t.shape[1] = d1;
+  return t;
+}
+
+static dlop_thunk_args make_thunk_args(dlop_type *inputs, int32_t num_inputs, dlop_type *output,
+                                       int32_t device_type, dlop_thunk *thunk, char *error,
+                                       size_t error_size) {
+  dlop_thunk_args a;
+  memset(&a, 0, sizeof a);
+  memset(thunk, 0, sizeof *thunk);
+  a.struct_size = sizeof a;
+  a.num_inputs = num_inputs;
+  a.inputs = inputs;
+  a.num_outputs = 1;
+  a.outputs = output;
+  a.device.type = device_type;
+  a.thunk = thunk;
+  a.error = error;
+  a.error_size = error_size;
+  return a;
+}
+
+static dlop_run_args make_run_args(const dlop_tensor *inputs, int32_t num_inputs,
+                                   const dlop_tensor *output, char *error, size_t error_size) {
+  dlop_run_args run;
+  memset(&run, 0, sizeof run);
+  run.struct_size = sizeof run;
+  run.num_inputs = num_inputs;
+  run.inputs = inputs;
+  run.num_outputs = 1;
+  run.outputs = output;
+  run.error = error;
+  run.error_size = error_size;
+  return run;
+}
+
+START_TEST(test_elementwise_make_thunk_rejects_with_clear_messages) {
+  dlop_type in[2] = {make_type(DLOP_FLOAT32, 1, 3, 0), make_type(DLOP_FLOAT64, 1, 3, 0)};
+  dlop_type out = make_type(DLOP_FLOAT32, 1, 3, 0);
+  dlop_thunk thunk;
+  char error[256];
+  dlop_thunk_args a = make_thunk_args(in, 1, &out, DLOP_DEVICE_CPU, &thunk, error, sizeof error);
+  reset_fake();
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_INVALID_ARGUMENT);
+  ck_assert_str_eq(error, "mul: make_thunk with 1 inputs and 1 outputs, expected 2 and 1");
+  a.num_inputs = 2;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "mul: no kernel for input dtypes float32 and float64 and output dtype float32");
+  in[1].dtype = DLOP_FLOAT32;
+  a.device.type = 7;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "mul: device type 7 is not supported (cpu or cuda)");
+  in[0].dtype = in[1].dtype = out.dtype = DLOP_INT8; /* a CPU dtype only */
+  a.device.type = DLOP_DEVICE_CUDA;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "mul: no kernel for input dtypes int8 and int8 and output dtype int8");
+  in[0].dtype = DLOP_INT8;
+  out.dtype = DLOP_FLOAT32;
+  a.num_inputs = 1;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&unary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "neg: no kernel for input dtype int8 and output dtype float32");
+  in[0].dtype = DLOP_FLOAT32;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&unary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "neg: this build of the plugin has no CUDA kernels (built with DLOP_WITH_CUDA=OFF)");
+  ck_assert_ptr_null(thunk.run);
+  ck_assert_int_eq(fake.num_names, 0);
+}
+END_TEST
+
+START_TEST(test_elementwise_cpu_thunk_checks_and_runs) {
+  float a_data[6] = {0}, b_data[3] = {0}, z_data[6] = {0};
+  int64_t a_shape[2] = {2, 3}, b_shape[1] = {3}, z_shape[2] = {2, 3}, bad_shape[2] = {3, 2};
+  dlop_type in[2] = {make_type(DLOP_FLOAT32, 2, DLOP_DIM_UNKNOWN, 3), make_type(DLOP_FLOAT32, 1, 3, 0)};
+  dlop_type out = make_type(DLOP_FLOAT32, 2, DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN);
+  dlop_tensor inputs[2] = {make_tensor(a_data, DLOP_FLOAT32, 2, a_shape, NULL),
+                           make_tensor(b_data, DLOP_FLOAT32, 1, b_shape, NULL)};
+  dlop_tensor output = make_tensor(z_data, DLOP_FLOAT32, 2, z_shape, NULL);
+  dlop_run_args run;
+  dlop_thunk thunk;
+  char error[256];
+  dlop_thunk_args a = make_thunk_args(in, 2, &out, DLOP_DEVICE_CPU, &thunk, error, sizeof error);
+  reset_fake();
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_OK);
+  ck_assert_ptr_nonnull(thunk.run);
+  run = make_run_args(inputs, 2, &output, error, sizeof error);
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_OK);
+  ck_assert_int_eq(fake.cpu_calls, 1);
+  ck_assert_int_eq(fake.cpu_numel, 6);
+  ck_assert_int_eq(fake.cpu_dtype, DLOP_FLOAT32);
+  output.shape = bad_shape;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_SHAPE_ERROR);
+  ck_assert_str_eq(error, "mul: output shape (3, 2) differs from the inputs' broadcast shape (2, 3)");
+  output.shape = z_shape;
+  run.num_inputs = 1;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_INVALID_ARGUMENT);
+  ck_assert_str_eq(error, "mul: run with 1 inputs and 1 outputs, expected 2 and 1");
+  ck_assert_int_eq(fake.cpu_calls, 1);
+  thunk.destroy(thunk.state);
+  ck_assert_int_eq(fake.unloads, 0); /* no module on the CPU */
+
+  /* one input: the output must have its shape */
+  a.num_inputs = 1;
+  in[0] = make_type(DLOP_FLOAT32, 1, DLOP_DIM_UNKNOWN, 0);
+  out = make_type(DLOP_FLOAT32, 1, DLOP_DIM_UNKNOWN, 0);
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&unary_spec, &a), DLOP_OK);
+  a_shape[0] = 4;
+  z_shape[0] = 5;
+  inputs[0].ndim = output.ndim = 1;
+  run.num_inputs = 1;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_SHAPE_ERROR);
+  ck_assert_str_eq(error, "neg: output shape (5,) differs from input shape (4,)");
+  thunk.destroy(thunk.state);
+}
+END_TEST
+
+START_TEST(test_elementwise_cuda_thunk_loads_finds_and_launches) {
+  int64_t shape[1] = {1000};
+  float data[1];
+  dlop_type in[2] = {make_type(DLOP_FLOAT32, 1, 1000, 0), make_type(DLOP_FLOAT32, 1, 1000, 0)};
+  dlop_type out = make_type(DLOP_FLOAT32, 1, 1000, 0);
+  dlop_tensor inputs[2] = {make_tensor(data, DLOP_FLOAT32, 1, shape, NULL),
+                           make_tensor(data, DLOP_FLOAT32, 1, shape, NULL)};
+  dlop_tensor output = make_tensor(data, DLOP_FLOAT32, 1, shape, NULL);
+  dlop_run_args run;
+  dlop_thunk thunk;
+  dlop_elementwise_state *state;
+  char error[256];
+  dlop_thunk_args a = make_thunk_args(in, 2, &out, DLOP_DEVICE_CUDA, &thunk, error, sizeof error);
+  reset_fake();
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_OK);
+  ck_assert_ptr_eq(fake.image, fake_fatbin);
+  ck_assert_int_eq(fake.num_names, 3);
+  ck_assert_str_eq(fake.names[0], "dlop_mul_contiguous_float32");
+  ck_assert_str_eq(fake.names[1], "dlop_mul_rows_float32");
+  ck_assert_str_eq(fake.names[2], "dlop_mul_strided_float32");
+  state = (dlop_elementwise_state *)thunk.state;
+  ck_assert_int_eq(state->kernels.contiguous_elements, 8); /* 2 vectors of 4 float32 */
+  ck_assert_uint_eq(state->kernels.max_blocks, 3 * DLOP_CUDA_BLOCKS_PER_SM);
+  run = make_run_args(inputs, 2, &output, error, sizeof error);
+  run.stream = &run; /* any non-NULL stream: the fake launch never uses it */
+  for (int i = 0; i < 2; i++) inputs[i].device.type = DLOP_DEVICE_CUDA;
+  output.device.type = DLOP_DEVICE_CUDA;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_OK);
+  ck_assert_int_eq(fake.launches, 1);
+  ck_assert_ptr_eq(fake.launched, (void *)(uintptr_t)1); /* contiguous */
+  ck_assert_uint_eq(fake.grid0, (1000 / 8 + 255) / 256);
+  inputs[1].device.type = DLOP_DEVICE_CPU;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_DEVICE_MISMATCH);
+  ck_assert_str_eq(error, "mul: input 1 is on device type 1, expected 2");
+  ck_assert_int_eq(fake.launches, 1);
+  thunk.destroy(thunk.state);
+  ck_assert_int_eq(fake.unloads, 1);
+
+  /* a host without module loading: a clear refusal, nothing left loaded */
+  reset_fake();
+  fake_host_table.cuda_module_load = NULL;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&binary_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "mul: the host offers no CUDA module loading");
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("kernel_util");
   TCase *tc = tcase_create("helpers");
@@ -176,6 +439,9 @@ int main(void) {
   tcase_add_test(tc, test_broadcast_shapes);
   tcase_add_test(tc, test_strided_loop_collapses_and_walks);
   tcase_add_test(tc, test_check_tensors);
+  tcase_add_test(tc, test_elementwise_make_thunk_rejects_with_clear_messages);
+  tcase_add_test(tc, test_elementwise_cpu_thunk_checks_and_runs);
+  tcase_add_test(tc, test_elementwise_cuda_thunk_loads_finds_and_launches);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

@@ -70,6 +70,17 @@ static inline void dlop_elementwise_destroy(void *state) {
   free(s);
 }
 
+/* "exp: run with 2 inputs and 1 outputs, expected 1 and 1" when the counts are not the op's. */
+static inline int dlop_elementwise_check_counts(const dlop_elementwise_spec *spec,
+                                                const char *stage, int32_t num_inputs,
+                                                int32_t num_outputs, char *error,
+                                                size_t error_size) {
+  if (num_inputs == spec->num_inputs && num_outputs == 1) return DLOP_OK;
+  dlop_set_error(error, error_size, "%s: %s with %d inputs and %d outputs, expected %d and 1",
+                 spec->op_name, stage, (int)num_inputs, (int)num_outputs, (int)spec->num_inputs);
+  return DLOP_INVALID_ARGUMENT;
+}
+
 /* The output's shape against the inputs': equal to each (broadcast 0) or to their broadcast. */
 static inline int dlop_elementwise_check_shapes(const dlop_elementwise_spec *spec,
                                                 const dlop_run_args *args) {
@@ -123,12 +134,9 @@ static inline int dlop_elementwise_prepare(const dlop_elementwise_state *s,
                                            const dlop_run_args *args, dlop_strided_loop *loop) {
   const dlop_elementwise_spec *spec = s->spec;
   int status;
-  if (args->num_inputs != spec->num_inputs || args->num_outputs != 1) {
-    dlop_set_error(args->error, args->error_size, "%s: run with %d inputs and %d outputs, expected %d and 1",
-                   spec->op_name, (int)args->num_inputs, (int)args->num_outputs,
-                   (int)spec->num_inputs);
-    return DLOP_INVALID_ARGUMENT;
-  }
+  status = dlop_elementwise_check_counts(spec, "run", args->num_inputs, args->num_outputs,
+                                         args->error, args->error_size);
+  if (status != DLOP_OK) return status;
   status = dlop_check_tensors(spec->op_name, "input", args->inputs, spec->num_inputs, s->inputs,
                               s->device.type, args->error, args->error_size);
   if (status == DLOP_OK)
@@ -243,12 +251,9 @@ static inline int dlop_elementwise_make_thunk(const dlop_elementwise_spec *spec,
                    DLOP_ELEMENTWISE_MAX_INPUTS);
     return DLOP_INVALID_ARGUMENT;
   }
-  if (args->num_inputs != spec->num_inputs || args->num_outputs != 1) {
-    dlop_set_error(args->error, args->error_size, "%s: make_thunk with %d inputs and %d outputs, expected %d and 1",
-                   spec->op_name, (int)args->num_inputs, (int)args->num_outputs,
-                   (int)spec->num_inputs);
-    return DLOP_INVALID_ARGUMENT;
-  }
+  status = dlop_elementwise_check_counts(spec, "make_thunk", args->num_inputs, args->num_outputs,
+                                         args->error, args->error_size);
+  if (status != DLOP_OK) return status;
   if (args->device.type == DLOP_DEVICE_CPU) dtypes = spec->cpu_dtypes;
   else if (args->device.type == DLOP_DEVICE_CUDA) dtypes = spec->cuda_dtypes;
   else {

@@ -1,7 +1,7 @@
 /* dlop/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
  * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset and rows structs
- * (dlop_nd_offsets, dlop_rows_layout: defined in kernel_util.h so host C code fills the same
- * layout), and elementwise bodies (contiguous, rows, general strided). */
+ * (dlop_nd_offsets, dlop_rows_layout: defined in strided_loop.h and rows_layout.h so host C
+ * code fills the same layout), and elementwise bodies (contiguous, rows, general strided). */
 #ifndef DLOP_CUDA_KERNEL_UTIL_CUH
 #define DLOP_CUDA_KERNEL_UTIL_CUH
 

@@ -116,8 +116,10 @@ typedef struct copy_module {
   CUfunction functions[4]; /* element sizes 1, 2, 4, 8 */
 } copy_module;
 
+#if DLOP_HAVE_CUDA_KERNELS
 static copy_module copy_modules[DLOP__COPY_MAX_DEVICES];
 static pthread_mutex_t copy_modules_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
 
 /* The strided-copy function for an element size on a device, loading the module once. */
 static int copy_function(int32_t device_id, size_t element_size, CUfunction *function) {

@@ -371,7 +371,8 @@ START_TEST(test_declared_dtypes_and_flags) {
   for (int i = 0; i < 3; i++) {
     const dlop_op_desc *op = op_named(names[i]);
     ck_assert_uint_eq(op->cpu_dtypes, want[i]);
-    ck_assert_uint_eq(op->cuda_dtypes, want[i]);
+    /* A build without nvcc has no CUDA kernels, and the plugins then declare no CUDA dtypes. */
+    ck_assert_uint_eq(op->cuda_dtypes, DLOP_TEST_WITH_CUDA ? want[i] : 0);
     ck_assert_int_eq(op->num_inputs, arity[i]);
     ck_assert_int_eq(op->num_outputs, 1);
     ck_assert_uint_eq(op->flags & (DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE),

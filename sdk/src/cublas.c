@@ -63,17 +63,32 @@ __attribute__((destructor)) static void delete_key(void) {
   key_created = 0;
 }
 
+/* dlopen name, or dir/name; appends the failure to load_message. */
+static void *try_open(const char *directory, const char *name, size_t *used) {
+  char path[1024];
+  if (directory) snprintf(path, sizeof path, "%s/%s", directory, name);
+  else snprintf(path, sizeof path, "%s", name);
+  void *opened = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (opened == NULL && *used < sizeof load_message) {
+    const char *why = dlerror();
+    *used += (size_t)snprintf(load_message + *used, sizeof load_message - *used, " %s%s",
+                              path, why && strstr(why, "No such file") ? "" : " (failed)");
+  }
+  return opened;
+}
+
 static void load_cublas(void) {
   static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  /* The loader's path first; then the toolkit's own folder, which is often not on it. */
+  const char *directories[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   size_t used = 0;
   used += (size_t)snprintf(load_message, sizeof load_message, "cuBLAS not found: tried");
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (library) break;
-    const char *why = dlerror();
-    if (used < sizeof load_message)
-      used += (size_t)snprintf(load_message + used, sizeof load_message - used, "%s %s (%s)",
-                               i ? ";" : "", names[i], why ? why : "dlopen failed");
+  for (size_t d = 0; d < sizeof directories / sizeof directories[0] && !library; d++) {
+    char lib64[900];
+    if (d > 0 && (directories[d] == NULL || directories[d][0] == '\0')) continue;
+    if (d > 0) snprintf(lib64, sizeof lib64, "%s/lib64", directories[d]);
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !library; i++)
+      library = try_open(d > 0 ? lib64 : NULL, names[i], &used);
   }
   if (library == NULL) {
     if (used < sizeof load_message)

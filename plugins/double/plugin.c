@@ -46,18 +46,6 @@ static const dlop_plugin_desc double_plugin = {
 DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
                                         const dlop_plugin_desc **plugin, char *error,
                                         size_t error_size) {
-  if (!dlop_plugin_abi_compatible(host_abi_version)) {
-    dlop_set_error(error, error_size,
-                   "double: built for ABI %u.%u, the host speaks ABI %u.%u (major must match)",
-                   DLOP_ABI_MAJOR, DLOP_ABI_MINOR, DLOP_ABI_VERSION_MAJOR_OF(host_abi_version),
-                   DLOP_ABI_VERSION_MINOR_OF(host_abi_version));
-    return DLOP_ABI_MISMATCH;
-  }
-  if (host == NULL || plugin == NULL) {
-    dlop_set_error(error, error_size, "double: dlop_plugin_init needs a host table and an output");
-    return DLOP_INVALID_ARGUMENT;
-  }
-  host_table = host;
-  *plugin = &double_plugin;
-  return DLOP_OK;
+  return dlop_plugin_init_standard(host, host_abi_version, plugin, error, error_size,
+                                   &double_plugin, &host_table);
 }

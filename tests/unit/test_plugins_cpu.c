@@ -2,6 +2,7 @@
  * their op descriptors on the CPU: make_node, infer_shape, make_thunk and thunk.run on tensors
  * this file allocates, for every declared dtype, many sizes and layouts, against references
  * computed here in double (integers in wrapping integer arithmetic). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +417,38 @@ static void check_unary_everything(const char *op_name, op_kind kind) {
   }
 }
 
+/* Each bundled plugin's own entry point refuses a host of another ABI major, naming both
+ * versions, and accepts any minor of its own major. */
+START_TEST(test_entry_point_checks_the_abi) {
+  const char *files[3] = {"libdlop_double.so", "libdlop_exp.so", "libdlop_multiply_them.so"};
+  for (int i = 0; i < 3; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", DLOP_TEST_BUNDLED_PLUGIN_DIR, files[i]);
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(library != NULL, "dlopen %s: %s", path, dlerror());
+    dlop_plugin_init_fn init = (dlop_plugin_init_fn)dlsym(library, DLOP_PLUGIN_ENTRY_SYMBOL);
+    ck_assert_ptr_nonnull(init);
+    const dlop_plugin_desc *plugin = NULL;
+    char error[256] = "";
+    int status = init(dlop_host_api_table(), DLOP_MAKE_ABI_VERSION(DLOP_ABI_MAJOR + 1, 0),
+                      &plugin, error, sizeof error);
+    ck_assert_int_eq(status, DLOP_ABI_MISMATCH);
+    ck_assert_ptr_null(plugin);
+    char expected[128];
+    snprintf(expected, sizeof expected, "built for ABI %d.%d, the host speaks ABI %d.0",
+             DLOP_ABI_MAJOR, DLOP_ABI_MINOR, DLOP_ABI_MAJOR + 1);
+    ck_assert_msg(strstr(error, expected), "%s: message '%s' lacks '%s'", files[i], error, expected);
+    status = init(NULL, DLOP_ABI_VERSION, &plugin, error, sizeof error);
+    ck_assert_int_eq(status, DLOP_INVALID_ARGUMENT);
+    status = init(dlop_host_api_table(), DLOP_MAKE_ABI_VERSION(DLOP_ABI_MAJOR, 99), &plugin,
+                  error, sizeof error);
+    ck_assert_int_eq(status, DLOP_OK);
+    ck_assert_ptr_nonnull(plugin);
+    dlclose(library);
+  }
+}
+END_TEST
+
 START_TEST(test_double_every_dtype_size_layout) { check_unary_everything("double", OP_DOUBLE); }
 END_TEST
 
@@ -608,6 +641,7 @@ int main(void) {
   Suite *suite = suite_create("plugins_cpu");
   TCase *declarations = tcase_create("declarations");
   tcase_add_test(declarations, test_declared_dtypes_and_flags);
+  tcase_add_test(declarations, test_entry_point_checks_the_abi);
   suite_add_tcase(suite, declarations);
   TCase *kernels = tcase_create("kernels");
   tcase_set_timeout(kernels, 120);

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dtype.h"
 #include "host_api.h"
@@ -51,6 +52,33 @@ DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host
 /* The check every plugin's init starts with: same ABI major as the host. */
 static inline int dlop_plugin_abi_compatible(uint32_t host_abi_version) {
   return DLOP_ABI_VERSION_MAJOR_OF(host_abi_version) == DLOP_ABI_MAJOR;
+}
+
+/* The usual whole body of dlop_plugin_init: checks the host's ABI major and the arguments,
+ * keeps the host table in *host_slot and hands back descriptor. Plugins with more to set up
+ * do these steps themselves. */
+static inline int dlop_plugin_init_standard(const dlop_host_api *host, uint32_t host_abi_version,
+                                            const dlop_plugin_desc **plugin, char *error,
+                                            size_t error_size,
+                                            const dlop_plugin_desc *descriptor,
+                                            const dlop_host_api **host_slot) {
+  if (!dlop_plugin_abi_compatible(host_abi_version)) {
+    if (error && error_size)
+      snprintf(error, error_size, "%s: built for ABI %u.%u, the host speaks ABI %u.%u (major must match)",
+               descriptor->name, (unsigned)DLOP_ABI_MAJOR, (unsigned)DLOP_ABI_MINOR,
+               DLOP_ABI_VERSION_MAJOR_OF(host_abi_version),
+               DLOP_ABI_VERSION_MINOR_OF(host_abi_version));
+    return DLOP_ABI_MISMATCH;
+  }
+  if (host == NULL || plugin == NULL) {
+    if (error && error_size)
+      snprintf(error, error_size, "%s: dlop_plugin_init needs a host table and an output",
+               descriptor->name);
+    return DLOP_INVALID_ARGUMENT;
+  }
+  *host_slot = host;
+  *plugin = descriptor;
+  return DLOP_OK;
 }
 
 #ifdef __cplusplus

@@ -242,19 +242,23 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
   return DLOP_OK;
 }
 
+/* One allocation for all of a run's scratch (it is on every call's path). dlop_type and
+ * dlop_tensor need 8-byte alignment, which the pointer arrays keep. */
 static int allocate_scratch(run_state *run) {
   const dlop_function *function = run->function;
   size_t inputs = (size_t)function->max_node_inputs + 1;
   size_t outputs = (size_t)function->max_node_outputs + 1;
-  run->slots = calloc((size_t)function->num_slots + 1, sizeof(dlop_array *));
-  run->contiguous = calloc(inputs, sizeof(dlop_array *));
-  run->input_tensors = calloc(inputs, sizeof(dlop_tensor));
-  run->output_tensors = calloc(outputs, sizeof(dlop_tensor));
-  run->input_types = calloc(inputs, sizeof(dlop_type));
-  run->output_types = calloc(outputs, sizeof(dlop_type));
-  if (!run->slots || !run->contiguous || !run->input_tensors || !run->output_tensors ||
-      !run->input_types || !run->output_types)
-    return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory starting a run");
+  size_t slots = (size_t)function->num_slots + 1;
+  size_t bytes = (slots + inputs) * sizeof(dlop_array *) +
+                 (inputs + outputs) * (sizeof(dlop_tensor) + sizeof(dlop_type));
+  char *block = calloc(1, bytes);
+  if (block == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory starting a run");
+  run->slots = (dlop_array **)block;
+  run->contiguous = run->slots + slots;
+  run->input_tensors = (dlop_tensor *)(run->contiguous + inputs);
+  run->output_tensors = run->input_tensors + inputs;
+  run->input_types = (dlop_type *)(run->output_tensors + outputs);
+  run->output_types = run->input_types + inputs;
   return DLOP_OK;
 }
 
@@ -263,12 +267,7 @@ static void free_scratch(run_state *run) {
   if (run->slots != NULL)
     for (slot = run->function->first_node_slot; slot < run->function->num_slots; slot++)
       if (run->slots[slot]) dlop_array_release(run->slots[slot]);
-  free(run->slots);
-  free(run->contiguous);
-  free(run->input_tensors);
-  free(run->output_tensors);
-  free(run->input_types);
-  free(run->output_types);
+  free(run->slots); /* the whole block */
 }
 
 /* The run's stream: the caller's, else the function's; never the default stream on CUDA. */

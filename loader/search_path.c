@@ -133,10 +133,10 @@ int dlop__bundled_plugin_dir(char *buffer, size_t size, int *from_environment) {
   void *self = (void *)&dlop__bundled_plugin_dir;
   if (dladdr(self, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0') return 0;
   char library[PATH_MAX];
-  if (info.dli_fname[0] == '/') {
+  /* realpath also folds the "bin/../lib" that an $ORIGIN rpath leaves in the name. */
+  if (realpath(info.dli_fname, library) == NULL) {
+    if (info.dli_fname[0] != '/') return 0;
     snprintf(library, sizeof library, "%s", info.dli_fname);
-  } else if (realpath(info.dli_fname, library) == NULL) {
-    return 0;
   }
   char *slash = strrchr(library, '/');
   if (slash == NULL) return 0;

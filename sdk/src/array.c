@@ -1,6 +1,7 @@
 /* array.c — dlop_array: a reference-counted tensor that owns memory from the device pool or
- * borrows memory with a deleter, and views over either. The stream of the last pending write is
- * kept on the array that owns the memory, so views and copies wait for the right work. */
+ * borrows memory with a deleter, and views over either. The array that owns the memory keeps
+ * the stream of the last pending write (so views and copies wait for the right work) and the
+ * streams that read it (so its memory is not reused by another stream while they still do). */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,8 +20,66 @@ struct dlop_array {
   dlop_array_deleter deleter;   /* borrowed memory: called once with deleter_context */
   void *deleter_context;
   dlop_array *base;             /* views: the array owning the memory (retained) */
-  _Atomic(dlop_stream *) stream; /* on the owning array: last pending write, or NULL */
+  /* On the owning array, under stream_lock; each entry holds a stream reference. */
+  atomic_flag stream_lock;
+  dlop_stream *stream;                            /* last pending write, or NULL */
+  dlop_stream *readers[DLOP__MEMORY_MAX_USERS];   /* other streams with reads enqueued */
+  int num_readers;
 };
+
+/* A spinlock: held only to read or swap a few pointers, never across a driver call. */
+static void lock_streams(dlop_array *owner) {
+  while (atomic_flag_test_and_set_explicit(&owner->stream_lock, memory_order_acquire)) {
+  }
+}
+
+static void unlock_streams(dlop_array *owner) {
+  atomic_flag_clear_explicit(&owner->stream_lock, memory_order_release);
+}
+
+/* Record stream as a user of owner besides the writer (lock held, reference taken by the
+ * caller and given to the array or back in *dropped). When the list is full, the oldest reader
+ * comes out in *evicted for the caller to wait for outside the lock. */
+static void add_reader_locked(dlop_array *owner, dlop_stream *stream, dlop_stream **dropped,
+                              dlop_stream **evicted) {
+  *dropped = NULL;
+  *evicted = NULL;
+  if (stream == owner->stream) {
+    *dropped = stream;
+    return;
+  }
+  for (int i = 0; i < owner->num_readers; i++)
+    if (owner->readers[i] == stream) {
+      *dropped = stream;
+      return;
+    }
+  if (owner->num_readers == DLOP__MEMORY_MAX_USERS) {
+    *evicted = owner->readers[0];
+    memmove(owner->readers, owner->readers + 1,
+            (DLOP__MEMORY_MAX_USERS - 1) * sizeof owner->readers[0]);
+    owner->num_readers--;
+  }
+  owner->readers[owner->num_readers++] = stream;
+}
+
+/* An evicted reader's work must be done before its record is dropped. */
+static void drop_evicted(dlop_stream *evicted) {
+  if (evicted == NULL) return;
+  if (dlop_stream_synchronize(evicted) != DLOP_OK)
+    dlop__warn("an array read on more than %d streams: waiting for the oldest failed: %s",
+               DLOP__MEMORY_MAX_USERS, dlop_last_error());
+  dlop_stream_destroy(evicted);
+}
+
+/* The pending write's stream with a reference taken (NULL when none); dlop_stream_destroy it. */
+static dlop_stream *writer_of(const dlop_array *array) {
+  dlop_array *owner = array->base ? array->base : (dlop_array *)array;
+  lock_streams(owner);
+  dlop_stream *stream = owner->stream;
+  dlop__stream_retain(stream);
+  unlock_streams(owner);
+  return stream;
+}
 
 static dlop_array *owner_of(const dlop_array *array) {
   return array->base ? array->base : (dlop_array *)array;
@@ -71,7 +130,7 @@ static dlop_array *new_array(dlop_device device, dlop_dtype dtype, int32_t ndim,
   dlop_array *array = calloc(1, sizeof *array);
   if (array == NULL) return NULL;
   atomic_init(&array->references, 1);
-  atomic_init(&array->stream, NULL);
+  atomic_flag_clear(&array->stream_lock);
   array->dtype = dtype;
   array->tensor.device = device;
   array->tensor.ndim = ndim;
@@ -106,7 +165,7 @@ int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t nd
   if (created == NULL)
     return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_array_empty: out of host memory");
   fill_contiguous_strides(created);
-  status = dlop_memory_alloc(device, bytes, dlop_stream_handle(stream), &created->owned);
+  status = dlop__memory_alloc_on(device, bytes, stream, &created->owned);
   if (status != DLOP_OK) {
     free(created);
     return status;
@@ -312,13 +371,19 @@ void dlop_array_release(dlop_array *array) {
   if (array->base) {
     dlop_array_release(array->base);
   } else {
+    /* The last reference: no other thread touches the stream records any more. */
+    dlop_stream *users[DLOP__MEMORY_MAX_USERS + 1];
+    int count = 0;
+    if (array->stream) users[count++] = array->stream;
+    for (int i = 0; i < array->num_readers; i++) users[count++] = array->readers[i];
     if (array->owned) {
-      /* Freed in the order of the last pending work, so the pool reuses it safely. */
-      dlop_stream *stream = atomic_load(&array->stream);
-      int status = dlop_memory_free(array->tensor.device, array->owned, dlop_stream_handle(stream));
+      /* Not reused by another stream before the pending work of every user is done. */
+      int status = array->tensor.device.type == DLOP_DEVICE_CUDA
+                       ? dlop__memory_free_after(array->tensor.device, array->owned, users, count)
+                       : dlop_memory_free(array->tensor.device, array->owned, NULL);
       if (status != DLOP_OK) dlop__warn("releasing an array: %s", dlop_last_error());
     }
-    dlop_stream_destroy(atomic_load(&array->stream)); /* the array's reference */
+    for (int i = 0; i < count; i++) dlop_stream_destroy(users[i]); /* the array's references */
     if (array->deleter) array->deleter(array->deleter_context);
   }
   free(array);
@@ -342,8 +407,10 @@ int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes)
   host.strides = NULL;
   host.byte_offset = 0;
   /* On the stream of the last write: ordered after it; the copy waits before returning. */
-  dlop_stream *stream = atomic_load(&owner_of(array)->stream);
-  return dlop__tensor_copy(&array->tensor, &host, dlop_stream_handle(stream));
+  dlop_stream *stream = writer_of(array);
+  int status = dlop__tensor_copy(&array->tensor, &host, dlop_stream_handle(stream));
+  dlop_stream_destroy(stream);
+  return status;
 }
 
 int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array **copy) {
@@ -352,7 +419,7 @@ int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array *
   *copy = NULL;
   int status = dlop_device_check(device);
   if (status != DLOP_OK) return status;
-  dlop_stream *pending = atomic_load(&owner_of(array)->stream);
+  dlop_stream *pending = writer_of(array); /* referenced: another thread may clear it */
   dlop_device pending_device = dlop_stream_device(pending);
   /* Work on the pending stream when it belongs to the target GPU: the copy stays asynchronous
    * and ordered after the last write. Otherwise the copy waits as dlop__tensor_copy decides. */
@@ -363,7 +430,10 @@ int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array *
   dlop_array *created;
   status = dlop__array_empty_on_stream(device, array->dtype, array->tensor.ndim, array->shape,
                                        on_target, &created);
-  if (status != DLOP_OK) return status;
+  if (status != DLOP_OK) {
+    dlop_stream_destroy(pending);
+    return status;
+  }
   void *stream = dlop_stream_handle(on_target ? on_target : pending);
   if (!on_target && pending && pending_device.type == DLOP_DEVICE_CUDA &&
       array->tensor.device.type == DLOP_DEVICE_CUDA && pending_device.id != array->tensor.device.id)
@@ -377,6 +447,7 @@ int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array *
     else if (device.type == DLOP_DEVICE_CUDA)
       status = dlop_stream_synchronize(pending); /* pending is on the source GPU */
   }
+  dlop_stream_destroy(pending);
   if (status != DLOP_OK) {
     dlop_array_release(created);
     return status;
@@ -402,25 +473,71 @@ int64_t dlop_array_numel(const dlop_array *array) {
   return array ? dlop_tensor_numel(&array->tensor) : 0;
 }
 
+/* Borrowed: valid while the caller keeps the array from being written or synchronized. */
 dlop_stream *dlop_array_stream(const dlop_array *array) {
-  return array ? atomic_load(&owner_of(array)->stream) : NULL;
+  if (array == NULL) return NULL;
+  dlop_array *owner = owner_of(array);
+  lock_streams(owner);
+  dlop_stream *stream = owner->stream;
+  unlock_streams(owner);
+  return stream;
 }
 
 void dlop__array_set_stream(dlop_array *array, dlop_stream *stream) {
   if (array == NULL) return;
+  dlop_array *owner = owner_of(array);
+  dlop_stream *dropped = NULL, *evicted = NULL;
   dlop__stream_retain(stream);
-  dlop_stream_destroy(atomic_exchange(&owner_of(array)->stream, stream));
+  lock_streams(owner);
+  dlop_stream *previous = owner->stream;
+  owner->stream = stream;
+  /* A write replaced by one on another stream may still be in flight: it stays a user, so
+   * the memory is not reused before it is done. */
+  if (previous != NULL && previous != stream)
+    add_reader_locked(owner, previous, &dropped, &evicted);
+  else
+    dropped = previous;
+  unlock_streams(owner);
+  dlop_stream_destroy(dropped);
+  drop_evicted(evicted);
+}
+
+void dlop__array_add_reader(dlop_array *array, dlop_stream *stream) {
+  if (array == NULL || stream == NULL) return;
+  dlop_array *owner = owner_of(array);
+  dlop_stream *dropped = NULL, *evicted = NULL;
+  lock_streams(owner);
+  /* The usual case, a stream already recorded, takes no reference and calls nothing. */
+  int known = stream == owner->stream;
+  for (int i = 0; !known && i < owner->num_readers; i++) known = owner->readers[i] == stream;
+  if (!known) {
+    dlop__stream_retain(stream);
+    add_reader_locked(owner, stream, &dropped, &evicted);
+  }
+  unlock_streams(owner);
+  dlop_stream_destroy(dropped);
+  drop_evicted(evicted);
 }
 
 int dlop_array_synchronize(const dlop_array *array) {
   if (array == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_synchronize: array is NULL");
   dlop_array *owner = owner_of(array);
-  dlop_stream *stream = atomic_load(&owner->stream);
+  dlop_stream *stream = writer_of(array); /* our own reference: another thread may drop it */
   if (stream == NULL) return DLOP_OK;
   int status = dlop_stream_synchronize(stream);
-  /* Nothing is pending any more (unless another write was recorded meanwhile). */
-  if (status == DLOP_OK && atomic_compare_exchange_strong(&owner->stream, &stream, NULL))
-    dlop_stream_destroy(stream); /* the reference the array held */
+  /* Nothing is pending any more (unless another write was recorded meanwhile). Reads on other
+   * streams stay recorded: the pool must still wait for them when the array is freed. */
+  dlop_stream *dropped = NULL;
+  if (status == DLOP_OK) {
+    lock_streams(owner);
+    if (owner->stream == stream) {
+      owner->stream = NULL;
+      dropped = stream; /* the reference the array held */
+    }
+    unlock_streams(owner);
+  }
+  dlop_stream_destroy(dropped);
+  dlop_stream_destroy(stream);
   return status;
 }

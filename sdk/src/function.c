@@ -11,9 +11,17 @@
 void dlop_function_destroy(dlop_function *function) {
   int32_t i;
   if (function == NULL) return;
-  /* kernels still in flight may use the thunks' modules and state: let them finish first */
+  /* kernels still in flight may use the thunks' modules and state: let them finish first,
+   * on the function's stream and on every caller stream a run was enqueued on */
   if (function->stream && dlop_stream_synchronize(function->stream) != DLOP_OK)
     dlop__warn("destroying a function: waiting for its stream failed: %s", dlop_last_error());
+  for (i = 0; i < function->num_run_streams; i++) {
+    if (dlop_stream_synchronize(function->run_streams[i]) != DLOP_OK)
+      dlop__warn("destroying a function: waiting for a stream it ran on failed: %s",
+                 dlop_last_error());
+    dlop_stream_destroy(function->run_streams[i]);
+  }
+  pthread_mutex_destroy(&function->run_streams_lock);
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
     if (node->has_thunk && node->thunk.destroy != NULL) node->thunk.destroy(node->thunk.state);
@@ -37,6 +45,34 @@ void dlop_function_destroy(dlop_function *function) {
   free(function->slot_types);
   free(function->output_slots);
   free(function);
+}
+
+void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream) {
+  int32_t i;
+  dlop_stream *evicted = NULL;
+  if (stream == NULL || stream == function->stream) return;
+  pthread_mutex_lock(&function->run_streams_lock);
+  for (i = 0; i < function->num_run_streams; i++)
+    if (function->run_streams[i] == stream) {
+      pthread_mutex_unlock(&function->run_streams_lock);
+      return;
+    }
+  if (function->num_run_streams == DLOP__FUNCTION_MAX_RUN_STREAMS) {
+    evicted = function->run_streams[0];
+    memmove(function->run_streams, function->run_streams + 1,
+            (DLOP__FUNCTION_MAX_RUN_STREAMS - 1) * sizeof(dlop_stream *));
+    function->num_run_streams--;
+  }
+  dlop__stream_retain(stream);
+  function->run_streams[function->num_run_streams++] = stream;
+  pthread_mutex_unlock(&function->run_streams_lock);
+  if (evicted != NULL) {
+    /* Forgotten streams must not have this function's work in flight. */
+    if (dlop_stream_synchronize(evicted) != DLOP_OK)
+      dlop__warn("a function run on more than %d streams: waiting for the oldest failed: %s",
+                 DLOP__FUNCTION_MAX_RUN_STREAMS, dlop_last_error());
+    dlop_stream_destroy(evicted);
+  }
 }
 
 dlop_device dlop_function_device(const dlop_function *function) {
@@ -336,6 +372,7 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
   state.node_needed = calloc((size_t)graph->num_nodes + 1, 1);
   state.constant_needed = calloc((size_t)graph->num_vars + 1, 1);
   result = calloc(1, sizeof(dlop_function));
+  if (result) pthread_mutex_init(&result->run_streams_lock, NULL);
   if (!state.var_slot || !state.node_needed || !state.constant_needed || !result) {
     status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory compiling a function");
     goto done;

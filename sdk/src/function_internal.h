@@ -4,9 +4,12 @@
 #ifndef DLOP_FUNCTION_INTERNAL_H
 #define DLOP_FUNCTION_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "graph_internal.h"
+
+#define DLOP__FUNCTION_MAX_RUN_STREAMS 8
 
 /* Every value a run handles lives in a slot: the function's inputs first (0..num_inputs-1),
  * then its constants, then node outputs in schedule order (first_node_slot and up). Input and
@@ -53,7 +56,15 @@ struct dlop_function {
   dlop__function_node *nodes;
   int32_t max_node_inputs;
   int32_t max_node_outputs;
+  /* Caller-supplied streams runs were enqueued on (retained), waited for at destroy so that
+   * no kernel still uses the thunks or constants; the oldest is waited for when full. */
+  pthread_mutex_t run_streams_lock;
+  dlop_stream *run_streams[DLOP__FUNCTION_MAX_RUN_STREAMS];
+  int32_t num_run_streams;
 };
+
+/* Record that a run was enqueued on stream (cheap when it is the function's own or known). */
+void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream);
 
 /* Fill every node's dead_slots from the slots' last uses, and its in-place plan. */
 int dlop__function_plan_buffers(dlop_function *function);

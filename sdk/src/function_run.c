@@ -206,7 +206,7 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
   }
   if (status == DLOP_OK && node->thunk.workspace_bytes > 0)
     status =
-        dlop_memory_alloc(function->device, node->thunk.workspace_bytes, run->handle, &workspace);
+        dlop__memory_alloc_on(function->device, node->thunk.workspace_bytes, run->stream, &workspace);
   if (status == DLOP_OK) {
     memset(&args, 0, sizeof args);
     args.struct_size = sizeof args;
@@ -231,7 +231,7 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
   for (i = 0; i < node->num_outputs; i++)
     if (run->slots[node->output_slots[i]])
       dlop__array_set_stream(run->slots[node->output_slots[i]], run->stream);
-  if (workspace) dlop_memory_free(function->device, workspace, run->handle);
+  if (workspace) dlop__memory_free_after(function->device, workspace, &run->stream, 1);
   release_temporaries(run, node);
   if (status != DLOP_OK) return status;
   for (i = 0; i < node->num_dead; i++) {
@@ -316,6 +316,14 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     run.slots[function->num_inputs + i] = function->constants[i];
   for (i = 0; status == DLOP_OK && i < function->num_nodes; i++)
     status = run_node(&run, &function->nodes[i], i);
+  if (run.handle != NULL) {
+    /* Work reading the inputs and constants may be in flight on our stream (even after a
+     * failure): their memory must not go to another stream before it is done. */
+    for (i = 0; i < num_inputs; i++) dlop__array_add_reader(inputs[i], run.stream);
+    for (i = 0; i < function->num_constants; i++)
+      dlop__array_add_reader(function->constants[i], run.stream);
+    dlop__function_remember_stream(function, run.stream);
+  }
   if (status == DLOP_OK) {
     /* outputs that are inputs or constants come back retained, not copied */
     for (i = 0; i < num_outputs; i++) {

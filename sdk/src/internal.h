@@ -39,6 +39,22 @@ int dlop__cuda_set_device(int32_t device_id);
 
 /* Take a reference; dlop_stream_destroy drops one and destroys the stream at the last. */
 void dlop__stream_retain(dlop_stream *stream);
+/* A process-unique, never reused id (1, 2, ...; 0 for NULL): the pool's stream identity,
+ * since a destroyed stream's CUstream value may come back for a new stream. */
+uint64_t dlop__stream_id(const dlop_stream *stream);
+
+/* ---- memory pool (memory_pool.c) ------------------------------------------------------- */
+
+/* Streams whose work on a freed block the pool waits for (an event each); more are waited
+ * for at the free. */
+#define DLOP__MEMORY_MAX_USERS 4
+/* Allocate for work on a dlop stream (NULL: the default stream): a block freed with this
+ * stream as its only user is reused at once. */
+int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer);
+/* Free a block that work on each of users[0..count) (NULLs skipped) may still use: no other
+ * stream gets it before all that work has finished. */
+int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
+                            int count);
 
 /* ---- arrays and copies (array.c, copy.c) ------------------------------------------------ */
 
@@ -47,6 +63,9 @@ int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t nd
                                 const int64_t *shape, dlop_stream *stream, dlop_array **array);
 /* Record that work writing the array was enqueued on stream (NULL: nothing pending). */
 void dlop__array_set_stream(dlop_array *array, dlop_stream *stream);
+/* Record that work reading the array was enqueued on stream, so that its memory is not handed
+ * to another stream before that work is done (cheap when stream is already recorded). */
+void dlop__array_add_reader(dlop_array *array, dlop_stream *stream);
 /* Copy src into dst elementwise: same dtype and shape, any strides, each on the CPU or on
  * CUDA, enqueued on stream when a GPU is involved. */
 int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream);

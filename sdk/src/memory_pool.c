@@ -1,8 +1,8 @@
 /* memory_pool.c — caching allocators: one for host memory and one per CUDA device, so that in
  * steady state a repeated call makes no cuMemAlloc / malloc. Sizes are rounded to classes and
- * freed blocks are kept up to a cap on cached bytes; on CUDA a block freed on one stream is
- * reused at once on that stream, and on another stream only after an event recorded at the free
- * has completed. */
+ * freed blocks are kept up to a cap on cached bytes; on CUDA a block freed with one user stream
+ * is reused at once on that stream, and otherwise only after the events recorded at the free on
+ * every stream that used it have completed. */
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -21,12 +21,17 @@
 #define DLOP_POOL_SMALL_GRANULE ((size_t)512)
 #define DLOP_POOL_LARGE_GRANULE ((size_t)2 << 20) /* above: whole 2 MiB chunks */
 
+/* A freed CUDA block may still be used by work on every stream that read or wrote it: one
+ * event per such stream, recorded at the free. Identity is the dlop_stream id, never the raw
+ * CUstream value (a destroyed stream's handle can come back for a new stream); 0 is "unknown"
+ * (a plugin's raw CUstream, the default stream), which always waits for the events. */
 typedef struct pool_block {
   void *pointer;
-  size_t size;        /* rounded size, what the driver allocated */
-  CUstream stream;    /* the stream it was last freed on (CUDA) */
-  CUevent event;      /* recorded on stream at the last free; NULL until first needed */
-  int event_pending;  /* the event was recorded and has not been seen complete */
+  size_t size;                           /* rounded size, what the driver allocated */
+  uint64_t stream_id;                    /* sole user at the last free (CUDA), or 0 */
+  int num_events;                        /* events recorded at the last free */
+  CUevent events[DLOP__MEMORY_MAX_USERS]; /* created when first needed, kept for reuse */
+  int event_pending[DLOP__MEMORY_MAX_USERS]; /* recorded, not yet seen complete */
   struct pool_block *next;
 } pool_block;
 
@@ -182,8 +187,13 @@ static void driver_free(memory_pool *pool, pool_block *block) {
   if (pool->device.type == DLOP_DEVICE_CPU) {
     free(block->pointer);
   } else {
-    if (block->event_pending) dlop__cuda.cuEventSynchronize(block->event);
-    if (block->event) dlop__cuda.cuEventDestroy(block->event);
+    /* Under the pool lock: this waits only when a block is trimmed or released while work on
+     * it is still in flight, which the cap / out-of-memory paths accept as the price of
+     * correctness (the memory must not go back to the driver before the work is done). */
+    for (int e = 0; e < DLOP__MEMORY_MAX_USERS; e++) {
+      if (block->event_pending[e]) dlop__cuda.cuEventSynchronize(block->events[e]);
+      if (block->events[e]) dlop__cuda.cuEventDestroy(block->events[e]);
+    }
     CUresult result = dlop__cuda.cuMemFree((CUdeviceptr)(uintptr_t)block->pointer);
     if (result != DLOP_CUDA_SUCCESS)
       dlop__warn("cuMemFree(%p) on cuda:%d failed: %s", block->pointer, (int)pool->device.id,
@@ -221,26 +231,30 @@ static void trim_cached_locked(memory_pool *pool) {
   }
 }
 
-/* May a cached block be handed out for work on stream now? */
-static int block_ready_for(pool_block *block, CUstream stream, int cuda) {
-  if (!cuda || block->stream == stream || !block->event_pending) return 1;
-  CUresult result = dlop__cuda.cuEventQuery(block->event);
-  if (result == DLOP_CUDA_SUCCESS) {
-    block->event_pending = 0;
-    return 1;
+/* May a cached block be handed out for work on the stream with id stream_id now? At once on
+ * the block's sole user stream (stream order covers it); otherwise when every event recorded
+ * at the free has completed. An event seen complete is remembered, so a later allocation does
+ * not query it again; the query stops at the first incomplete event. */
+static int block_ready_for(pool_block *block, uint64_t stream_id, int cuda) {
+  if (!cuda) return 1;
+  if (stream_id != 0 && block->num_events == 1 && block->stream_id == stream_id) return 1;
+  for (int e = 0; e < block->num_events; e++) {
+    if (!block->event_pending[e]) continue;
+    if (dlop__cuda.cuEventQuery(block->events[e]) != DLOP_CUDA_SUCCESS) return 0;
+    block->event_pending[e] = 0;
   }
-  return 0; /* not ready yet (or an error): leave it for its own stream */
+  return 1;
 }
 
 /* Best fit among ready cached blocks no larger than twice the request. Lock held. */
-static pool_block *take_cached_locked(memory_pool *pool, size_t size, CUstream stream) {
+static pool_block *take_cached_locked(memory_pool *pool, size_t size, uint64_t stream_id) {
   int cuda = pool->device.type == DLOP_DEVICE_CUDA;
   pool_block **best = NULL;
   for (pool_block **link = &pool->cached; *link; link = &(*link)->next) {
     pool_block *block = *link;
     if (block->size < size || block->size / 2 >= size) continue;
     if (best && (*best)->size <= block->size) continue;
-    if (!block_ready_for(block, stream, cuda)) continue;
+    if (!block_ready_for(block, stream_id, cuda)) continue;
     best = link;
     if (block->size == size) break;
   }
@@ -251,7 +265,7 @@ static pool_block *take_cached_locked(memory_pool *pool, size_t size, CUstream s
   return block;
 }
 
-int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
+static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, void **pointer) {
   if (pointer == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
   *pointer = NULL;
@@ -266,7 +280,7 @@ int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **poi
                        bytes, where);
 
   pthread_mutex_lock(&pool->lock);
-  pool_block *block = take_cached_locked(pool, size, (CUstream)stream);
+  pool_block *block = take_cached_locked(pool, size, stream_id);
   if (block == NULL) {
     block = calloc(1, sizeof *block);
     if (block == NULL) {
@@ -297,7 +311,6 @@ int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **poi
     block->size = size;
     pool->driver_allocations++;
   }
-  block->stream = (CUstream)stream;
   size_t bucket = bucket_of(block->pointer);
   block->next = pool->in_use[bucket];
   pool->in_use[bucket] = block;
@@ -308,7 +321,51 @@ int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **poi
   return DLOP_OK;
 }
 
-int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
+int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
+  (void)stream; /* a raw CUstream has no dlop identity: reuse waits for the free's events */
+  return memory_alloc(device, bytes, 0, pointer);
+}
+
+int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
+  return memory_alloc(device, bytes, dlop__stream_id(stream), pointer);
+}
+
+/* Record one event per user stream (handles[i], ids[i]); with none, on the default stream.
+ * Where an event cannot be made, wait for that stream instead, which is always correct. */
+static void mark_free_locked(pool_block *block, const CUstream *handles, const uint64_t *ids,
+                             int count) {
+  CUstream none = NULL;
+  uint64_t unknown = 0;
+  if (count == 0) {
+    handles = &none;
+    ids = &unknown;
+    count = 1;
+  }
+  block->num_events = 0;
+  block->stream_id = count == 1 ? ids[0] : 0;
+  for (int e = 0; e < DLOP__MEMORY_MAX_USERS; e++) block->event_pending[e] = 0;
+  for (int i = 0; i < count; i++) {
+    int e = block->num_events;
+    CUresult result = DLOP_CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < DLOP__MEMORY_MAX_USERS) {
+      result = DLOP_CUDA_SUCCESS;
+      if (block->events[e] == NULL)
+        result = dlop__cuda.cuEventCreate(&block->events[e], DLOP_CU_EVENT_DISABLE_TIMING);
+      if (result == DLOP_CUDA_SUCCESS) result = dlop__cuda.cuEventRecord(block->events[e], handles[i]);
+    }
+    if (result == DLOP_CUDA_SUCCESS) {
+      block->event_pending[e] = 1;
+      block->num_events++;
+    } else {
+      dlop__cuda.cuStreamSynchronize(handles[i]);
+    }
+  }
+  /* A waited-for sole stream leaves no event: the block is free for every stream. */
+  if (block->num_events == 0) block->stream_id = 0;
+}
+
+static int memory_free(dlop_device device, void *pointer, const CUstream *handles,
+                       const uint64_t *ids, int count) {
   if (pointer == NULL) return DLOP_OK;
   memory_pool *pool;
   int status = get_pool(device, &pool);
@@ -329,27 +386,40 @@ int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
   *link = block->next;
   pool->bytes_in_use -= block->size;
 
-  if (device.type == DLOP_DEVICE_CUDA) {
-    /* Mark where the work using the block ends, so other streams can tell when it is free. */
-    block->stream = (CUstream)stream;
-    block->event_pending = 0;
-    CUresult result = DLOP_CUDA_SUCCESS;
-    if (block->event == NULL)
-      result = dlop__cuda.cuEventCreate(&block->event, DLOP_CU_EVENT_DISABLE_TIMING);
-    if (result == DLOP_CUDA_SUCCESS) result = dlop__cuda.cuEventRecord(block->event, block->stream);
-    if (result == DLOP_CUDA_SUCCESS) {
-      block->event_pending = 1;
-    } else {
-      /* No event: wait for the stream instead, which is always correct. */
-      dlop__cuda.cuStreamSynchronize(block->stream);
-    }
-  }
+  /* Mark where the work using the block ends, so other streams can tell when it is free. */
+  if (device.type == DLOP_DEVICE_CUDA) mark_free_locked(block, handles, ids, count);
   block->next = pool->cached;
   pool->cached = block;
   pool->bytes_cached += block->size;
   trim_cached_locked(pool);
   pthread_mutex_unlock(&pool->lock);
   return DLOP_OK;
+}
+
+int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
+  CUstream handle = (CUstream)stream;
+  uint64_t unknown = 0;
+  return memory_free(device, pointer, &handle, &unknown, 1);
+}
+
+int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
+                            int count) {
+  CUstream handles[DLOP__MEMORY_MAX_USERS];
+  uint64_t ids[DLOP__MEMORY_MAX_USERS];
+  int n = 0;
+  for (int i = 0; i < count; i++) {
+    if (users[i] == NULL) continue;
+    if (n == DLOP__MEMORY_MAX_USERS) {
+      /* More users than events: wait for this one now (correct, and rare). */
+      if (dlop_stream_synchronize(users[i]) != DLOP_OK)
+        dlop__warn("freeing %p: waiting for a user stream failed: %s", pointer, dlop_last_error());
+      continue;
+    }
+    handles[n] = (CUstream)dlop_stream_handle(users[i]);
+    ids[n] = dlop__stream_id(users[i]);
+    n++;
+  }
+  return memory_free(device, pointer, handles, ids, n);
 }
 
 int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {

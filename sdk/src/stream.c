@@ -1,6 +1,7 @@
 /* stream.c — dlop_stream: a non-blocking CUstream on a device's primary context, or on the CPU
  * an object that does nothing (CPU work runs synchronously), so callers need no special case. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cuda_driver.h"
@@ -10,7 +11,12 @@ struct dlop_stream {
   _Atomic int references; /* the creator's, plus one per array with work pending on it */
   dlop_device device;
   CUstream handle; /* NULL on the CPU */
+  uint64_t id;     /* never reused: see dlop__stream_id */
 };
+
+static _Atomic uint64_t next_stream_id = 1;
+
+uint64_t dlop__stream_id(const dlop_stream *stream) { return stream ? stream->id : 0; }
 
 int dlop_stream_create(dlop_device device, dlop_stream **stream) {
   if (stream == NULL)
@@ -23,6 +29,7 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
     return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_stream_create: out of host memory");
   atomic_init(&created->references, 1);
   created->device = device;
+  created->id = atomic_fetch_add_explicit(&next_stream_id, 1, memory_order_relaxed);
   if (device.type == DLOP_DEVICE_CUDA) {
     status = dlop__cuda_set_device(device.id);
     if (status == DLOP_OK) {

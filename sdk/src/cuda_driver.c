@@ -174,6 +174,64 @@ int dlop__cuda_primary_context(int32_t device_id, CUcontext *context) {
   return DLOP_OK;
 }
 
+/* Switch this thread to context unless it is current already; record what to restore. */
+static int use_context(CUcontext context, dlop__cuda_scope *scope) {
+  CUcontext current = NULL;
+  CUresult result = dlop__cuda.cuCtxGetCurrent(&current);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxGetCurrent");
+  if (current == context) return DLOP_OK;
+  result = dlop__cuda.cuCtxSetCurrent(context);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxSetCurrent");
+  scope->previous = current;
+  scope->changed = 1;
+  return DLOP_OK;
+}
+
+int dlop__cuda_use_device(int32_t device_id, dlop__cuda_scope *scope) {
+  scope->previous = NULL;
+  scope->changed = 0;
+  CUcontext context;
+  int status = dlop__cuda_primary_context(device_id, &context);
+  if (status != DLOP_OK) return status;
+  return use_context(context, scope);
+}
+
+int dlop__cuda_use_stream(CUstream stream, dlop__cuda_scope *scope) {
+  scope->previous = NULL;
+  scope->changed = 0;
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) return status;
+  if (stream == NULL) {
+    /* The legacy default stream belongs to whatever context is current: keep it if any. */
+    CUcontext current = NULL;
+    CUresult result = dlop__cuda.cuCtxGetCurrent(&current);
+    if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxGetCurrent");
+    if (current != NULL) return DLOP_OK;
+    return dlop__cuda_use_device(0, scope);
+  }
+  CUcontext context = NULL;
+  CUresult result = dlop__cuda.cuStreamGetCtx(stream, &context);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamGetCtx");
+  return use_context(context, scope);
+}
+
+int dlop__cuda_restore_context(dlop__cuda_scope *scope) {
+  if (scope == NULL || !scope->changed) return DLOP_OK;
+  scope->changed = 0;
+  CUresult result = dlop__cuda.cuCtxSetCurrent(scope->previous);
+  if (result != DLOP_CUDA_SUCCESS)
+    return dlop__cuda_fail(result, "cuCtxSetCurrent (restoring the caller's context)");
+  return DLOP_OK;
+}
+
+/* Restore, keeping status when the work already failed (its message matters more). */
+int dlop__cuda_restore_after(dlop__cuda_scope *scope, int status) {
+  int restored = dlop__cuda_restore_context(scope);
+  return status != DLOP_OK ? status : restored;
+}
+
+/* Kept for callers not yet using a scope: a no-op (one cuCtxGetCurrent) when device_id's
+ * primary context is already current; otherwise it switches and does not switch back. */
 int dlop__cuda_set_device(int32_t device_id) {
   CUcontext context;
   int status = dlop__cuda_primary_context(device_id, &context);
@@ -198,6 +256,9 @@ int dlop__cuda_set_context_of_stream(CUstream stream) {
   CUcontext context = NULL;
   CUresult result = dlop__cuda.cuStreamGetCtx(stream, &context);
   if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamGetCtx");
+  CUcontext current = NULL;
+  if (dlop__cuda.cuCtxGetCurrent(&current) == DLOP_CUDA_SUCCESS && current == context)
+    return DLOP_OK;
   result = dlop__cuda.cuCtxSetCurrent(context);
   if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxSetCurrent");
   return DLOP_OK;

@@ -79,8 +79,35 @@ int dlop__cuda_check_device(int32_t device_id);
 /* The retained primary context of a device (after dlop__cuda_set_device succeeded once). */
 int dlop__cuda_primary_context(int32_t device_id, CUcontext *context);
 /* Make the context that owns stream current (stream NULL: keep the current context, or make
- * device 0's current when this thread has none). For host-API calls that only get a stream. */
+ * device 0's current when this thread has none). Leaves the context changed: prefer dlop__cuda_use_stream + dlop__cuda_restore_context. */
 int dlop__cuda_set_context_of_stream(CUstream stream);
+
+/* A scoped context switch, so a dlop call never changes the caller's current context (PyTorch
+ * or CuPy on another device keep theirs). use_* costs one cuCtxGetCurrent when the wanted
+ * context is already current and changes nothing then; otherwise it sets the wanted context
+ * and dlop__cuda_restore_context puts the previous one (possibly none) back. Always pair them:
+ *   dlop__cuda_scope scope;
+ *   int status = dlop__cuda_use_device(id, &scope);
+ *   if (status != DLOP_OK) return status;
+ *   status = ... driver calls ...;
+ *   return dlop__cuda_restore_after(&scope, status);
+ * On failure use_* leaves nothing to restore (restore is then a harmless no-op). */
+typedef struct dlop__cuda_scope {
+  CUcontext previous; /* the context current before use_* (NULL: none) */
+  int changed;        /* 1 when use_* switched and restore must switch back */
+} dlop__cuda_scope;
+/* Make device_id's primary context current for the scope. */
+int dlop__cuda_use_device(int32_t device_id, dlop__cuda_scope *scope);
+/* Make the context owning stream current for the scope (NULL stream: the current context, or
+ * device 0's primary context when the thread has none). */
+int dlop__cuda_use_stream(CUstream stream, dlop__cuda_scope *scope);
+/* Undo dlop__cuda_use_device / dlop__cuda_use_stream: DLOP_OK, or DLOP_CUDA_ERROR with a
+ * message when the driver refused to switch back. */
+int dlop__cuda_restore_context(dlop__cuda_scope *scope);
+/* Restore and return status, or the restore's error when status was DLOP_OK (a failed call
+ * keeps its own message). For `return dlop__cuda_restore_after(&scope, status);`. */
+int dlop__cuda_restore_after(dlop__cuda_scope *scope, int status);
+
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for result, in a static or thread-local buffer. */
 const char *dlop__cuda_result_text(CUresult result);
 /* Record "what failed: CUDA_ERROR_X (text)" as the last error and return DLOP_CUDA_ERROR, or

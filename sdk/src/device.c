@@ -63,8 +63,12 @@ int dlop_device_check(dlop_device device) {
     return dlop__error(DLOP_NO_DEVICE,
                        "device type %d is not supported (expected 1 = cpu or 2 = cuda)",
                        (int)device.type);
-  /* Retaining the primary context proves the device is usable, not just enumerated. */
-  return dlop__cuda_set_device(device.id);
+  /* Retaining the primary context (and making it current) proves the device is usable, not
+   * just enumerated; the caller's current context is put back, as after every dlop call. */
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(device.id, &scope);
+  if (status != DLOP_OK) return status;
+  return dlop__cuda_restore_context(&scope);
 }
 
 int dlop_cuda_device_count(int *count) {

@@ -68,28 +68,50 @@ static module_entry *find_module_locked(CUmodule module) {
   return NULL;
 }
 
+/* Take a reference to image's module on device_id when it is loaded; 1 when it was. */
+static int reference_loaded_locked(int32_t device_id, const void *image, void **module) {
+  for (module_entry *entry = modules; entry; entry = entry->next) {
+    if (entry->device_id == device_id && entry->image == image) {
+      entry->references++;
+      *module = entry->module;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int load_module(int32_t device_id, const void *image, void **module);
+
 static int dlop__host_cuda_module_load(int32_t device_id, const void *image, void **module,
                                        char *error, size_t error_size) {
   if (image == NULL || module == NULL)
     return report(dlop__error(DLOP_INVALID_ARGUMENT, "cuda_module_load: image or module is NULL"),
                   error, error_size);
   *module = NULL;
-  int status = dlop__cuda_set_device(device_id);
-  if (status != DLOP_OK) return report(status, error, error_size);
+  /* A module already loaded needs no driver call and no context switch. */
   pthread_mutex_lock(&modules_lock);
-  for (module_entry *entry = modules; entry; entry = entry->next) {
-    if (entry->device_id == device_id && entry->image == image) {
-      entry->references++;
-      *module = entry->module;
-      pthread_mutex_unlock(&modules_lock);
-      return DLOP_OK;
-    }
+  int found = reference_loaded_locked(device_id, image, module);
+  pthread_mutex_unlock(&modules_lock);
+  if (found) return DLOP_OK;
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(device_id, &scope);
+  if (status != DLOP_OK) return report(status, error, error_size);
+  status = load_module(device_id, image, module);
+  return report(dlop__cuda_restore_after(&scope, status), error, error_size);
+}
+
+/* Load image on device_id (its context current), or take a reference to an entry another
+ * thread added meanwhile. */
+static int load_module(int32_t device_id, const void *image, void **module) {
+  pthread_mutex_lock(&modules_lock);
+  if (reference_loaded_locked(device_id, image, module)) {
+    pthread_mutex_unlock(&modules_lock);
+    return DLOP_OK;
   }
   module_entry *entry = calloc(1, sizeof *entry);
   if (entry == NULL) {
     pthread_mutex_unlock(&modules_lock);
-    return report(dlop__error(DLOP_OUT_OF_MEMORY, "cuda_module_load: out of host memory"), error,
-                  error_size);
+    return dlop__error(DLOP_OUT_OF_MEMORY, "cuda_module_load: out of host memory");
   }
   CUresult result = dlop__cuda.cuModuleLoadData(&entry->module, image);
   if (result != DLOP_CUDA_SUCCESS) {
@@ -99,7 +121,7 @@ static int dlop__host_cuda_module_load(int32_t device_id, const void *image, voi
     snprintf(what, sizeof what,
              "cuModuleLoadData on cuda:%d (is the fatbin built for this GPU's architecture?)",
              (int)device_id);
-    return report(dlop__cuda_fail(result, what), error, error_size);
+    return dlop__cuda_fail(result, what);
   }
   entry->device_id = device_id;
   entry->image = image;
@@ -127,10 +149,12 @@ static int dlop__host_cuda_module_unload(void *module) {
         break;
       }
     }
-    status = dlop__cuda_set_device(entry->device_id);
+    dlop__cuda_scope scope;
+    status = dlop__cuda_use_device(entry->device_id, &scope);
     if (status == DLOP_OK) {
       CUresult result = dlop__cuda.cuModuleUnload(entry->module);
       if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuModuleUnload");
+      status = dlop__cuda_restore_after(&scope, status);
     }
     free(entry);
   }
@@ -154,7 +178,8 @@ static int dlop__host_cuda_module_function(void *module, const char *name, void 
                               "cuda_module_function: %p is not a module loaded by cuda_module_load",
                               module),
                   error, error_size);
-  int status = dlop__cuda_set_device(device_id);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(device_id, &scope);
   if (status != DLOP_OK) return report(status, error, error_size);
   CUfunction found = NULL;
   CUresult result = dlop__cuda.cuModuleGetFunction(&found, (CUmodule)module, name);
@@ -162,10 +187,11 @@ static int dlop__host_cuda_module_function(void *module, const char *name, void 
     char what[256];
     snprintf(what, sizeof what, "cuModuleGetFunction(\"%s\") (is the kernel declared extern \"C\"?)",
              name);
-    return report(dlop__cuda_fail(result, what), error, error_size);
+    status = dlop__cuda_fail(result, what);
+  } else {
+    *function = found;
   }
-  *function = found;
-  return DLOP_OK;
+  return report(dlop__cuda_restore_after(&scope, status), error, error_size);
 }
 
 static int dlop__host_cuda_launch(void *function, const uint32_t grid[3], const uint32_t block[3],
@@ -180,7 +206,8 @@ static int dlop__host_cuda_launch(void *function, const uint32_t grid[3], const 
                   error, error_size);
   /* An empty grid (a tensor of size 0) is nothing to do, not an error. */
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return DLOP_OK;
-  int status = dlop__cuda_set_context_of_stream((CUstream)stream);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_stream((CUstream)stream, &scope);
   if (status != DLOP_OK) return report(status, error, error_size);
   CUresult result = dlop__cuda.cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
                                               block[0], block[1], block[2], shared_bytes,
@@ -189,9 +216,9 @@ static int dlop__host_cuda_launch(void *function, const uint32_t grid[3], const 
     char what[160];
     snprintf(what, sizeof what, "cuLaunchKernel (grid %u x %u x %u, block %u x %u x %u, %u shared bytes)",
              grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes);
-    return report(dlop__cuda_fail(result, what), error, error_size);
+    status = dlop__cuda_fail(result, what);
   }
-  return DLOP_OK;
+  return report(dlop__cuda_restore_after(&scope, status), error, error_size);
 }
 
 static int dlop__host_cuda_device_attribute(int32_t device_id, int32_t attribute, int32_t *value) {
@@ -212,33 +239,36 @@ static int dlop__host_cuda_device_attribute(int32_t device_id, int32_t attribute
 static int dlop__host_cuda_memcpy_async(void *destination, const void *source, size_t bytes,
                                         void *stream) {
   if (bytes == 0) return DLOP_OK;
-  int status = dlop__cuda_set_context_of_stream((CUstream)stream);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_stream((CUstream)stream, &scope);
   if (status != DLOP_OK) return status;
   /* Unified addressing: the driver tells host from device pointers. */
   CUresult result = dlop__cuda.cuMemcpyAsync((CUdeviceptr)(uintptr_t)destination,
                                              (CUdeviceptr)(uintptr_t)source, bytes,
                                              (CUstream)stream);
-  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuMemcpyAsync");
-  return DLOP_OK;
+  if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuMemcpyAsync");
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 static int dlop__host_cuda_memset_async(void *destination, uint8_t value, size_t bytes,
                                         void *stream) {
   if (bytes == 0) return DLOP_OK;
-  int status = dlop__cuda_set_context_of_stream((CUstream)stream);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_stream((CUstream)stream, &scope);
   if (status != DLOP_OK) return status;
   CUresult result = dlop__cuda.cuMemsetD8Async((CUdeviceptr)(uintptr_t)destination, value, bytes,
                                                (CUstream)stream);
-  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuMemsetD8Async");
-  return DLOP_OK;
+  if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuMemsetD8Async");
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 static int dlop__host_cuda_stream_synchronize(void *stream) {
-  int status = dlop__cuda_set_context_of_stream((CUstream)stream);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_stream((CUstream)stream, &scope);
   if (status != DLOP_OK) return status;
   CUresult result = dlop__cuda.cuStreamSynchronize((CUstream)stream);
-  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamSynchronize");
-  return DLOP_OK;
+  if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamSynchronize");
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */

@@ -8,14 +8,19 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "host_services.h"
 
 #define DLOP_MAX_THREADS 1024
-/* Spin iterations before a worker sleeps (about 50 µs): long enough to bridge the gap between
- * consecutive kernels of one graph, short enough not to burn a core when idle. */
-#define DLOP_SPIN_ITERATIONS 20000
+/* How long a worker spins before it sleeps, and the caller before it yields: long enough to
+ * bridge the gap between consecutive kernels of one graph, short enough not to burn a core
+ * when idle. Bounded by time, not by a count of pause instructions, because a pause lasts
+ * about 10 cycles on older x86 and about 140 on Skylake and newer (20000 of them: ~1 ms). */
+#define DLOP_SPIN_NANOSECONDS 50000
+/* Spin iterations between clock reads (a clock read costs about as much as a few pauses). */
+#define DLOP_SPIN_CHECK_EVERY 256
 
 typedef struct parallel_job {
   dlop_parallel_body body;
@@ -76,6 +81,32 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static uint64_t monotonic_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* Spin budget: spin_expired() is true once DLOP_SPIN_NANOSECONDS have passed since
+ * spin_start; it reads the clock only every DLOP_SPIN_CHECK_EVERY calls. */
+typedef struct spin_budget {
+  uint64_t deadline;
+  unsigned calls;
+  int expired;
+} spin_budget;
+
+static void spin_start(spin_budget *budget) {
+  budget->deadline = monotonic_ns() + DLOP_SPIN_NANOSECONDS;
+  budget->calls = 0;
+  budget->expired = 0;
+}
+
+static int spin_expired(spin_budget *budget) {
+  if (!budget->expired && ++budget->calls % DLOP_SPIN_CHECK_EVERY == 0)
+    budget->expired = monotonic_ns() >= budget->deadline;
+  return budget->expired;
+}
+
 /* The job is published like a seqlock: generation is odd while the caller writes it and even
  * once it is complete, so a worker that lags a job behind never runs a half-written one. */
 static int read_job(uint64_t generation, parallel_job *job) {
@@ -89,8 +120,9 @@ static void *worker_main(void *argument) {
   uint64_t seen = pool.start_generation; /* written before this thread was created */
   for (;;) {
     uint64_t generation = atomic_load_explicit(&pool.generation, memory_order_acquire);
-    for (int spin = 0; (generation == seen || (generation & 1)) && spin < DLOP_SPIN_ITERATIONS;
-         spin++) {
+    spin_budget budget;
+    spin_start(&budget);
+    while ((generation == seen || (generation & 1)) && !spin_expired(&budget)) {
       cpu_relax();
       generation = atomic_load_explicit(&pool.generation, memory_order_acquire);
     }
@@ -113,7 +145,14 @@ static void *worker_main(void *argument) {
   return NULL;
 }
 
-/* In a forked child only the forking thread exists: forget the parent's workers. */
+/* fork() while another thread holds pool.lock would copy a locked mutex, and a job is
+ * published (generation odd, then even) only under the lock: holding the lock across fork
+ * means the child never sees a lock held by a thread it lacks, nor a half-published job. */
+static void lock_before_fork(void) { pthread_mutex_lock(&pool.lock); }
+static void unlock_after_fork_in_parent(void) { pthread_mutex_unlock(&pool.lock); }
+
+/* In a forked child only the forking thread exists: forget the parent's workers and any job
+ * they were running (its caller, if it was another thread, does not exist here either). */
 static void reset_after_fork(void) {
   pthread_mutex_init(&pool.lock, NULL);
   pthread_cond_init(&pool.work_ready, NULL);
@@ -121,10 +160,16 @@ static void reset_after_fork(void) {
   pool.workers = 0;
   pool.busy = 0;
   pool.sleeping = 0;
+  /* Even: no job being written (the parity check would be inverted otherwise). */
+  uint64_t generation = atomic_load(&pool.generation);
+  atomic_store(&pool.generation, (generation + 1) & ~(uint64_t)1);
+  atomic_store(&pool.parts_left, 0);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void install_atfork(void) { pthread_atfork(NULL, NULL, reset_after_fork); }
+static void install_atfork(void) {
+  pthread_atfork(lock_before_fork, unlock_after_fork_in_parent, reset_after_fork);
+}
 
 /* Start the workers once (lock held). Fewer start if the system refuses threads. */
 static void start_workers_locked(int wanted) {
@@ -179,8 +224,10 @@ int dlop__parallel_for(int64_t count, int64_t grain, dlop_parallel_body body, vo
 
   run_part(&job, 0);
   /* Workers each run one part; wait for them, politely if one was descheduled. */
-  for (int spin = 0; atomic_load_explicit(&pool.parts_left, memory_order_acquire) > 0; spin++) {
-    if (spin < DLOP_SPIN_ITERATIONS) cpu_relax();
+  spin_budget budget;
+  spin_start(&budget);
+  while (atomic_load_explicit(&pool.parts_left, memory_order_acquire) > 0) {
+    if (!spin_expired(&budget)) cpu_relax();
     else sched_yield();
   }
 

@@ -738,7 +738,10 @@ typedef struct thread_job {
 
 static void *run_many(void *context) {
   thread_job *job = context;
-  enum { N = 4099, RUNS = 25 };
+  /* N at least twice the plugins' 32768-element grain (and odd), so every run goes through the
+   * host's parallel_for and the four threads really contend for the pool (one owns it, the
+   * others find it busy and run inline). */
+  enum { N = (1 << 17) + 3, RUNS = 25 };
   int64_t n = N;
   float *x = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
   dlop_array *input = NULL;
@@ -768,6 +771,7 @@ static void *run_many(void *context) {
 }
 
 START_TEST(test_four_threads_one_function) {
+  setenv("DLOP_NUM_THREADS", "4", 0); /* a pool with workers even on 1-core machines */
   dlop_graph *graph = new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   pthread_t threads[4];

@@ -143,6 +143,10 @@ START_TEST(test_strided_loop_collapses_and_walks) {
 }
 END_TEST
 
+static const dlop_device cpu0 = {DLOP_DEVICE_CPU, 0};
+static const dlop_device cuda0 = {DLOP_DEVICE_CUDA, 0};
+static const dlop_device cuda1 = {DLOP_DEVICE_CUDA, 1};
+
 START_TEST(test_check_tensors) {
   float data[4];
   int64_t shape[1] = {4};
@@ -153,18 +157,64 @@ START_TEST(test_check_tensors) {
   want.dtype = DLOP_FLOAT32;
   want.ndim = 1;
   want.shape[0] = DLOP_DIM_UNKNOWN;
-  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, DLOP_DEVICE_CPU, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error), DLOP_OK);
   want.shape[0] = 5;
-  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, DLOP_DEVICE_CPU, error, sizeof error),
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error),
                    DLOP_SHAPE_ERROR);
   ck_assert_str_eq(error, "op: input 0 has shape (4,), expected (5,)");
   want.shape[0] = 4;
   want.dtype = DLOP_FLOAT64;
-  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, DLOP_DEVICE_CPU, error, sizeof error),
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error),
                    DLOP_TYPE_ERROR);
   ck_assert_str_eq(error, "op: input 0 has dtype float32, expected float64");
-  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, DLOP_DEVICE_CUDA, error, sizeof error),
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cuda0, error, sizeof error),
                    DLOP_DEVICE_MISMATCH);
+  ck_assert_str_eq(error, "op: input 0 is on cpu:0, but the thunk was made for cuda:0 (make a thunk per device)");
+  /* the same device type on another ordinal is another device */
+  want.dtype = DLOP_FLOAT32;
+  t.device = cuda1;
+  ck_assert_int_eq(dlop_check_tensors("op", "output", &t, 1, &want, cuda0, error, sizeof error),
+                   DLOP_DEVICE_MISMATCH);
+  ck_assert_str_eq(error, "op: output 0 is on cuda:1, but the thunk was made for cuda:0 (make a thunk per device)");
+  ck_assert_int_eq(dlop_check_tensors("op", "output", &t, 1, &want, cuda1, error, sizeof error), DLOP_OK);
+}
+END_TEST
+
+START_TEST(test_check_tensors_rejects_misaligned_data) {
+  double storage[4];
+  int64_t shape[1] = {2};
+  dlop_tensor t = make_tensor(storage, DLOP_FLOAT32, 1, shape, NULL);
+  dlop_type want;
+  char error[256], expected[256];
+  memset(&want, 0, sizeof want);
+  want.dtype = DLOP_FLOAT32;
+  want.ndim = 1;
+  want.shape[0] = DLOP_DIM_UNKNOWN;
+  t.byte_offset = 4; /* a whole float32 further: fine */
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error), DLOP_OK);
+  t.byte_offset = 6;
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error),
+                   DLOP_INVALID_ARGUMENT);
+  snprintf(expected, sizeof expected,
+           "op: input 0 is misaligned: data %p + byte_offset 6 is 2 bytes past a multiple of its "
+           "float32 element size 4", (void *)storage);
+  ck_assert_str_eq(error, expected);
+  t.data = (char *)storage + 1; /* the data pointer itself misaligned, no offset */
+  t.byte_offset = 0;
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(error, "1 bytes past") != NULL, "%s", error);
+  t.byte_offset = 3; /* together aligned again */
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error), DLOP_OK);
+  /* one-byte elements are always aligned; empty tensors are never read */
+  t.dtype = dlop_dtype_to_dl(DLOP_INT8);
+  want.dtype = DLOP_INT8;
+  t.byte_offset = 0;
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error), DLOP_OK);
+  t.dtype = dlop_dtype_to_dl(DLOP_FLOAT64);
+  want.dtype = DLOP_FLOAT64;
+  shape[0] = 0;
+  ck_assert_int_eq(dlop_check_tensors("op", "input", &t, 1, &want, cpu0, error, sizeof error), DLOP_OK);
 }
 END_TEST
 
@@ -417,7 +467,17 @@ START_TEST(test_elementwise_cuda_thunk_loads_finds_and_launches) {
   ck_assert_uint_eq(fake.grid0, (1000 / 8 + 255) / 256);
   inputs[1].device.type = DLOP_DEVICE_CPU;
   ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_DEVICE_MISMATCH);
-  ck_assert_str_eq(error, "mul: input 1 is on device type 1, expected 2");
+  ck_assert_str_eq(error, "mul: input 1 is on cpu:0, but the thunk was made for cuda:0 (make a thunk per device)");
+  ck_assert_int_eq(fake.launches, 1);
+  /* tensors on cuda:1 given to a thunk made for cuda:0: refused before any launch (device 0's
+   * kernels on device 1's pointers would be an illegal address) */
+  for (int i = 0; i < 2; i++) inputs[i].device = cuda1;
+  output.device = cuda1;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_DEVICE_MISMATCH);
+  ck_assert_str_eq(error, "mul: input 0 is on cuda:1, but the thunk was made for cuda:0 (make a thunk per device)");
+  for (int i = 0; i < 2; i++) inputs[i].device = cuda0;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_DEVICE_MISMATCH);
+  ck_assert_str_eq(error, "mul: output 0 is on cuda:1, but the thunk was made for cuda:0 (make a thunk per device)");
   ck_assert_int_eq(fake.launches, 1);
   thunk.destroy(thunk.state);
   ck_assert_int_eq(fake.unloads, 1);
@@ -439,6 +499,7 @@ int main(void) {
   tcase_add_test(tc, test_broadcast_shapes);
   tcase_add_test(tc, test_strided_loop_collapses_and_walks);
   tcase_add_test(tc, test_check_tensors);
+  tcase_add_test(tc, test_check_tensors_rejects_misaligned_data);
   tcase_add_test(tc, test_elementwise_make_thunk_rejects_with_clear_messages);
   tcase_add_test(tc, test_elementwise_cpu_thunk_checks_and_runs);
   tcase_add_test(tc, test_elementwise_cuda_thunk_loads_finds_and_launches);

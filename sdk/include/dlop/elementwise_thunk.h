@@ -138,10 +138,10 @@ static inline int dlop_elementwise_prepare(const dlop_elementwise_state *s,
                                          args->error, args->error_size);
   if (status != DLOP_OK) return status;
   status = dlop_check_tensors(spec->op_name, "input", args->inputs, spec->num_inputs, s->inputs,
-                              s->device.type, args->error, args->error_size);
+                              s->device, args->error, args->error_size);
   if (status == DLOP_OK)
     status = dlop_check_tensors(spec->op_name, "output", args->outputs, 1, &s->output,
-                                s->device.type, args->error, args->error_size);
+                                s->device, args->error, args->error_size);
   if (status == DLOP_OK) status = dlop_elementwise_check_shapes(spec, args);
   if (status != DLOP_OK) return status;
   return dlop_strided_loop_init(loop, &args->outputs[0], args->inputs, spec->num_inputs,

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dtype.h"
 #include "kernel_error.h"
@@ -16,12 +17,26 @@
 extern "C" {
 #endif
 
-/* Check count tensors against the types the thunk was made for: device type, dtype, rank,
- * non-negative dims, every statically known dim, and data present when not empty. role is
- * "input" or "output". DLOP_TYPE_ERROR / DLOP_SHAPE_ERROR / DLOP_INVALID_ARGUMENT otherwise. */
+/* "cpu", "cuda:1" or "device type 7:0" into a 32-byte buffer, for messages. */
+static inline const char *dlop_tensor_check_device_text(dlop_device device, char buffer[32]) {
+  if (device.type == DLOP_DEVICE_CPU)
+    snprintf(buffer, 32, "cpu:%d", (int)device.id);
+  else if (device.type == DLOP_DEVICE_CUDA)
+    snprintf(buffer, 32, "cuda:%d", (int)device.id);
+  else
+    snprintf(buffer, 32, "device type %d:%d", (int)device.type, (int)device.id);
+  return buffer;
+}
+
+/* Check count tensors against the types the thunk was made for: the device (type and id: a
+ * thunk made for cuda:0 must not launch on cuda:1's pointers), dtype, rank, non-negative dims,
+ * every statically known dim, data present when not empty, and data + byte_offset aligned to
+ * the element size (kernels load whole elements; a misaligned one would fault). role is
+ * "input" or "output". DLOP_DEVICE_MISMATCH / DLOP_TYPE_ERROR / DLOP_SHAPE_ERROR /
+ * DLOP_INVALID_ARGUMENT otherwise. */
 static inline int dlop_check_tensors(const char *op_name, const char *role,
                                      const dlop_tensor *tensors, int32_t count,
-                                     const dlop_type *expected, int32_t device_type,
+                                     const dlop_type *expected, dlop_device device,
                                      char *error, size_t error_size) {
   int32_t i, d;
   if (count > 0 && tensors == NULL) {
@@ -32,9 +47,12 @@ static inline int dlop_check_tensors(const char *op_name, const char *role,
   for (i = 0; i < count; i++) {
     const dlop_tensor *t = &tensors[i];
     dlop_dtype dtype = dlop_tensor_dtype(t);
-    if (t->device.type != device_type) {
-      dlop_set_error(error, error_size, "%s: %s %d is on device type %d, expected %d", op_name,
-                     role, (int)i, (int)t->device.type, (int)device_type);
+    if (t->device.type != device.type || t->device.id != device.id) {
+      char got_text[32], want_text[32];
+      dlop_set_error(error, error_size,
+                     "%s: %s %d is on %s, but the thunk was made for %s (make a thunk per device)",
+                     op_name, role, (int)i, dlop_tensor_check_device_text(t->device, got_text),
+                     dlop_tensor_check_device_text(device, want_text));
       return DLOP_DEVICE_MISMATCH;
     }
     if ((int32_t)dtype != expected[i].dtype) {
@@ -65,6 +83,19 @@ static inline int dlop_check_tensors(const char *op_name, const char *role,
     if (t->data == NULL && dlop_tensor_numel(t) > 0) {
       dlop_set_error(error, error_size, "%s: %s %d has NULL data", op_name, role, (int)i);
       return DLOP_INVALID_ARGUMENT;
+    }
+    /* Empty tensors are never dereferenced (frameworks give them arbitrary pointers). */
+    if (dlop_tensor_numel(t) > 0) {
+      size_t element = dlop_dtype_size(dtype);
+      uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+      if (element > 1 && address % element != 0) {
+        dlop_set_error(error, error_size,
+                       "%s: %s %d is misaligned: data %p + byte_offset %llu is %llu bytes past a "
+                       "multiple of its %s element size %zu",
+                       op_name, role, (int)i, t->data, (unsigned long long)t->byte_offset,
+                       (unsigned long long)(address % element), dlop_dtype_name(dtype), element);
+        return DLOP_INVALID_ARGUMENT;
+      }
     }
   }
   return DLOP_OK;

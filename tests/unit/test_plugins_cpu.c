@@ -580,6 +580,58 @@ START_TEST(test_run_rejects_mismatched_tensors) {
 }
 END_TEST
 
+/* A float64 tensor whose data + byte_offset is 4 bytes off an 8-byte boundary (as a caller
+ * not using dlop's array API can hand over) is refused by every bundled op's run with a message,
+ * not loaded (a fault on strict-alignment loads, a GPU's misaligned address). The storage holds
+ * one element more, so the shifted view stays inside it whatever happened. */
+START_TEST(test_run_rejects_misaligned_tensors) {
+  static const char *const ops[] = {"double", "exp", "multiply_them"};
+  int64_t shape[1] = {8}, roomy[1] = {9};
+  char error[512];
+  for (int k = 0; k < 3; k++) {
+    const dlop_op_desc *op = op_named(ops[k]);
+    int32_t num_inputs = strcmp(ops[k], "multiply_them") == 0 ? 2 : 1;
+    dlop_type types[2] = {make_type(DLOP_FLOAT64, 1, shape), make_type(DLOP_FLOAT64, 1, shape)};
+    dlop_type out_type;
+    ck_assert_int_eq(call_make_node(op, types, num_inputs, &out_type, error, sizeof error), DLOP_OK);
+    dlop_thunk thunk;
+    make_thunk_ok(op, types, num_inputs, &out_type, &thunk);
+    test_tensor in, out;
+    tensor_init(&in, DLOP_FLOAT64, 1, roomy, NULL);
+    tensor_init(&out, DLOP_FLOAT64, 1, roomy, NULL);
+    fill_span_random(&in, DLOP_FLOAT64, 7, -1.0, 1.0);
+    in.shape[0] = out.shape[0] = 8;
+    dlop_tensor ins[2] = {in.t, in.t};
+    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &out.t, error, sizeof error), DLOP_OK);
+    /* a misaligned input */
+    ins[num_inputs - 1].byte_offset += 4;
+    memset(out.allocation + GUARD_BYTES, 0x5a, out.span_bytes);
+    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &out.t, error, sizeof error),
+                     DLOP_INVALID_ARGUMENT);
+    char want[160];
+    snprintf(want, sizeof want, "input %d is misaligned", (int)num_inputs - 1);
+    ck_assert_msg(strstr(error, want) && strstr(error, "byte_offset 4") &&
+                      strstr(error, "4 bytes past") && strstr(error, "float64 element size 8"),
+                  "%s: %s", ops[k], error);
+    for (size_t b = 0; b < out.span_bytes; b++) /* nothing was written */
+      ck_assert_uint_eq(out.allocation[GUARD_BYTES + b], 0x5a);
+    /* a misaligned output */
+    ins[num_inputs - 1].byte_offset -= 4;
+    dlop_tensor shifted = out.t;
+    shifted.byte_offset += 2;
+    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &shifted, error, sizeof error),
+                     DLOP_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(error, "output 0 is misaligned") && strstr(error, "byte_offset 2") &&
+                      strstr(error, "2 bytes past"),
+                  "%s: %s", ops[k], error);
+    check_guards(&out, ops[k]);
+    destroy_thunk(&thunk);
+    tensor_free(&in);
+    tensor_free(&out);
+  }
+}
+END_TEST
+
 /* ---- exp edge values --------------------------------------------------------------------- */
 
 static void check_exp_edges(dlop_dtype dtype, const double *values, int64_t n) {
@@ -654,6 +706,7 @@ int main(void) {
   tcase_add_test(errors, test_type_errors_come_back_with_messages);
   tcase_add_test(errors, test_broadcast_shape_rules);
   tcase_add_test(errors, test_run_rejects_mismatched_tensors);
+  tcase_add_test(errors, test_run_rejects_misaligned_tensors);
   suite_add_tcase(suite, errors);
   return dlop_test_run_suite(suite);
 }

@@ -397,6 +397,101 @@ START_TEST(test_op_without_cuda_kernel_is_unsupported) {
 }
 END_TEST
 
+/* An input read by a run on the function's stream S1 and released right after must not be
+ * handed to another function's stream S2 while S1 still reads it: x came from the host, so its
+ * last write is on no stream, and only the read recorded at the run keeps the pool waiting.
+ * f multiplies by x twenty times (late nodes read x milliseconds after the release); g writes
+ * 3 * 2 into a fresh buffer of x's size on S2, which a too-early reuse would put into x. */
+START_TEST(test_released_input_not_reused_while_read) {
+  enum { CHAIN = 20 };
+  const int64_t n = (int64_t)1 << 26;
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *v, *w, *g_out;
+  dlop_function *f = NULL, *g = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_input(graph, "w", DLOP_FLOAT32, 1, &n, &w));
+  v = x;
+  for (int i = 0; i < CHAIN; i++) {
+    dlop_var *pair_in[2] = {v, x};
+    DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", pair_in, 2, NULL, 0, &v, 1));
+  }
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &w, 1, NULL, 0, &g_out, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &f));
+  DLOP_CK_OK(dlop_function_compile(graph, &w, 1, &g_out, 1, CUDA, &g));
+  float *data = malloc((size_t)n * sizeof(float)), *threes = malloc((size_t)n * sizeof(float));
+  ck_assert_ptr_nonnull(data);
+  ck_assert_ptr_nonnull(threes);
+  /* +-1: x^(CHAIN + 1) = x exactly, and any 6 that leaks in shows */
+  for (int64_t i = 0; i < n; i++) data[i] = (i % 3 == 0) ? -1.0f : 1.0f;
+  for (int64_t i = 0; i < n; i++) threes[i] = 3.0f;
+  dlop_array *input_w = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, threes, &input_w));
+  for (int round = 0; round < 3; round++) {
+    dlop_array *input_x = NULL, *y = NULL, *z = NULL;
+    DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, data, &input_x));
+    DLOP_CK_OK(dlop_function_run(f, &input_x, 1, &y, 1, NULL));
+    dlop_array_release(input_x); /* f's kernels still read it on f's stream */
+    DLOP_CK_OK(dlop_function_run(g, &input_w, 1, &z, 1, NULL));
+    float *result = read_back(y), *doubled = read_back(z);
+    for (int64_t i = 0; i < n; i++) {
+      if (result[i] != data[i])
+        ck_abort_msg("round %d: y[%lld] = %g, expected %g (x's memory was reused by g's stream "
+                     "while f still read it)",
+                     round, (long long)i, (double)result[i], (double)data[i]);
+      if (doubled[i] != 6.0f)
+        ck_abort_msg("round %d: z[%lld] = %g, expected 6", round, (long long)i,
+                     (double)doubled[i]);
+    }
+    free(result);
+    free(doubled);
+    dlop_array_release(y);
+    dlop_array_release(z);
+  }
+  dlop_array_release(input_w);
+  free(data);
+  free(threes);
+  dlop_function_destroy(f);
+  dlop_function_destroy(g);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* A function destroyed right after a run on a caller's stream must wait for that run (its
+ * thunks and constants go away): the result, read after the destroy, is complete. */
+START_TEST(test_destroy_waits_for_caller_stream) {
+  enum { CHAIN = 20 };
+  const int64_t n = (int64_t)1 << 24;
+  dlop_graph *graph = new_graph();
+  dlop_var *x, *v;
+  dlop_function *f = NULL;
+  dlop_stream *stream = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
+  v = x;
+  for (int i = 0; i < CHAIN; i++)
+    DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &f));
+  DLOP_CK_OK(dlop_stream_create(CUDA, &stream));
+  float *data = malloc((size_t)n * sizeof(float));
+  ck_assert_ptr_nonnull(data);
+  for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 7);
+  dlop_array *input = NULL, *y = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, data, &input));
+  DLOP_CK_OK(dlop_function_run(f, &input, 1, &y, 1, stream));
+  dlop_function_destroy(f); /* must wait for the run on `stream` */
+  float *result = read_back(y);
+  for (int64_t i = 0; i < n; i++)
+    if (result[i] != data[i] * 1048576.0f)
+      ck_abort_msg("[%lld] = %g, expected %g", (long long)i, (double)result[i],
+                   (double)(data[i] * 1048576.0f));
+  free(result);
+  free(data);
+  dlop_array_release(y);
+  dlop_array_release(input);
+  dlop_stream_destroy(stream);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 static Suite *function_cuda_suite(void) {
   Suite *suite = suite_create("function_cuda");
   TCase *parity = tcase_create("parity");
@@ -414,6 +509,8 @@ static Suite *function_cuda_suite(void) {
   tcase_add_test(runtime, test_explain_says_cuda);
   tcase_add_test(runtime, test_op_without_cuda_kernel_is_unsupported);
   tcase_add_test(runtime, test_cpu_input_to_cuda_function_is_refused);
+  tcase_add_test(runtime, test_released_input_not_reused_while_read);
+  tcase_add_test(runtime, test_destroy_waits_for_caller_stream);
   suite_add_tcase(suite, runtime);
   return suite;
 }

@@ -50,31 +50,103 @@ START_TEST(test_pool_steady_state) {
 }
 END_TEST
 
+/* dst[i] = src[i] for i < n, after every thread has spun `cycles` clock ticks: keeps a stream
+ * busy reading src long after the host enqueued it (hand-written PTX, no nvcc at run time). */
+static const char delayed_copy_ptx[] =
+    ".version 7.0\n"
+    ".target sm_50\n"
+    ".address_size 64\n"
+    ".visible .entry dlop_test_delayed_copy(.param .u64 dst, .param .u64 src, .param .u32 n, .param .u64 cycles)\n"
+    "{\n"
+    "  .reg .pred %p<3>;\n"
+    "  .reg .b32 %r<8>;\n"
+    "  .reg .b64 %rd<12>;\n"
+    "  ld.param.u64 %rd1, [dst];\n"
+    "  ld.param.u64 %rd2, [src];\n"
+    "  ld.param.u32 %r1, [n];\n"
+    "  ld.param.u64 %rd3, [cycles];\n"
+    "  mov.u64 %rd4, %clock64;\n"
+    "SPIN:\n"
+    "  mov.u64 %rd5, %clock64;\n"
+    "  sub.s64 %rd6, %rd5, %rd4;\n"
+    "  setp.lt.u64 %p1, %rd6, %rd3;\n"
+    "  @%p1 bra SPIN;\n"
+    "  mov.u32 %r3, %ctaid.x;\n"
+    "  mov.u32 %r4, %ntid.x;\n"
+    "  mov.u32 %r5, %tid.x;\n"
+    "  mad.lo.s32 %r6, %r3, %r4, %r5;\n"
+    "  setp.ge.u32 %p2, %r6, %r1;\n"
+    "  @%p2 bra DONE;\n"
+    "  cvta.to.global.u64 %rd7, %rd1;\n"
+    "  cvta.to.global.u64 %rd8, %rd2;\n"
+    "  mul.wide.u32 %rd9, %r6, 4;\n"
+    "  add.s64 %rd10, %rd8, %rd9;\n"
+    "  ld.global.u32 %r7, [%rd10];\n"
+    "  add.s64 %rd11, %rd7, %rd9;\n"
+    "  st.global.u32 [%rd11], %r7;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n";
+
 START_TEST(test_cross_stream_reuse_is_ordered) {
-  /* Write a pattern on stream A into a block, free it on A, take a block of that size on B and
-   * overwrite it: A's copy must not see B's data (no reuse before A is done). */
+  /* A block is filled on stream A, then a kernel on A that spins first copies it to `kept`; the
+   * block is freed on A while that kernel still waits, and a block of the same size is taken on
+   * B and overwritten. `kept` must hold A's pattern: the pool may not give A's block to B
+   * before A's read is done. Even rounds use the public API (raw CUstreams), odd rounds the
+   * runtime's own (dlop stream ids). */
   const dlop_host_api *host = dlop_host_api_table();
+  char error[512] = "";
+  void *module = NULL, *kernel = NULL;
+  ck_assert_msg(host->cuda_module_load(0, delayed_copy_ptx, &module, error, sizeof error) == DLOP_OK,
+                "%s", error);
+  ck_assert_msg(host->cuda_module_function(module, "dlop_test_delayed_copy", &kernel, error,
+                                           sizeof error) == DLOP_OK,
+                "%s", error);
   dlop_stream *a, *b;
   DLOP_CK_OK(dlop_stream_create(cuda0, &a));
   DLOP_CK_OK(dlop_stream_create(cuda0, &b));
-  const size_t n = 1 << 22;
-  unsigned char *expected = malloc(n), *seen = malloc(n);
+  void *ha = dlop_stream_handle(a), *hb = dlop_stream_handle(b);
+  uint32_t n = 1u << 20;
+  const size_t bytes = (size_t)n * 4;
+  uint64_t cycles = 20000000; /* ~10 ms per wave of blocks */
+  unsigned char *expected = malloc(bytes), *seen = malloc(bytes);
   ck_assert_ptr_nonnull(expected);
   ck_assert_ptr_nonnull(seen);
-  for (int round = 0; round < 20; round++) {
+  void *kept;
+  DLOP_CK_OK(dlop_memory_alloc(cuda0, bytes, ha, &kept));
+  int reused_early = 0;
+  for (int round = 0; round < 10; round++) {
+    int own = round % 2;
     void *first, *second;
-    DLOP_CK_OK(dlop_memory_alloc(cuda0, n, dlop_stream_handle(a), &first));
-    DLOP_CK_OK(host->cuda_memset_async(first, (uint8_t)(round + 1), n, dlop_stream_handle(a)));
-    DLOP_CK_OK(host->cuda_memcpy_async(seen, first, n, dlop_stream_handle(a)));
-    DLOP_CK_OK(dlop_memory_free(cuda0, first, dlop_stream_handle(a)));
-    DLOP_CK_OK(dlop_memory_alloc(cuda0, n, dlop_stream_handle(b), &second));
-    DLOP_CK_OK(host->cuda_memset_async(second, 0xEE, n, dlop_stream_handle(b)));
+    if (own) DLOP_CK_OK(dlop__memory_alloc_on(cuda0, bytes, a, &first));
+    else DLOP_CK_OK(dlop_memory_alloc(cuda0, bytes, ha, &first));
+    DLOP_CK_OK(host->cuda_memset_async(first, (uint8_t)(round + 1), bytes, ha));
+    void *arguments[4] = {&kept, &first, &n, &cycles};
+    uint32_t grid[3] = {(n + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
+    ck_assert_msg(host->cuda_launch(kernel, grid, block, 0, ha, arguments, error, sizeof error) ==
+                      DLOP_OK,
+                  "%s", error);
+    if (own) DLOP_CK_OK(dlop__memory_free_after(cuda0, first, &a, 1));
+    else DLOP_CK_OK(dlop_memory_free(cuda0, first, ha));
+    if (own) DLOP_CK_OK(dlop__memory_alloc_on(cuda0, bytes, b, &second));
+    else DLOP_CK_OK(dlop_memory_alloc(cuda0, bytes, hb, &second));
+    if (second == first) reused_early++; /* A's kernel is (almost surely) still spinning */
+    DLOP_CK_OK(host->cuda_memset_async(second, 0xEE, bytes, hb));
     DLOP_CK_OK(dlop_stream_synchronize(a));
-    memset(expected, round + 1, n);
-    ck_assert_msg(memcmp(seen, expected, n) == 0, "round %d: stream B reused A's block too early", round);
-    DLOP_CK_OK(dlop_memory_free(cuda0, second, dlop_stream_handle(b)));
+    DLOP_CK_OK(host->cuda_memcpy_async(seen, kept, bytes, ha));
+    DLOP_CK_OK(dlop_stream_synchronize(a));
+    memset(expected, round + 1, bytes);
+    ck_assert_msg(memcmp(seen, expected, bytes) == 0,
+                  "round %d (%s API): stream B reused A's block while A's kernel still read it",
+                  round, own ? "internal" : "public");
+    if (own) DLOP_CK_OK(dlop__memory_free_after(cuda0, second, &b, 1));
+    else DLOP_CK_OK(dlop_memory_free(cuda0, second, hb));
     DLOP_CK_OK(dlop_stream_synchronize(b));
   }
+  if (reused_early) printf("cross-stream reuse: %d of 10 rounds got A's block on B\n", reused_early);
+  DLOP_CK_OK(dlop_memory_free(cuda0, kept, ha));
+  DLOP_CK_OK(dlop_stream_synchronize(a));
+  DLOP_CK_OK(host->cuda_module_unload(module));
   free(expected);
   free(seen);
   dlop_stream_destroy(a);

@@ -173,11 +173,21 @@ START_TEST(test_null_stream_without_context) {
   const dlop_host_api *host = dlop_host_api_table();
   DLOP_CK_OK(host->cuda_stream_synchronize(NULL));
   CK_CONTEXT_IS(NULL, "cuda_stream_synchronize(NULL)");
+  CUdeviceptr buffer;
+  CU_OK(cu.cuCtxSetCurrent(primary_context()));
+  CU_OK(cu.cuMemAlloc(&buffer, 5 * 4));
+  CU_OK(cu.cuCtxSetCurrent(NULL));
+  void *pointer = (void *)(uintptr_t)buffer;
   uint32_t source[5] = {1, 2, 3, 4, 5}, destination[5] = {0};
-  DLOP_CK_OK(host->cuda_memcpy_async(destination, source, sizeof source, NULL));
-  CK_CONTEXT_IS(NULL, "cuda_memcpy_async on the NULL stream");
+  DLOP_CK_OK(host->cuda_memcpy_async(pointer, source, sizeof source, NULL));
+  CK_CONTEXT_IS(NULL, "cuda_memcpy_async to the device on the NULL stream");
+  DLOP_CK_OK(host->cuda_memcpy_async(destination, pointer, sizeof destination, NULL));
+  CK_CONTEXT_IS(NULL, "cuda_memcpy_async from the device on the NULL stream");
   DLOP_CK_OK(host->cuda_stream_synchronize(NULL));
+  CK_CONTEXT_IS(NULL, "cuda_stream_synchronize(NULL)");
   ck_assert_int_eq(memcmp(source, destination, sizeof source), 0);
+  CU_OK(cu.cuCtxSetCurrent(primary_context()));
+  CU_OK(cu.cuMemFree(buffer));
 }
 END_TEST
 

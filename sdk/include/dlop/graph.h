@@ -54,6 +54,9 @@ const dlop_op_desc *dlop_var_op(const dlop_var *var);
 int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                           dlop_var *const *outputs, int32_t num_outputs, dlop_device device,
                           dlop_function **function);
+/* Waits for the work of its runs still in flight, on the function's own stream and on the
+ * caller streams runs were given (the last 8 distinct ones are remembered; an older one is
+ * waited for when it is forgotten), then frees the thunks and constants. */
 void dlop_function_destroy(dlop_function *function);
 
 /* Run once. Inputs must be on the function's device (DLOP_DEVICE_MISMATCH otherwise) and

@@ -107,9 +107,12 @@ const dlop_tensor *dlop_array_tensor(const dlop_array *array);
 dlop_dtype dlop_array_dtype(const dlop_array *array);
 dlop_device dlop_array_device(const dlop_array *array);
 int64_t dlop_array_numel(const dlop_array *array);
-/* The stream the last write to this array was enqueued on (NULL: nothing pending). */
+/* The stream the last write to this array was enqueued on (NULL: nothing pending). Borrowed:
+ * valid while no other thread writes or synchronizes the array. */
 dlop_stream *dlop_array_stream(const dlop_array *array);
-/* Wait until every pending write to the array has finished. */
+/* Wait until every pending write to the array has finished. Reads enqueued on other streams
+ * stay recorded: releasing the array never lets another stream reuse its memory before they
+ * are done. */
 int dlop_array_synchronize(const dlop_array *array);
 
 #ifdef __cplusplus

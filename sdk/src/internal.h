@@ -42,6 +42,8 @@ void dlop__stream_retain(dlop_stream *stream);
 /* A process-unique, never reused id (1, 2, ...; 0 for NULL): the pool's stream identity,
  * since a destroyed stream's CUstream value may come back for a new stream. */
 uint64_t dlop__stream_id(const dlop_stream *stream);
+/* The id of the live dlop stream whose CUstream is handle, or 0 (unknown). */
+uint64_t dlop__stream_id_of_handle(void *handle);
 
 /* ---- memory pool (memory_pool.c) ------------------------------------------------------- */
 

@@ -322,8 +322,10 @@ static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, vo
 }
 
 int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
-  (void)stream; /* a raw CUstream has no dlop identity: reuse waits for the free's events */
-  return memory_alloc(device, bytes, 0, pointer);
+  if (device.type != DLOP_DEVICE_CUDA) return memory_alloc(device, bytes, 0, pointer);
+  /* A raw CUstream (a plugin's, through the host table) maps back to its live dlop stream;
+   * one dlop did not create is "unknown", and reuse waits for the free's events. */
+  return memory_alloc(device, bytes, dlop__stream_id_of_handle(stream), pointer);
 }
 
 int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
@@ -398,8 +400,8 @@ static int memory_free(dlop_device device, void *pointer, const CUstream *handle
 
 int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
   CUstream handle = (CUstream)stream;
-  uint64_t unknown = 0;
-  return memory_free(device, pointer, &handle, &unknown, 1);
+  uint64_t id = device.type == DLOP_DEVICE_CUDA ? dlop__stream_id_of_handle(stream) : 0;
+  return memory_free(device, pointer, &handle, &id, 1);
 }
 
 int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,

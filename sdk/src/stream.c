@@ -1,5 +1,6 @@
 /* stream.c — dlop_stream: a non-blocking CUstream on a device's primary context, or on the CPU
  * an object that does nothing (CPU work runs synchronously), so callers need no special case. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,7 +13,26 @@ struct dlop_stream {
   dlop_device device;
   CUstream handle; /* NULL on the CPU */
   uint64_t id;     /* never reused: see dlop__stream_id */
+  struct dlop_stream *next_live; /* in live_streams while it exists */
 };
+
+/* Live CUDA streams, so a raw CUstream (from a plugin, through the host table) maps back to its
+ * id; a handle of no live dlop stream maps to 0 ("unknown"). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dlop_stream *live_streams;
+
+uint64_t dlop__stream_id_of_handle(void *handle) {
+  uint64_t id = 0;
+  if (handle == NULL) return 0;
+  pthread_mutex_lock(&live_lock);
+  for (struct dlop_stream *s = live_streams; s; s = s->next_live)
+    if (s->handle == handle) {
+      id = s->id;
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+  return id;
+}
 
 static _Atomic uint64_t next_stream_id = 1;
 
@@ -42,6 +62,12 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
       return status;
     }
   }
+  if (created->handle != NULL) {
+    pthread_mutex_lock(&live_lock);
+    created->next_live = live_streams;
+    live_streams = created;
+    pthread_mutex_unlock(&live_lock);
+  }
   *stream = created;
   return DLOP_OK;
 }
@@ -55,6 +81,13 @@ void dlop__stream_retain(dlop_stream *stream) {
 void dlop_stream_destroy(dlop_stream *stream) {
   if (stream == NULL) return;
   if (atomic_fetch_sub_explicit(&stream->references, 1, memory_order_acq_rel) != 1) return;
+  if (stream->handle != NULL) {
+    pthread_mutex_lock(&live_lock);
+    struct dlop_stream **link = &live_streams;
+    while (*link && *link != stream) link = &(*link)->next_live;
+    if (*link) *link = stream->next_live;
+    pthread_mutex_unlock(&live_lock);
+  }
   if (stream->handle != NULL && dlop__cuda_set_device(stream->device.id) == DLOP_OK) {
     /* Pending work still completes: the driver defers the release until it has. */
     CUresult result = dlop__cuda.cuStreamDestroy(stream->handle);

@@ -92,8 +92,8 @@ START_TEST(test_cross_stream_reuse_is_ordered) {
   /* A block is filled on stream A, then a kernel on A that spins first copies it to `kept`; the
    * block is freed on A while that kernel still waits, and a block of the same size is taken on
    * B and overwritten. `kept` must hold A's pattern: the pool may not give A's block to B
-   * before A's read is done. Even rounds use the public API (raw CUstreams), odd rounds the
-   * runtime's own (dlop stream ids). */
+   * before A's read is done. Even rounds use the public API (raw CUstreams, mapped back to
+   * their dlop streams), odd rounds the runtime's own (dlop streams). */
   const dlop_host_api *host = dlop_host_api_table();
   char error[512] = "";
   void *module = NULL, *kernel = NULL;

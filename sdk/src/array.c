@@ -184,11 +184,12 @@ int dlop_array_empty(dlop_device device, dlop_dtype dtype, int32_t ndim, const i
  * is not ordered with dlop's non-blocking streams). */
 static int synchronize_default_stream(dlop_device device) {
   if (device.type != DLOP_DEVICE_CUDA) return DLOP_OK;
-  int status = dlop__cuda_set_device(device.id);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(device.id, &scope);
   if (status != DLOP_OK) return status;
   CUresult result = dlop__cuda.cuStreamSynchronize(NULL);
-  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamSynchronize");
-  return DLOP_OK;
+  if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamSynchronize");
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,

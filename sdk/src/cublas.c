@@ -43,8 +43,10 @@ static void destroy_thread_handles(void *value) {
   thread_handles *mine = value;
   for (int32_t device_id = 0; device_id < DLOP_CUBLAS_MAX_DEVICES; device_id++) {
     if (mine->handles[device_id] == NULL || destroy_handle == NULL) continue;
-    if (dlop__cuda_set_device(device_id) != DLOP_OK) continue; /* leaked rather than misused */
+    dlop__cuda_scope scope;
+    if (dlop__cuda_use_device(device_id, &scope) != DLOP_OK) continue; /* leaked rather than misused */
     int result = destroy_handle(mine->handles[device_id]);
+    dlop__cuda_restore_context(&scope);
     if (result != 0)
       dlop__warn("cublasDestroy_v2 on cuda:%d at thread exit failed: status %d", (int)device_id,
                  result);

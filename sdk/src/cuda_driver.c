@@ -215,9 +215,23 @@ int dlop__cuda_use_stream(CUstream stream, dlop__cuda_scope *scope) {
   return use_context(context, scope);
 }
 
+int dlop__cuda_save_context(dlop__cuda_scope *scope) {
+  scope->previous = NULL;
+  scope->changed = 0;
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuCtxGetCurrent(&scope->previous);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuCtxGetCurrent");
+  scope->changed = 1; /* restore compares and switches back only if something changed it */
+  return DLOP_OK;
+}
+
 int dlop__cuda_restore_context(dlop__cuda_scope *scope) {
   if (scope == NULL || !scope->changed) return DLOP_OK;
   scope->changed = 0;
+  CUcontext current = NULL;
+  if (dlop__cuda.cuCtxGetCurrent(&current) == DLOP_CUDA_SUCCESS && current == scope->previous)
+    return DLOP_OK;
   CUresult result = dlop__cuda.cuCtxSetCurrent(scope->previous);
   if (result != DLOP_CUDA_SUCCESS)
     return dlop__cuda_fail(result, "cuCtxSetCurrent (restoring the caller's context)");

@@ -101,7 +101,10 @@ int dlop__cuda_use_device(int32_t device_id, dlop__cuda_scope *scope);
 /* Make the context owning stream current for the scope (NULL stream: the current context, or
  * device 0's primary context when the thread has none). */
 int dlop__cuda_use_stream(CUstream stream, dlop__cuda_scope *scope);
-/* Undo dlop__cuda_use_device / dlop__cuda_use_stream: DLOP_OK, or DLOP_CUDA_ERROR with a
+/* Remember the caller's current context so that a public entry point doing device work can put
+ * it back with dlop__cuda_restore_after, whatever its inner calls made current. */
+int dlop__cuda_save_context(dlop__cuda_scope *scope);
+/* Undo dlop__cuda_use_device / dlop__cuda_use_stream / dlop__cuda_save_context: DLOP_OK, or DLOP_CUDA_ERROR with a
  * message when the driver refused to switch back. */
 int dlop__cuda_restore_context(dlop__cuda_scope *scope);
 /* Restore and return status, or the restore's error when status was DLOP_OK (a failed call

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_driver.h"
 #include "function_internal.h"
 
 #define PLUGIN_ERROR_SIZE 1024
@@ -304,6 +305,13 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
 
   memset(&run, 0, sizeof run);
   run.function = function;
+  /* The device's context is current for the whole run (thunks calling cuBLAS need it; the
+   * host's own calls then switch nothing), and the caller's comes back at the end. */
+  dlop__cuda_scope scope = {NULL, 0};
+  if (function->device.type == DLOP_DEVICE_CUDA) {
+    status = dlop__cuda_use_device(function->device.id, &scope);
+    if (status != DLOP_OK) return status;
+  }
   status = pick_stream(&run, stream);
   if (status == DLOP_OK) status = allocate_scratch(&run);
   for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
@@ -332,5 +340,5 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     }
   }
   free_scratch(&run);
-  return status;
+  return dlop__cuda_restore_after(&scope, status);
 }

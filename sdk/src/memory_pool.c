@@ -321,15 +321,31 @@ static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, vo
   return DLOP_OK;
 }
 
-int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
+static int memory_alloc_body(dlop_device device, size_t bytes, void *stream, void **pointer) {
   if (device.type != DLOP_DEVICE_CUDA) return memory_alloc(device, bytes, 0, pointer);
   /* A raw CUstream (a plugin's, through the host table) maps back to its live dlop stream;
    * one dlop did not create is "unknown", and reuse waits for the free's events. */
   return memory_alloc(device, bytes, dlop__stream_id_of_handle(stream), pointer);
 }
 
-int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_alloc_body(device, bytes, stream, pointer);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+static int memory_alloc_on_body(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
   return memory_alloc(device, bytes, dlop__stream_id(stream), pointer);
+}
+
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_alloc_on_body(device, bytes, stream, pointer);
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 /* Record one event per user stream (handles[i], ids[i]); with none, on the default stream.
@@ -398,13 +414,21 @@ static int memory_free(dlop_device device, void *pointer, const CUstream *handle
   return DLOP_OK;
 }
 
-int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
+static int memory_free_body(dlop_device device, void *pointer, void *stream) {
   CUstream handle = (CUstream)stream;
   uint64_t id = device.type == DLOP_DEVICE_CUDA ? dlop__stream_id_of_handle(stream) : 0;
   return memory_free(device, pointer, &handle, &id, 1);
 }
 
-int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_free_body(device, pointer, stream);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+static int memory_free_after_body(dlop_device device, void *pointer, dlop_stream *const *users,
                             int count) {
   CUstream handles[DLOP__MEMORY_MAX_USERS];
   uint64_t ids[DLOP__MEMORY_MAX_USERS];
@@ -424,7 +448,16 @@ int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *cons
   return memory_free(device, pointer, handles, ids, n);
 }
 
-int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
+                            int count) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_free_after_body(device, pointer, users, count);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+static int memory_stats_get_body(dlop_device device, dlop_memory_stats *stats) {
   if (stats == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_stats_get: stats is NULL");
   uint32_t wanted = stats->struct_size;
@@ -448,7 +481,15 @@ int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
   return DLOP_OK;
 }
 
-int dlop_memory_release_cached(dlop_device device) {
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_stats_get_body(device, stats);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+static int memory_release_cached_body(dlop_device device) {
   memory_pool *pool;
   int status = get_pool(device, &pool);
   if (status != DLOP_OK) return status;
@@ -456,4 +497,12 @@ int dlop_memory_release_cached(dlop_device device) {
   release_cached_locked(pool);
   pthread_mutex_unlock(&pool->lock);
   return DLOP_OK;
+}
+
+/* Puts the caller's current CUDA context back, whatever the work made current. */
+int dlop_memory_release_cached(dlop_device device) {
+  dlop__cuda_scope scope = {NULL, 0};
+  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
+  int status = memory_release_cached_body(device);
+  return dlop__cuda_restore_after(&scope, status);
 }

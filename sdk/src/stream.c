@@ -51,11 +51,13 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
   created->device = device;
   created->id = atomic_fetch_add_explicit(&next_stream_id, 1, memory_order_relaxed);
   if (device.type == DLOP_DEVICE_CUDA) {
-    status = dlop__cuda_set_device(device.id);
+    dlop__cuda_scope scope;
+    status = dlop__cuda_use_device(device.id, &scope);
     if (status == DLOP_OK) {
       /* Non-blocking: never serialized with the legacy default stream other libraries use. */
       CUresult result = dlop__cuda.cuStreamCreate(&created->handle, DLOP_CU_STREAM_NON_BLOCKING);
       if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamCreate");
+      status = dlop__cuda_restore_after(&scope, status);
     }
     if (status != DLOP_OK) {
       free(created);
@@ -88,11 +90,13 @@ void dlop_stream_destroy(dlop_stream *stream) {
     if (*link) *link = stream->next_live;
     pthread_mutex_unlock(&live_lock);
   }
-  if (stream->handle != NULL && dlop__cuda_set_device(stream->device.id) == DLOP_OK) {
+  dlop__cuda_scope scope;
+  if (stream->handle != NULL && dlop__cuda_use_device(stream->device.id, &scope) == DLOP_OK) {
     /* Pending work still completes: the driver defers the release until it has. */
     CUresult result = dlop__cuda.cuStreamDestroy(stream->handle);
     if (result != DLOP_CUDA_SUCCESS)
       dlop__warn("cuStreamDestroy failed: %s", dlop__cuda_result_text(result));
+    dlop__cuda_restore_context(&scope);
   }
   free(stream);
 }
@@ -101,11 +105,12 @@ int dlop_stream_synchronize(dlop_stream *stream) {
   if (stream == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_synchronize: stream is NULL");
   if (stream->handle == NULL) return DLOP_OK;
-  int status = dlop__cuda_set_device(stream->device.id);
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(stream->device.id, &scope);
   if (status != DLOP_OK) return status;
   CUresult result = dlop__cuda.cuStreamSynchronize(stream->handle);
-  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuStreamSynchronize");
-  return DLOP_OK;
+  if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamSynchronize");
+  return dlop__cuda_restore_after(&scope, status);
 }
 
 void *dlop_stream_handle(const dlop_stream *stream) { return stream ? stream->handle : NULL; }

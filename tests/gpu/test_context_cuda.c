@@ -191,6 +191,46 @@ START_TEST(test_null_stream_without_context) {
 }
 END_TEST
 
+/* The whole C API on cuda:0 (arrays, a compiled function, its run, copies back, releases)
+ * with the caller's own context current: PyTorch or CuPy working in another context keep it. */
+START_TEST(test_function_run_keeps_callers_context) {
+  load_cu();
+  dlop_test_load_bundled_plugins();
+  CUdevice device;
+  CUcontext mine = NULL;
+  CU_OK(cu.cuDeviceGet(&device, 0));
+  CU_OK(cu.cuCtxCreate(&mine, 0, device));
+  dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
+  enum { n = 100003 };
+  int64_t shape[1] = {n};
+  static float host_in[n], host_out[n];
+  for (int i = 0; i < n; i++) host_in[i] = (float)(i % 17) - 8.0f;
+  dlop_graph *graph;
+  dlop_var *x, *y, *z;
+  DLOP_CK_OK(dlop_graph_create(&graph));
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, shape, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &y, 1, NULL, 0, &z, 1));
+  dlop_function *function;
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, cuda, &function));
+  CK_CONTEXT_IS(mine, "dlop_function_compile");
+  dlop_array *input, *output;
+  DLOP_CK_OK(dlop_array_from_host(cuda, DLOP_FLOAT32, 1, shape, host_in, &input));
+  CK_CONTEXT_IS(mine, "dlop_array_from_host");
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  CK_CONTEXT_IS(mine, "dlop_function_run");
+  DLOP_CK_OK(dlop_array_to_host(output, host_out, sizeof host_out));
+  CK_CONTEXT_IS(mine, "dlop_array_to_host");
+  for (int i = 0; i < n; i++) ck_assert_float_eq(host_out[i], 4.0f * host_in[i]);
+  dlop_array_release(output);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+  CK_CONTEXT_IS(mine, "releasing the arrays and destroying the function");
+  CU_OK(cu.cuCtxDestroy(mine));
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("context_cuda");
@@ -199,6 +239,7 @@ int main(void) {
   tcase_add_test(tcase, test_other_context_stays_current);
   tcase_add_test(tcase, test_primary_context_stays_current);
   tcase_add_test(tcase, test_null_stream_without_context);
+  tcase_add_test(tcase, test_function_run_keeps_callers_context);
   suite_add_tcase(suite, tcase);
   return dlop_test_run_suite(suite);
 }

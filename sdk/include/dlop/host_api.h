@@ -63,7 +63,9 @@ typedef struct dlop_host_api {
    * cublas_handle returns a cublasHandle_t for the device owned by the calling thread (made at
    * the thread's first request, destroyed when the thread exits), with its stream set to
    * stream. Use it only on the calling thread; other threads get their own handles, so the
-   * stream set here is not changed under you by another thread's request.
+   * stream set here is not changed under you by another thread's request. It leaves the
+   * device's primary context current, as cuBLAS calls on the handle require (thunks run by
+   * the host already have it current).
    * cublas_symbol returns a cuBLAS function by name (e.g. "cublasSgemm_v2"), or NULL. */
   int (*cublas_handle)(int32_t device_id, void *stream, void **handle, char *error,
                        size_t error_size);

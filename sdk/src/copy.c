@@ -308,7 +308,7 @@ static int synchronize_stream(int32_t device_id, CUstream stream) {
   return DLOP_OK;
 }
 
-static int _tensor_copy_body(const dlop_tensor *source, const dlop_tensor *destination, void *stream_handle) {
+static int tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream_handle) {
   size_t element_size = 0;
   int status = validate(source, destination, &element_size);
   if (status != DLOP_OK) return status;
@@ -390,7 +390,10 @@ static int _tensor_copy_body(const dlop_tensor *source, const dlop_tensor *desti
 /* Puts the caller's current CUDA context back, whatever the work made current. */
 int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream_handle) {
   dlop__cuda_scope scope = {NULL, 0};
-  if (source && destination && (source->device.type == DLOP_DEVICE_CUDA || destination->device.type == DLOP_DEVICE_CUDA)) dlop__cuda_save_context(&scope);
-  int status = _tensor_copy_body(source, destination, stream_handle);
+  int on_gpu = source && destination && (source->device.type == DLOP_DEVICE_CUDA ||
+                                         destination->device.type == DLOP_DEVICE_CUDA);
+  /* the copy switches to whichever GPU each step needs; the caller's context comes back */
+  if (on_gpu) dlop__cuda_save_context(&scope);
+  int status = tensor_copy(source, destination, stream_handle);
   return dlop__cuda_restore_after(&scope, status);
 }

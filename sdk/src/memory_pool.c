@@ -136,7 +136,12 @@ static void format_device(dlop_device device, char *text, size_t size) {
 }
 
 /* Find the pool of a device; for CUDA, also check the device and make its context current. */
-static int get_pool(dlop_device device, memory_pool **pool) {
+/* The device's pool. On CUDA the device's context is made current for the caller's scope
+ * (nothing changes when it already is, as inside a function run). Whatever the status, the
+ * caller ends with dlop__cuda_restore_after(scope, ...), so its own context comes back. */
+static int get_pool(dlop_device device, memory_pool **pool, dlop__cuda_scope *scope) {
+  scope->previous = NULL;
+  scope->changed = 0;
   if (device.type == DLOP_DEVICE_CPU) {
     pthread_once(&cpu_pool_once, init_cpu_pool);
     *pool = &cpu_pool;
@@ -146,7 +151,7 @@ static int get_pool(dlop_device device, memory_pool **pool) {
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "memory: unknown device type %d (expected 1 = cpu or 2 = cuda)",
                        (int)device.type);
-  int status = dlop__cuda_set_device(device.id);
+  int status = dlop__cuda_use_device(device.id, scope); /* also checks the device exists */
   if (status != DLOP_OK) return status;
   if (device.id >= DLOP_POOL_MAX_CUDA_DEVICES)
     return dlop__error(DLOP_NO_DEVICE, "memory: CUDA device %d is beyond the %d dlop supports",
@@ -265,13 +270,8 @@ static pool_block *take_cached_locked(memory_pool *pool, size_t size, uint64_t s
   return block;
 }
 
-static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, void **pointer) {
-  if (pointer == NULL)
-    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
-  *pointer = NULL;
-  memory_pool *pool;
-  int status = get_pool(device, &pool);
-  if (status != DLOP_OK) return status;
+static int alloc_from_pool(memory_pool *pool, dlop_device device, size_t bytes,
+                           uint64_t stream_id, void **pointer) {
   char where[32];
   format_device(device, where, sizeof where);
   size_t size = round_size(bytes);
@@ -321,31 +321,26 @@ static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, vo
   return DLOP_OK;
 }
 
-static int memory_alloc_body(dlop_device device, size_t bytes, void *stream, void **pointer) {
+static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, void **pointer) {
+  if (pointer == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
+  *pointer = NULL;
+  memory_pool *pool;
+  dlop__cuda_scope scope;
+  int status = get_pool(device, &pool, &scope);
+  if (status == DLOP_OK) status = alloc_from_pool(pool, device, bytes, stream_id, pointer);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
   if (device.type != DLOP_DEVICE_CUDA) return memory_alloc(device, bytes, 0, pointer);
   /* A raw CUstream (a plugin's, through the host table) maps back to its live dlop stream;
    * one dlop did not create is "unknown", and reuse waits for the free's events. */
   return memory_alloc(device, bytes, dlop__stream_id_of_handle(stream), pointer);
 }
 
-/* Puts the caller's current CUDA context back, whatever the work made current. */
-int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_alloc_body(device, bytes, stream, pointer);
-  return dlop__cuda_restore_after(&scope, status);
-}
-
-static int memory_alloc_on_body(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
-  return memory_alloc(device, bytes, dlop__stream_id(stream), pointer);
-}
-
-/* Puts the caller's current CUDA context back, whatever the work made current. */
 int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream, void **pointer) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_alloc_on_body(device, bytes, stream, pointer);
-  return dlop__cuda_restore_after(&scope, status);
+  return memory_alloc(device, bytes, dlop__stream_id(stream), pointer);
 }
 
 /* Record one event per user stream (handles[i], ids[i]); with none, on the default stream.
@@ -382,12 +377,8 @@ static void mark_free_locked(pool_block *block, const CUstream *handles, const u
   if (block->num_events == 0) block->stream_id = 0;
 }
 
-static int memory_free(dlop_device device, void *pointer, const CUstream *handles,
-                       const uint64_t *ids, int count) {
-  if (pointer == NULL) return DLOP_OK;
-  memory_pool *pool;
-  int status = get_pool(device, &pool);
-  if (status != DLOP_OK) return status;
+static int free_to_pool(memory_pool *pool, dlop_device device, void *pointer,
+                        const CUstream *handles, const uint64_t *ids, int count) {
   pthread_mutex_lock(&pool->lock);
   pool_block **link = &pool->in_use[bucket_of(pointer)];
   while (*link && (*link)->pointer != pointer) link = &(*link)->next;
@@ -414,21 +405,23 @@ static int memory_free(dlop_device device, void *pointer, const CUstream *handle
   return DLOP_OK;
 }
 
-static int memory_free_body(dlop_device device, void *pointer, void *stream) {
+static int memory_free(dlop_device device, void *pointer, const CUstream *handles,
+                       const uint64_t *ids, int count) {
+  if (pointer == NULL) return DLOP_OK;
+  memory_pool *pool;
+  dlop__cuda_scope scope;
+  int status = get_pool(device, &pool, &scope);
+  if (status == DLOP_OK) status = free_to_pool(pool, device, pointer, handles, ids, count);
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
   CUstream handle = (CUstream)stream;
   uint64_t id = device.type == DLOP_DEVICE_CUDA ? dlop__stream_id_of_handle(stream) : 0;
   return memory_free(device, pointer, &handle, &id, 1);
 }
 
-/* Puts the caller's current CUDA context back, whatever the work made current. */
-int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_free_body(device, pointer, stream);
-  return dlop__cuda_restore_after(&scope, status);
-}
-
-static int memory_free_after_body(dlop_device device, void *pointer, dlop_stream *const *users,
+int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
                             int count) {
   CUstream handles[DLOP__MEMORY_MAX_USERS];
   uint64_t ids[DLOP__MEMORY_MAX_USERS];
@@ -448,22 +441,14 @@ static int memory_free_after_body(dlop_device device, void *pointer, dlop_stream
   return memory_free(device, pointer, handles, ids, n);
 }
 
-/* Puts the caller's current CUDA context back, whatever the work made current. */
-int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
-                            int count) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_free_after_body(device, pointer, users, count);
-  return dlop__cuda_restore_after(&scope, status);
-}
-
-static int memory_stats_get_body(dlop_device device, dlop_memory_stats *stats) {
+int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
   if (stats == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_stats_get: stats is NULL");
   uint32_t wanted = stats->struct_size;
   memory_pool *pool;
-  int status = get_pool(device, &pool);
-  if (status != DLOP_OK) return status;
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_restore_after(&scope, get_pool(device, &pool, &scope));
+  if (status != DLOP_OK) return status; /* reading counters needs no context */
   dlop_memory_stats result;
   memset(&result, 0, sizeof result);
   result.struct_size = sizeof result;
@@ -481,28 +466,14 @@ static int memory_stats_get_body(dlop_device device, dlop_memory_stats *stats) {
   return DLOP_OK;
 }
 
-/* Puts the caller's current CUDA context back, whatever the work made current. */
-int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_stats_get_body(device, stats);
-  return dlop__cuda_restore_after(&scope, status);
-}
-
-static int memory_release_cached_body(dlop_device device) {
-  memory_pool *pool;
-  int status = get_pool(device, &pool);
-  if (status != DLOP_OK) return status;
-  pthread_mutex_lock(&pool->lock);
-  release_cached_locked(pool);
-  pthread_mutex_unlock(&pool->lock);
-  return DLOP_OK;
-}
-
-/* Puts the caller's current CUDA context back, whatever the work made current. */
 int dlop_memory_release_cached(dlop_device device) {
-  dlop__cuda_scope scope = {NULL, 0};
-  if (device.type == DLOP_DEVICE_CUDA) dlop__cuda_save_context(&scope);
-  int status = memory_release_cached_body(device);
+  memory_pool *pool;
+  dlop__cuda_scope scope;
+  int status = get_pool(device, &pool, &scope);
+  if (status == DLOP_OK) {
+    pthread_mutex_lock(&pool->lock);
+    release_cached_locked(pool);
+    pthread_mutex_unlock(&pool->lock);
+  }
   return dlop__cuda_restore_after(&scope, status);
 }

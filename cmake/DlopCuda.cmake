@@ -1,5 +1,7 @@
 # DlopCuda.cmake — compile a .cu file with nvcc into a fatbin and embed it in a target.
 # The fatbin holds SASS for each DLOP_CUDA_ARCHS entry plus PTX for the newest, so newer GPUs JIT it.
+# Used by dlop's own build and, installed in <libdir>/cmake/dlop, by find_package(dlop): it
+# names only the dlop::headers target, which both define, and no path of the source tree.
 if(DLOP_WITH_CUDA)
   find_program(DLOP_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
   if(NOT DLOP_NVCC)
@@ -25,7 +27,7 @@ function(dlop_embed_fatbin target source symbol)
     set(last_arch ${arch})
   endforeach()
   list(APPEND gencode "-gencode=arch=compute_${last_arch},code=compute_${last_arch}")
-  get_target_property(include_dirs dlop_headers INTERFACE_INCLUDE_DIRECTORIES)
+  get_target_property(include_dirs dlop::headers INTERFACE_INCLUDE_DIRECTORIES)
   set(include_flags "")
   foreach(dir IN LISTS include_dirs)
     string(REGEX REPLACE "^\\$<BUILD_INTERFACE:(.*)>$" "\\1" dir "${dir}")

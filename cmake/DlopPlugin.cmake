@@ -1,5 +1,6 @@
 # DlopPlugin.cmake — dlop_add_plugin(NAME SOURCES a.c b.cu ...): a plugin shared object that
-# exports only dlop_plugin_init, with each .cu compiled into an embedded fatbin.
+# exports only dlop_plugin_init, with each .cu compiled into an embedded fatbin (DlopCuda.cmake).
+# Used by dlop's own build and, installed, by find_package(dlop); it names only dlop::headers.
 function(dlop_add_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES" ${ARGN})
   set(c_sources "")
@@ -12,7 +13,7 @@ function(dlop_add_plugin name)
     endif()
   endforeach()
   add_library(${name} MODULE ${c_sources})
-  target_link_libraries(${name} PRIVATE dlop_headers)
+  target_link_libraries(${name} PRIVATE dlop::headers)
   set_target_properties(${name} PROPERTIES
     PREFIX "lib" C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
   if(ARG_OUTPUT_DIRECTORY)

@@ -1,7 +1,9 @@
 /* bench_cpu.c — dlop-bench-cpu: throughput of the seed kernels (double, multiply_them, exp) on
  * the CPU, float32 and float64, 2^10..2^24 elements. Prints one "dlop-bench key=value ..." line
  * per point (bench/cpu_vs_numpy.py parses them). path=thunk runs the op's thunk on preallocated
- * tensors (kernel throughput); path=function goes through dlop_function_run (per-call cost). */
+ * tensors (kernel throughput); path=function goes through dlop_function_run (per-call cost);
+ * path=wrap also wraps each input with dlop_array_wrap and releases it, as the Python front end
+ * does per call with a NumPy array. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,7 @@ typedef struct options {
   dlop_dtype dtypes[MAX_ITEMS];
   int num_dtypes;
   int min_log2, max_log2, step;
-  int thunk_path, function_path;
+  int thunk_path, function_path, wrap_path;
   double target_seconds; /* per point */
   int min_reps;
   int check;
@@ -32,8 +34,14 @@ typedef struct call_context {
   dlop_function *function;
   dlop_array *const *arrays;
   int32_t num_arrays;
+  int wrap;                /* wrap arrays' tensors afresh each call (path=wrap) */
+  long wrap_calls;         /* wrap: arrays wrapped */
+  long deleter_calls;      /* wrap: deleters run, checked against the wraps made */
   char error[1024];
 } call_context;
+
+/* Stands in for the Python front end's deleter (a PyBuffer_Release): counts the calls. */
+static void count_deleter(void *context) { ((call_context *)context)->deleter_calls++; }
 
 static int call_once(call_context *c) {
   if (c->kernel != NULL) {
@@ -42,11 +50,29 @@ static int call_once(call_context *c) {
       snprintf(c->error, sizeof(c->error), "thunk.run: %s: %s", dlop_status_name(status),
                c->kernel->error);
     return status;
-  } else {
+  } else if (!c->wrap) {
     dlop_array *out = NULL;
     int status = bench_function_call(c->function, c->arrays, c->num_arrays, NULL, &out, c->error,
                                      sizeof(c->error));
     if (out != NULL) dlop_array_release(out);
+    return status;
+  } else {
+    dlop_array *wrapped[4] = {NULL, NULL, NULL, NULL}, *out = NULL;
+    int32_t i;
+    int status = DLOP_OK;
+    for (i = 0; status == DLOP_OK && i < c->num_arrays; i++) {
+      status = dlop_array_wrap(dlop_array_tensor(c->arrays[i]), count_deleter, c, &wrapped[i]);
+      if (status != DLOP_OK)
+        snprintf(c->error, sizeof(c->error), "dlop_array_wrap: %s: %s", dlop_status_name(status),
+                 dlop_last_error());
+      else
+        c->wrap_calls++;
+    }
+    if (status == DLOP_OK)
+      status = bench_function_call(c->function, wrapped, c->num_arrays, NULL, &out, c->error,
+                                   sizeof(c->error));
+    if (out != NULL) dlop_array_release(out);
+    for (i = 0; i < c->num_arrays; i++) dlop_array_release(wrapped[i]);
     return status;
   }
 }
@@ -141,7 +167,7 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
   const dlop_tensor *tensors[3];
   dlop_tensor inputs[2], outputs[1];
   int32_t num_inputs = is_multiply(op) ? 2 : 1, i;
-  int failed = 0, status, samples;
+  int failed = 0, status, samples, wrap;
   long inner;
   double seconds, max_rel_error;
   char error[1024];
@@ -196,7 +222,9 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
     }
   }
 
-  if (o->function_path) {
+  for (wrap = 0; wrap < 2; wrap++) {
+    const char *path = wrap ? "wrap" : "function";
+    if (!(wrap ? o->wrap_path : o->function_path)) continue;
     dlop_function *function = NULL;
     status = bench_function_prepare(op, cpu, arrays, num_inputs, &function, error, sizeof(error));
     if (status != DLOP_OK) {
@@ -209,15 +237,23 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
       c.function = function;
       c.arrays = arrays;
       c.num_arrays = num_inputs;
+      c.wrap = wrap;
+      c.wrap_calls = c.deleter_calls = 0;
       status = bench_function_call(function, arrays, num_inputs, NULL, &out, c.error,
                                    sizeof(c.error));
       if (status == DLOP_OK) {
         int ok = check_output(o, op, dtype, &inputs[0], num_inputs == 2 ? &inputs[1] : NULL,
-                              dlop_array_tensor(out), n, &max_rel_error, "function");
+                              dlop_array_tensor(out), n, &max_rel_error, path);
         dlop_array_release(out);
         status = measure(&c, o, &seconds, &samples, &inner);
+        if (status == DLOP_OK && wrap && c.deleter_calls != c.wrap_calls) {
+          fprintf(stderr, "dlop-bench-cpu: %s %s n=%lld path=wrap: %ld deleter calls for %ld "
+                  "wrapped arrays\n", op, dlop_dtype_name(dtype), (long long)n, c.deleter_calls,
+                  c.wrap_calls);
+          ok = 0;
+        }
         if (status == DLOP_OK)
-          print_point(op, dtype, n, "function", threads, samples, inner, seconds, max_rel_error,
+          print_point(op, dtype, n, path, threads, samples, inner, seconds, max_rel_error,
                       ok ? "ok" : "FAIL");
         if (!ok) failed = 1;
       }
@@ -240,7 +276,7 @@ static void usage(FILE *to) {
   fprintf(to,
           "usage: dlop-bench-cpu [--ops double,multiply_them,exp] [--dtypes float32,float64]\n"
           "                      [--min-log2 10] [--max-log2 24] [--step 2]\n"
-          "                      [--paths thunk,function] [--target-ms 50] [--min-reps 5]\n"
+          "                      [--paths thunk,function,wrap] [--target-ms 50] [--min-reps 5]\n"
           "                      [--no-check]\n"
           "Prints one line per point: dlop-bench op= dtype= n= path= ... seconds= (median per\n"
           "call) gbps= (bytes read + written / seconds) elements_per_s= check=ok|FAIL.\n");
@@ -258,7 +294,8 @@ static int parse_options(int argc, char **argv, options *o) {
   o->min_log2 = 10;
   o->max_log2 = 24;
   o->step = 2;
-  o->thunk_path = o->function_path = 1;
+  o->thunk_path = o->function_path = 1; /* wrap on request: it adds little at large sizes */
+  o->wrap_path = 0;
   o->target_seconds = 0.05;
   o->min_reps = 5;
   o->check = 1;
@@ -289,12 +326,14 @@ static int parse_options(int argc, char **argv, options *o) {
       o->num_dtypes = count;
     } else if (strcmp(flag, "--paths") == 0) {
       count = bench_split_list(value, items, MAX_ITEMS);
-      o->thunk_path = o->function_path = 0;
+      o->thunk_path = o->function_path = o->wrap_path = 0;
       for (j = 0; j < count; j++) {
         if (strcmp(items[j], "thunk") == 0) o->thunk_path = 1;
         else if (strcmp(items[j], "function") == 0) o->function_path = 1;
+        else if (strcmp(items[j], "wrap") == 0) o->wrap_path = 1;
         else {
-          fprintf(stderr, "dlop-bench-cpu: --paths: '%s' is not thunk or function\n", items[j]);
+          fprintf(stderr, "dlop-bench-cpu: --paths: '%s' is not thunk, function or wrap\n",
+                  items[j]);
           return 0;
         }
       }

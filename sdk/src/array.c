@@ -3,18 +3,18 @@
  * the stream of the last pending write (so views and copies wait for the right work) and the
  * streams that read it (so its memory is not reused by another stream while they still do). */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_driver.h"
+#include "header_cache.h"
 #include "internal.h"
 
 struct dlop_array {
   atomic_int references;
   dlop_tensor tensor;
-  int64_t shape[DLOP_MAX_NDIM];
-  int64_t strides[DLOP_MAX_NDIM];
   dlop_dtype dtype;
   void *owned;                  /* pool memory freed with the array (NULL when borrowed) */
   dlop_array_deleter deleter;   /* borrowed memory: called once with deleter_context */
@@ -23,9 +23,16 @@ struct dlop_array {
   /* On the owning array, under stream_lock; each entry holds a stream reference. */
   atomic_flag stream_lock;
   dlop_stream *stream;                            /* last pending write, or NULL */
-  dlop_stream *readers[DLOP__MEMORY_MAX_USERS];   /* other streams with reads enqueued */
   int num_readers;
+  /* Last, so that a new array zeroes only what comes before (new_array): these are written
+   * before they are read. */
+  dlop_stream *readers[DLOP__MEMORY_MAX_USERS];   /* other streams with reads enqueued */
+  int64_t shape[DLOP_MAX_NDIM];
+  int64_t strides[DLOP_MAX_NDIM];
 };
+
+_Static_assert(sizeof(struct dlop_array) <= DLOP__HEADER_CACHE_BLOCK_BYTES,
+               "array headers come from header_cache.c's fixed-size blocks");
 
 /* A spinlock: held only to read or swap a few pointers, never across a driver call. */
 static void lock_streams(dlop_array *owner) {
@@ -127,8 +134,10 @@ static int check_shape(const char *what, int32_t ndim, const int64_t *shape, siz
 
 static dlop_array *new_array(dlop_device device, dlop_dtype dtype, int32_t ndim,
                              const int64_t *shape) {
-  dlop_array *array = calloc(1, sizeof *array);
+  /* From this thread's free list: every call wraps its inputs and makes its outputs. */
+  dlop_array *array = dlop__header_take(sizeof *array);
   if (array == NULL) return NULL;
+  memset(array, 0, offsetof(dlop_array, readers));
   atomic_init(&array->references, 1);
   atomic_flag_clear(&array->stream_lock);
   array->dtype = dtype;
@@ -167,7 +176,7 @@ int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t nd
   fill_contiguous_strides(created);
   status = dlop__memory_alloc_on(device, bytes, stream, &created->owned);
   if (status != DLOP_OK) {
-    free(created);
+    dlop__header_give(created);
     return status;
   }
   created->tensor.data = created->owned;
@@ -305,7 +314,7 @@ int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void 
     int64_t low, high;
     status = byte_span("dlop_array_wrap", &created->tensor, dlop_dtype_size(dtype), &low, &high);
     if (status != DLOP_OK) {
-      free(created);
+      dlop__header_give(created);
       return status;
     }
   }
@@ -344,11 +353,11 @@ int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const 
     if (status == DLOP_OK && dlop_tensor_numel(&owner->tensor) > 0)
       status = byte_span("dlop_array_view", &owner->tensor, element_size, &owner_low, &owner_high);
     if (status != DLOP_OK) {
-      free(created);
+      dlop__header_give(created);
       return status;
     }
     if (low < owner_low || high > owner_high) {
-      free(created);
+      dlop__header_give(created);
       return dlop__error(DLOP_INVALID_ARGUMENT,
                          "dlop_array_view: the view reaches bytes [%lld, %lld) of the memory but "
                          "the array spans only [%lld, %lld)",
@@ -387,7 +396,7 @@ void dlop_array_release(dlop_array *array) {
     for (int i = 0; i < count; i++) dlop_stream_destroy(users[i]); /* the array's references */
     if (array->deleter) array->deleter(array->deleter_context);
   }
-  free(array);
+  dlop__header_give(array);
 }
 
 int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes) {

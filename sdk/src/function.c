@@ -22,6 +22,7 @@ void dlop_function_destroy(dlop_function *function) {
     dlop_stream_destroy(function->run_streams[i]);
   }
   pthread_mutex_destroy(&function->run_streams_lock);
+  dlop__function_free_runs(function);
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
     if (node->has_thunk && node->thunk.destroy != NULL) node->thunk.destroy(node->thunk.state);
@@ -415,6 +416,7 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
     }
   }
   if (status == DLOP_OK) status = dlop__function_plan_buffers(result);
+  if (status == DLOP_OK) status = dlop__function_prepare_runs(result);
 
 done:
   free(state.var_slot);

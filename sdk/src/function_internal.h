@@ -5,6 +5,7 @@
 #define DLOP_FUNCTION_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "graph_internal.h"
@@ -14,6 +15,17 @@
 /* Every value a run handles lives in a slot: the function's inputs first (0..num_inputs-1),
  * then its constants, then node outputs in schedule order (first_node_slot and up). Input and
  * constant slots are borrowed during a run; node-output slots are owned by the run. */
+/* The last concrete input shapes a node's infer_shape saw and the output types it gave, so a
+ * run with the same shapes skips infer_shape (it is pure, and params and dtypes are fixed per
+ * node). Guarded by a try-lock: a run that finds it busy calls infer_shape instead of waiting. */
+typedef struct dlop__shape_cache {
+  atomic_flag lock;
+  int valid;
+  int32_t num_dims;         /* sum of the inputs' ndims (fixed at compile time) */
+  int64_t *input_dims;      /* num_dims values: each input's shape in turn */
+  dlop_type *output_types;  /* num_outputs types */
+} dlop__shape_cache;
+
 typedef struct dlop__function_node {
   const dlop_op_desc *op;
   int32_t index; /* position in the schedule: "#N" in messages and explain() */
@@ -38,6 +50,7 @@ typedef struct dlop__function_node {
   int32_t *inplace_input;
   /* per output: 1 when the static types already prove the reuse (explain says "in place") */
   char *inplace_certain;
+  dlop__shape_cache shapes; /* allocated by dlop__function_prepare_runs */
 } dlop__function_node;
 
 struct dlop_function {
@@ -68,5 +81,10 @@ void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream
 
 /* Fill every node's dead_slots from the slots' last uses, and its in-place plan. */
 int dlop__function_plan_buffers(dlop_function *function);
+
+/* After compiling: every node's shape cache (function_run.c). Freed by
+ * dlop__function_free_runs, which is safe on a node whose cache was never made. */
+int dlop__function_prepare_runs(dlop_function *function);
+void dlop__function_free_runs(dlop_function *function);
 
 #endif

@@ -1,8 +1,9 @@
 /* function_run.c — running a compiled function: inputs checked against what was compiled,
- * then per node a concrete infer_shape, outputs from the pool (or a dying input's array where
- * the op allows in place), contiguous copies where the op asks for them, the thunk on the
- * function's stream, and dead intermediates freed at once.
- * All per-run state is allocated per call, so several threads may run one function at once. */
+ * then per node a concrete infer_shape (skipped when the node's input shapes equal the last
+ * run's), outputs from the pool (or a dying input's array where the op allows in place),
+ * contiguous copies where the op asks for them, the thunk on the function's stream, and dead
+ * intermediates freed at once. Per-run state lives on the caller's stack (or one allocation
+ * for big graphs), so several threads may run one function at once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 #define PLUGIN_ERROR_SIZE 1024
 
 typedef struct run_state {
-  const dlop_function *function;
+  dlop_function *function; /* not const: runs fill the nodes' shape caches */
   dlop_stream *stream; /* NULL on the CPU */
   void *handle;        /* CUstream, NULL on the CPU */
   dlop_array **slots;
@@ -21,6 +22,7 @@ typedef struct run_state {
   dlop_tensor *output_tensors;
   dlop_type *input_types;
   dlop_type *output_types;
+  int heap_scratch; /* the scratch block was allocated (else it is on the stack) */
 } run_state;
 
 static int same_device(dlop_device a, dlop_device b) { return a.type == b.type && a.id == b.id; }
@@ -70,12 +72,86 @@ static int check_inputs(const dlop_function *function, dlop_array *const *inputs
   return DLOP_OK;
 }
 
+int dlop__function_prepare_runs(dlop_function *function) {
+  for (int32_t n = 0; n < function->num_nodes; n++) {
+    dlop__function_node *node = &function->nodes[n];
+    dlop__shape_cache *cache = &node->shapes;
+    int32_t dims = 0;
+    for (int32_t i = 0; i < node->num_inputs; i++) dims += node->input_types[i].ndim;
+    atomic_flag_clear(&cache->lock);
+    cache->valid = 0;
+    cache->num_dims = dims;
+    cache->input_dims = malloc(sizeof(int64_t) * ((size_t)dims + 1));
+    cache->output_types = calloc((size_t)node->num_outputs + 1, sizeof(dlop_type));
+    if (cache->input_dims == NULL || cache->output_types == NULL)
+      return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory compiling a function");
+  }
+  return DLOP_OK;
+}
+
+void dlop__function_free_runs(dlop_function *function) {
+  for (int32_t n = 0; function->nodes != NULL && n < function->num_nodes; n++) {
+    free(function->nodes[n].shapes.input_dims);
+    free(function->nodes[n].shapes.output_types);
+    function->nodes[n].shapes.input_dims = NULL;
+    function->nodes[n].shapes.output_types = NULL;
+  }
+}
+
+/* The run's concrete input types against the cached key (lock held). Input ndims always equal
+ * the compiled ones (checked for inputs, enforced for node outputs), so shapes line up. */
+static int cache_matches(const dlop__shape_cache *cache, const run_state *run,
+                         const dlop__function_node *node) {
+  const int64_t *dims = cache->input_dims;
+  if (!cache->valid) return 0;
+  for (int32_t i = 0; i < node->num_inputs; i++) {
+    const dlop_type *type = &run->input_types[i];
+    for (int32_t d = 0; d < type->ndim; d++)
+      if (*dims++ != type->shape[d]) return 0;
+  }
+  return 1;
+}
+
+static void copy_type(dlop_type *to, const dlop_type *from) {
+  to->dtype = from->dtype;
+  to->ndim = from->ndim;
+  for (int32_t d = 0; d < from->ndim; d++) to->shape[d] = from->shape[d];
+}
+
+/* The cached output types when this node's input shapes equal the cached ones. A busy cache
+ * (another thread running the node right now) counts as a miss: never wait on it. */
+static int cached_shapes(const run_state *run, dlop__function_node *node) {
+  dlop__shape_cache *cache = &node->shapes;
+  int hit = 0;
+  if (atomic_flag_test_and_set_explicit(&cache->lock, memory_order_acquire)) return 0;
+  if (cache_matches(cache, run, node)) {
+    hit = 1;
+    for (int32_t o = 0; o < node->num_outputs; o++)
+      copy_type(&run->output_types[o], &cache->output_types[o]);
+  }
+  atomic_flag_clear_explicit(&cache->lock, memory_order_release);
+  return hit;
+}
+
+static void remember_shapes(const run_state *run, dlop__function_node *node) {
+  dlop__shape_cache *cache = &node->shapes;
+  int64_t *dims = cache->input_dims;
+  if (atomic_flag_test_and_set_explicit(&cache->lock, memory_order_acquire)) return;
+  for (int32_t i = 0; i < node->num_inputs; i++)
+    for (int32_t d = 0; d < run->input_types[i].ndim; d++) *dims++ = run->input_types[i].shape[d];
+  for (int32_t o = 0; o < node->num_outputs; o++)
+    copy_type(&cache->output_types[o], &run->output_types[o]);
+  cache->valid = 1;
+  atomic_flag_clear_explicit(&cache->lock, memory_order_release);
+}
+
 /* Concrete output shapes for one node, checked against what was known when compiling. */
-static int infer_concrete(run_state *run, const dlop__function_node *node, int32_t index) {
+static int infer_concrete(run_state *run, dlop__function_node *node, int32_t index) {
   char error[PLUGIN_ERROR_SIZE], text[96];
   dlop_node_args args;
   int32_t i, d;
   int status;
+  if (cached_shapes(run, node)) return DLOP_OK;
   for (i = 0; i < node->num_outputs; i++) {
     memset(&run->output_types[i], 0, sizeof(dlop_type));
     run->output_types[i].dtype = node->output_types[i].dtype;
@@ -116,6 +192,7 @@ static int infer_concrete(run_state *run, const dlop__function_node *node, int32
                          dlop__type_format(want, compiled, sizeof compiled));
     }
   }
+  remember_shapes(run, node); /* only results that passed every check */
   return DLOP_OK;
 }
 
@@ -153,7 +230,7 @@ static int gather_inputs(run_state *run, const dlop__function_node *node, int32_
       tensor = *dlop_array_tensor(copy);
     }
     run->input_tensors[i] = tensor;
-    memset(&run->input_types[i], 0, sizeof(dlop_type));
+    memset(&run->input_types[i], 0, sizeof(dlop_type)); /* plugins see zeros past ndim */
     run->input_types[i].dtype = node->input_types[i].dtype;
     run->input_types[i].ndim = tensor.ndim;
     for (d = 0; d < tensor.ndim && d < DLOP_MAX_NDIM; d++)
@@ -188,7 +265,7 @@ static dlop_array *reusable_input(run_state *run, const dlop__function_node *nod
   return array;
 }
 
-static int run_node(run_state *run, const dlop__function_node *node, int32_t index) {
+static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
   const dlop_function *function = run->function;
   char error[PLUGIN_ERROR_SIZE];
   dlop_run_args args;
@@ -243,17 +320,28 @@ static int run_node(run_state *run, const dlop__function_node *node, int32_t ind
   return DLOP_OK;
 }
 
-/* One allocation for all of a run's scratch (it is on every call's path). dlop_type and
- * dlop_tensor need 8-byte alignment, which the pointer arrays keep. */
-static int allocate_scratch(run_state *run) {
+/* Scratch that fits here lives on the caller's stack (one-op functions need about 700 bytes);
+ * a bigger graph makes one allocation. */
+#define LOCAL_SCRATCH_BYTES 4096
+
+/* All of a run's scratch in one block (it is on every call's path). dlop_type and dlop_tensor
+ * need 8-byte alignment, which the pointer arrays keep. Only the pointer arrays are zeroed:
+ * tensors and types are written before they are read. */
+static int allocate_scratch(run_state *run, void *local, size_t local_bytes) {
   const dlop_function *function = run->function;
   size_t inputs = (size_t)function->max_node_inputs + 1;
   size_t outputs = (size_t)function->max_node_outputs + 1;
   size_t slots = (size_t)function->num_slots + 1;
-  size_t bytes = (slots + inputs) * sizeof(dlop_array *) +
-                 (inputs + outputs) * (sizeof(dlop_tensor) + sizeof(dlop_type));
-  char *block = calloc(1, bytes);
-  if (block == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory starting a run");
+  size_t pointer_bytes = (slots + inputs) * sizeof(dlop_array *);
+  size_t bytes = pointer_bytes + (inputs + outputs) * (sizeof(dlop_tensor) + sizeof(dlop_type));
+  char *block = local;
+  run->heap_scratch = 0;
+  if (bytes > local_bytes) {
+    block = malloc(bytes);
+    if (block == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory starting a run");
+    run->heap_scratch = 1;
+  }
+  memset(block, 0, pointer_bytes);
   run->slots = (dlop_array **)block;
   run->contiguous = run->slots + slots;
   run->input_tensors = (dlop_tensor *)(run->contiguous + inputs);
@@ -265,10 +353,10 @@ static int allocate_scratch(run_state *run) {
 
 static void free_scratch(run_state *run) {
   int32_t slot;
-  if (run->slots != NULL)
-    for (slot = run->function->first_node_slot; slot < run->function->num_slots; slot++)
-      if (run->slots[slot]) dlop_array_release(run->slots[slot]);
-  free(run->slots); /* the whole block */
+  if (run->slots == NULL) return;
+  for (slot = run->function->first_node_slot; slot < run->function->num_slots; slot++)
+    if (run->slots[slot]) dlop_array_release(run->slots[slot]);
+  if (run->heap_scratch) free(run->slots); /* the whole block */
 }
 
 /* The run's stream: the caller's, else the function's; never the default stream on CUDA. */
@@ -290,6 +378,7 @@ static int pick_stream(run_state *run, dlop_stream *stream) {
 int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_t num_inputs,
                       dlop_array **outputs, int32_t num_outputs, dlop_stream *stream) {
   run_state run;
+  _Alignas(16) char local_scratch[LOCAL_SCRATCH_BYTES];
   int32_t i;
   int status;
   if (function == NULL)
@@ -313,7 +402,7 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     if (status != DLOP_OK) return status;
   }
   status = pick_stream(&run, stream);
-  if (status == DLOP_OK) status = allocate_scratch(&run);
+  if (status == DLOP_OK) status = allocate_scratch(&run, local_scratch, sizeof local_scratch);
   for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
     /* a write still pending on another stream must finish before our stream reads it */
     dlop_stream *pending = dlop_array_stream(inputs[i]);

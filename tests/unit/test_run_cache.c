@@ -1,0 +1,227 @@
+/* test_run_cache.c — what the fast run path caches must never change results: the per-node
+ * shape cache (shapes alternating between runs, a run-time shape error between good runs,
+ * threads running one function on different shapes at once) and the per-thread free list of
+ * array headers (wrapped arrays released on another thread, more than the list keeps). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
+
+static dlop_graph *new_graph(void) {
+  dlop_graph *graph = NULL;
+  dlop_test_load_bundled_plugins();
+  DLOP_CK_OK(dlop_graph_create(&graph));
+  return graph;
+}
+
+/* exp(double(x)) over a float32 vector of unknown length. */
+static dlop_function *compile_exp_double(dlop_graph *graph) {
+  int64_t unknown = DLOP_DIM_UNKNOWN;
+  dlop_var *x, *y, *z;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CPU, &function));
+  return function;
+}
+
+/* Run f on x[0..n) and return the number of wrong elements (or -1 when the run failed or
+ * the output has another shape), describing the first problem in message. */
+static int run_and_check(dlop_function *function, const float *x, int64_t n, char *message,
+                         size_t size) {
+  dlop_array *input = NULL, *output = NULL;
+  int bad = 0;
+  if (dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, x, &input) != DLOP_OK ||
+      dlop_function_run(function, &input, 1, &output, 1, NULL) != DLOP_OK) {
+    snprintf(message, size, "n=%lld: %s", (long long)n, dlop_last_error());
+    dlop_array_release(input);
+    return -1;
+  }
+  const dlop_tensor *t = dlop_array_tensor(output);
+  if (t->ndim != 1 || t->shape[0] != n) {
+    snprintf(message, size, "n=%lld: output has ndim %d and %lld elements", (long long)n,
+             (int)t->ndim, (long long)(t->ndim ? t->shape[0] : -1));
+    bad = -1;
+  } else {
+    const float *y = dlop_tensor_base(t);
+    for (int64_t i = 0; i < n; i++) {
+      float want = expf(2.0f * x[i]);
+      if (fabsf(y[i] - want) <= 1e-5f * fabsf(want) + 1e-6f) continue;
+      if (bad == 0)
+        snprintf(message, size, "n=%lld [%lld]: expected %g, got %g", (long long)n, (long long)i,
+                 (double)want, (double)y[i]);
+      bad++;
+    }
+  }
+  dlop_array_release(output);
+  dlop_array_release(input);
+  return bad;
+}
+
+/* Lengths that come back and change: the cache must follow every change, including to 0. */
+START_TEST(test_alternating_shapes) {
+  static const int64_t lengths[] = {3, 5, 3, 3, 0, 5, 1, 1000, 3, 0, 0, 7};
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph);
+  float x[1000];
+  char message[256] = "";
+  dlop_test_fill_random(x, DLOP_FLOAT32, 1000, 7, -3, 3);
+  for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+    int bad = run_and_check(function, x, lengths[k], message, sizeof message);
+    ck_assert_msg(bad == 0, "run %d: %s", (int)k, message);
+  }
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* A run whose shapes make infer_shape fail, between good runs: the failure is reported every
+ * time (never cached as a success) and the good shapes still work afterwards. */
+START_TEST(test_shape_error_between_good_runs) {
+  dlop_graph *graph = new_graph();
+  int64_t unknown = DLOP_DIM_UNKNOWN;
+  dlop_var *inputs[2], *z;
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, &unknown, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &unknown, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  float a[5] = {1, 2, 3, 4, 5}, b[5] = {2, 2, 2, 2, 2};
+  /* {a length, b length, expected output length or -1 for a shape error} */
+  static const int64_t cases[][3] = {{3, 3, 3}, {3, 5, -1}, {3, 5, -1}, {3, 3, 3},
+                                     {1, 5, 5}, {5, 1, 5}, {3, 5, -1}, {5, 5, 5}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    dlop_array *arrays[2] = {NULL, NULL}, *output = NULL;
+    DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &cases[k][0], a, &arrays[0]));
+    DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &cases[k][1], b, &arrays[1]));
+    int status = dlop_function_run(function, arrays, 2, &output, 1, NULL);
+    if (cases[k][2] < 0) {
+      ck_assert_msg(status == DLOP_SHAPE_ERROR, "case %d: expected a shape error, got %s",
+                    (int)k, dlop_status_name(status));
+      ck_assert_msg(strstr(dlop_last_error(), "node #0 multiply_them") != NULL, "case %d: %s",
+                    (int)k, dlop_last_error());
+      ck_assert_ptr_null(output);
+    } else {
+      ck_assert_msg(status == DLOP_OK, "case %d: %s", (int)k, dlop_last_error());
+      const dlop_tensor *t = dlop_array_tensor(output);
+      ck_assert_int_eq(t->shape[0], cases[k][2]);
+      const float *y = dlop_tensor_base(t);
+      for (int64_t i = 0; i < cases[k][2]; i++) {
+        float want = a[cases[k][0] == 1 ? 0 : i] * b[cases[k][1] == 1 ? 0 : i];
+        ck_assert_msg(y[i] == want, "case %d [%d]: expected %g, got %g", (int)k, (int)i,
+                      (double)want, (double)y[i]);
+      }
+    }
+    dlop_array_release(output);
+    dlop_array_release(arrays[0]);
+    dlop_array_release(arrays[1]);
+  }
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+typedef struct shape_job {
+  dlop_function *function;
+  int64_t lengths[2]; /* alternated, so this thread's shapes also change between its runs */
+  int failures;
+  char message[256];
+} shape_job;
+
+static void *run_shapes(void *context) {
+  shape_job *job = context;
+  int64_t most = job->lengths[0] > job->lengths[1] ? job->lengths[0] : job->lengths[1];
+  float *x = malloc((size_t)(most + 1) * sizeof(float));
+  dlop_test_fill_random(x, DLOP_FLOAT32, most, (uint64_t)most, -2, 2);
+  for (int run = 0; run < 300 && job->failures == 0; run++)
+    if (run_and_check(job->function, x, job->lengths[run & 1], job->message,
+                      sizeof job->message) != 0)
+      job->failures++;
+  free(x);
+  return NULL;
+}
+
+/* Four threads run one function on different shapes at once: whichever thread's shapes the
+ * cache holds, every run gets outputs of its own shape and correct values. */
+START_TEST(test_threads_with_different_shapes) {
+  dlop_graph *graph = new_graph();
+  dlop_function *function = compile_exp_double(graph);
+  shape_job jobs[4] = {{.lengths = {1, 2}}, {.lengths = {7, 7}}, {.lengths = {1000, 3}},
+                       {.lengths = {0, 33}}};
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i].function = function;
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, run_shapes, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < 4; i++)
+    ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
+static int deleter_calls;
+static void count_deleter(void *context) {
+  (void)context;
+  __atomic_add_fetch(&deleter_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void *release_all(void *context) {
+  dlop_array **arrays = context;
+  for (int i = 0; i < 100; i++) dlop_array_release(arrays[i]);
+  return NULL;
+}
+
+/* Headers wrapped on this thread and released on another (which keeps them in its list) and
+ * more than a list keeps: each deleter runs once, and headers taken from a list come back
+ * fully initialized (shape, strides, no stale deleter or stream). */
+START_TEST(test_headers_across_threads) {
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t shape[1] = {8}, strides[1] = {1};
+  dlop_tensor tensor = {data, CPU, 1, dlop_dtype_to_dl(DLOP_FLOAT32), shape, strides, 0};
+  dlop_array *arrays[100];
+  pthread_t thread;
+  deleter_calls = 0;
+  for (int i = 0; i < 100; i++) DLOP_CK_OK(dlop_array_wrap(&tensor, count_deleter, NULL, &arrays[i]));
+  ck_assert_int_eq(pthread_create(&thread, NULL, release_all, arrays), 0);
+  pthread_join(thread, NULL);
+  ck_assert_int_eq(deleter_calls, 100);
+  /* Recycled headers on this thread: release in this thread, then make pool arrays. */
+  for (int i = 0; i < 100; i++) DLOP_CK_OK(dlop_array_wrap(&tensor, count_deleter, NULL, &arrays[i]));
+  for (int i = 0; i < 100; i++) dlop_array_release(arrays[i]);
+  ck_assert_int_eq(deleter_calls, 200);
+  int64_t matrix[2] = {3, 4};
+  for (int i = 0; i < 100; i++) {
+    DLOP_CK_OK(dlop_array_empty(CPU, DLOP_FLOAT64, 2, matrix, &arrays[i]));
+    const dlop_tensor *t = dlop_array_tensor(arrays[i]);
+    ck_assert_int_eq(t->ndim, 2);
+    ck_assert_int_eq(t->shape[0], 3);
+    ck_assert_int_eq(t->strides[0], 4);
+    ck_assert_int_eq(t->strides[1], 1);
+    ck_assert_int_eq((long long)t->byte_offset, 0);
+    ck_assert_ptr_null(dlop_array_stream(arrays[i]));
+  }
+  for (int i = 0; i < 100; i++) dlop_array_release(arrays[i]);
+  ck_assert_int_eq(deleter_calls, 200); /* pool arrays have no deleter, stale or not */
+}
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("run_cache");
+  TCase *shapes = tcase_create("shape cache");
+  tcase_add_test(shapes, test_alternating_shapes);
+  tcase_add_test(shapes, test_shape_error_between_good_runs);
+  tcase_add_test(shapes, test_threads_with_different_shapes);
+  suite_add_tcase(suite, shapes);
+  TCase *headers = tcase_create("array headers");
+  tcase_add_test(headers, test_headers_across_threads);
+  suite_add_tcase(suite, headers);
+  return dlop_test_run_suite(suite);
+}

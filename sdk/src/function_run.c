@@ -305,8 +305,9 @@ static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
                       error[0] ? dlop__strip_op_prefix(node->op->name, error)
                                : "the thunk failed without a message");
   }
-  /* outputs record the stream so that releasing or reading them is ordered after the thunk */
-  for (i = 0; i < node->num_outputs; i++)
+  /* outputs record the stream so that releasing or reading them is ordered after the thunk
+   * (without a stream there is nothing to record: fresh and reused arrays have none) */
+  for (i = 0; run->stream != NULL && i < node->num_outputs; i++)
     if (run->slots[node->output_slots[i]])
       dlop__array_set_stream(run->slots[node->output_slots[i]], run->stream);
   if (workspace) dlop__memory_free_after(function->device, workspace, &run->stream, 1);
@@ -429,5 +430,5 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     }
   }
   free_scratch(&run);
-  return dlop__cuda_restore_after(&scope, status);
+  return scope.changed ? dlop__cuda_restore_after(&scope, status) : status;
 }

@@ -321,10 +321,18 @@ static int alloc_from_pool(memory_pool *pool, dlop_device device, size_t bytes,
   return DLOP_OK;
 }
 
+/* The host pool without get_pool's context scope: every CPU call allocates its outputs here. */
+static memory_pool *host_pool(void) {
+  pthread_once(&cpu_pool_once, init_cpu_pool);
+  return &cpu_pool;
+}
+
 static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, void **pointer) {
   if (pointer == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
   *pointer = NULL;
+  if (device.type == DLOP_DEVICE_CPU) /* get_pool also serves every CPU id from this pool */
+    return alloc_from_pool(host_pool(), device, bytes, stream_id, pointer);
   memory_pool *pool;
   dlop__cuda_scope scope;
   int status = get_pool(device, &pool, &scope);
@@ -408,6 +416,8 @@ static int free_to_pool(memory_pool *pool, dlop_device device, void *pointer,
 static int memory_free(dlop_device device, void *pointer, const CUstream *handles,
                        const uint64_t *ids, int count) {
   if (pointer == NULL) return DLOP_OK;
+  if (device.type == DLOP_DEVICE_CPU) /* get_pool also serves every CPU id from this pool */
+    return free_to_pool(host_pool(), device, pointer, handles, ids, count);
   memory_pool *pool;
   dlop__cuda_scope scope;
   int status = get_pool(device, &pool, &scope);

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# kit_steps.sh STEP — one step of the author-kit test (tests/kit/CMakeLists.txt runs each as a
+# ctest entry): install the SDK into a fresh prefix, build examples/plugin-template out of tree
+# against it, load it with the installed `dlop`, build a pkg-config consumer, `dlop check`, Python.
+# Configuration comes from DLOP_KIT_* environment variables set by CMake. Exit 0 pass, 1 fail,
+# 77 skipped (with the reason printed).
+set -euo pipefail
+
+step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|check|python}
+source_dir=${DLOP_KIT_SOURCE_DIR:?}
+build_dir=${DLOP_KIT_BUILD_DIR:?}
+work=${DLOP_KIT_WORK_DIR:?}
+libdir=${DLOP_KIT_LIBDIR:?}
+cmake=${DLOP_KIT_CMAKE:-cmake}
+prefix=$work/prefix
+template_build=$work/template-build
+template_so=$template_build/libscale_add.so
+
+fail() { echo "kit $step: FAIL: $*" >&2; exit 1; }
+skip() { echo "kit $step: SKIPPED: $*"; exit 77; }
+run() { echo "+ $*"; "$@"; }
+
+# The plugin's CPU path (and nothing else of the environment) decides what the host loads.
+export DLOP_PLUGIN_PATH=
+
+step_install() {
+  rm -rf "$work"
+  mkdir -p "$work"
+  run "$cmake" --install "$build_dir" --prefix "$prefix" >"$work/install.log" ||
+    fail "cmake --install $build_dir --prefix $prefix failed (see $work/install.log)"
+  local missing=() header
+  for header in "$source_dir"/sdk/include/dlop.h "$source_dir"/sdk/include/dlop/*; do
+    [[ -f "$prefix/include/${header#"$source_dir"/sdk/include/}" ]] ||
+      missing+=("include/${header#"$source_dir"/sdk/include/}")
+  done
+  local file
+  for file in bin/dlop "$libdir/libdlop.so" "$libdir/libdlop.so.0" \
+      "$libdir/dlop/plugins/libdlop_double.so" "$libdir/dlop/plugins/libdlop_exp.so" \
+      "$libdir/dlop/plugins/libdlop_multiply_them.so" \
+      "$libdir/cmake/dlop/dlopConfig.cmake" "$libdir/cmake/dlop/dlopConfigVersion.cmake" \
+      "$libdir/cmake/dlop/dlopTargets.cmake" "$libdir/cmake/dlop/DlopPlugin.cmake" \
+      "$libdir/cmake/dlop/DlopCuda.cmake" "$libdir/pkgconfig/dlop.pc" \
+      ${DLOP_KIT_EXTRA_INSTALLED:-}; do
+    [[ -e "$prefix/$file" ]] || missing+=("$file")
+  done
+  ((${#missing[@]} == 0)) || fail "not installed under $prefix: ${missing[*]}"
+  # No file of the installed CMake package may point back into the source or build tree.
+  if grep -l -e "$source_dir" -e "$build_dir" "$prefix/$libdir"/cmake/dlop/*.cmake "$prefix/$libdir/pkgconfig/dlop.pc"; then
+    fail "the installed package files above name the source or build tree"
+  fi
+  # The installed dlop finds libdlop through its RUNPATH and the bundled plugins next to it.
+  if command -v readelf >/dev/null; then
+    readelf -d "$prefix/bin/dlop" | grep -q "R.*PATH.*\[\$ORIGIN/../$libdir\]" ||
+      fail "bin/dlop's RUNPATH is not \$ORIGIN/../$libdir: $(readelf -d "$prefix/bin/dlop" | grep PATH)"
+  fi
+  local listing
+  listing=$(env -u LD_LIBRARY_PATH "$prefix/bin/dlop" list) || fail "installed dlop list failed"
+  echo "$listing"
+  grep -q "file: $prefix/$libdir/dlop/plugins/libdlop_double.so" <<<"$listing" ||
+    fail "installed dlop did not load its bundled plugins from $prefix/$libdir/dlop/plugins"
+  echo "kit install: ok ($prefix)"
+}
+
+step_template() {
+  [[ -d "$prefix" ]] || fail "no installed SDK at $prefix (the kit.install test sets it up)"
+  rm -rf "$template_build"
+  # Out of the source tree, found only through CMAKE_PREFIX_PATH: no package registry.
+  run "$cmake" -S "$source_dir/examples/plugin-template" -B "$template_build" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DDLOP_WITH_CUDA="${DLOP_KIT_WITH_CUDA:-ON}" -DDLOP_CUDA_ARCHS="${DLOP_KIT_CUDA_ARCHS:-80;90}" \
+    -DCMAKE_BUILD_TYPE=Release || fail "configuring the plugin template against $prefix failed"
+  run "$cmake" --build "$template_build" -j2 || fail "building the plugin template failed"
+  [[ -f "$template_so" ]] || fail "the template build made no $template_so"
+  if [[ "${DLOP_KIT_WITH_CUDA:-ON}" == ON ]]; then
+    [[ -s "$template_build/scale_add_scale_add_cuda_fatbin.fatbin" ]] ||
+      fail "nvcc built no fatbin for src/scale_add_cuda.cu in $template_build"
+  fi
+  # A plugin exports exactly one symbol and needs neither libdlop nor libcuda.
+  if command -v nm >/dev/null; then
+    local exported
+    exported=$(nm -D --defined-only "$template_so" | awk '{print $3}' | sort | tr '\n' ' ')
+    [[ "$exported" == "dlop_plugin_init " ]] || fail "libscale_add.so exports '$exported', expected only dlop_plugin_init"
+  fi
+  if command -v readelf >/dev/null && readelf -d "$template_so" | grep -E "NEEDED.*(libdlop|libcuda)"; then
+    fail "libscale_add.so links libdlop or libcuda (plugins get the host table instead)"
+  fi
+  echo "kit template: ok ($template_so)"
+}
+
+step_load() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  local out
+  out=$("$prefix/bin/dlop" load "$template_so") || fail "dlop load $template_so failed: $out"
+  echo "$out"
+  grep -q "^ok: $template_so: plugin scale_add 1.0.0 (ABI [0-9.]*), 1 op: scale_add" <<<"$out" ||
+    fail "dlop load did not report scale_add"
+  out=$(DLOP_PLUGIN_PATH="$template_so" "$prefix/bin/dlop" list) || fail "dlop list failed"
+  echo "$out"
+  grep -q "op scale_add: 2 inputs -> 1 output" <<<"$out" || fail "dlop list does not show op scale_add"
+  grep -q "alpha (float, default 1)" <<<"$out" || fail "dlop list does not show scale_add's alpha parameter"
+  local cuda_expected="float32 float64"
+  [[ "${DLOP_KIT_WITH_CUDA:-ON}" == ON ]] || cuda_expected="(not supported)"
+  grep -qF "cuda: $cuda_expected" <<<"$out" || fail "dlop list: scale_add's CUDA dtypes are not '$cuda_expected'"
+  echo "kit load: ok"
+}
+
+step_pkgconfig() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+  local cc=${DLOP_KIT_CC:-cc} flags
+  export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
+  flags=$(pkg-config --cflags --libs dlop) || fail "pkg-config --cflags --libs dlop failed"
+  echo "pkg-config --cflags --libs dlop: $flags"
+  [[ "$(pkg-config --modversion dlop)" == "${DLOP_KIT_VERSION:?}" ]] ||
+    fail "pkg-config --modversion dlop is $(pkg-config --modversion dlop), expected $DLOP_KIT_VERSION"
+  # word splitting of $flags is what pkg-config output is for
+  # shellcheck disable=SC2086
+  run "$cc" -std=gnu11 -Wall -Wextra -Werror -ffp-contract=off -o "$work/kit_consumer" \
+    "$source_dir/tests/kit/kit_consumer.c" $flags \
+    -Wl,-rpath,"$(pkg-config --variable=libdir dlop)" || fail "building the consumer with pkg-config flags failed"
+  run "$work/kit_consumer" "$template_so" || fail "the pkg-config consumer failed"
+}
+
+step_check() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  [[ -n "${DLOP_KIT_CHECK_COMMAND:-}" ]] ||
+    skip "this build has no dlop-check (sdk/check builds it only where Check is found)"
+  run "$prefix/bin/dlop" check "$template_so" || fail "dlop check $template_so failed"
+}
+
+step_python() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  local python=${DLOP_KIT_PYTHON:-}
+  [[ -n "$python" && -x "$python" ]] || skip "no Python front end in this build (${python:-no interpreter})"
+  PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" run "$python" \
+    "$source_dir/tests/kit/kit_python.py" "$template_so" || fail "loading the template from Python failed"
+}
+
+"step_$step"

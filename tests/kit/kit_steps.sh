@@ -6,7 +6,7 @@
 # 77 skipped (with the reason printed).
 set -euo pipefail
 
-step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|check|python}
+step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|host|check|python}
 source_dir=${DLOP_KIT_SOURCE_DIR:?}
 build_dir=${DLOP_KIT_BUILD_DIR:?}
 work=${DLOP_KIT_WORK_DIR:?}
@@ -119,6 +119,18 @@ step_pkgconfig() {
     "$source_dir/tests/kit/kit_consumer.c" $flags \
     -Wl,-rpath,"$(pkg-config --variable=libdir dlop)" || fail "building the consumer with pkg-config flags failed"
   run "$work/kit_consumer" "$template_so" || fail "the pkg-config consumer failed"
+}
+
+# The same host program through CMake: find_package(dlop) and the exported dlop::dlop target.
+# Runs the template on CUDA too when a GPU is usable (DLOP_REQUIRE_GPU=1: a missing one fails).
+step_host() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  rm -rf "$work/host-build"
+  run "$cmake" -S "$source_dir/tests/kit/host_project" -B "$work/host-build" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ||
+    fail "configuring a host project with find_package(dlop) against $prefix failed"
+  run "$cmake" --build "$work/host-build" || fail "building the host project against dlop::dlop failed"
+  run "$work/host-build/kit_consumer" "$template_so" || fail "the host built with dlop::dlop failed"
 }
 
 step_check() {

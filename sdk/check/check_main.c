@@ -1,0 +1,224 @@
+/* check_main.c — dlop-check's entry point: reads the options, loads the plugin (in this process
+ * only: CUDA is first touched in Check's forked children), builds one Suite per op with a TCase
+ * per (device, dtype), runs them in fork mode and exits 0 only when everything passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_suite.h"
+
+check_options check_opts;
+const dlop_plugin *check_plugin;
+char check_load_error[2048];
+
+#define CHECK_MAX_CASES 1024
+static check_case cases[CHECK_MAX_CASES];
+static int case_count;
+
+const check_case *check_case_at(int index) {
+  return index >= 0 && index < case_count ? &cases[index] : NULL;
+}
+
+static int add_case(const dlop_op_desc *op, dlop_device device, int dtype) {
+  if (case_count == CHECK_MAX_CASES) {
+    fprintf(stderr, "dlop check: error: more than %d (op, device, dtype) cases\n", CHECK_MAX_CASES);
+    exit(2);
+  }
+  cases[case_count].op = op;
+  cases[case_count].device = device;
+  cases[case_count].dtype = dtype;
+  return case_count++;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: dlop check PLUGIN.so [--device cpu|cuda|all] [--op NAME] [--dtype D] [--seed N]\n"
+          "  Certifies a plugin file against the dlop ABI contract (docs/compliance.md).\n"
+          "  --device  devices to check (default all: CUDA checks are skipped with a note when\n"
+          "            no GPU is usable; --device cuda then exits 77, or 1 with DLOP_REQUIRE_GPU=1)\n"
+          "  --op      check only this op\n"
+          "  --dtype   check only this dtype (float32, int64, ...)\n"
+          "  --seed    seed of the random inputs (default 1)\n");
+}
+
+static int parse_dtype(const char *text) {
+  for (int d = 0; d < DLOP_DTYPE_COUNT; d++)
+    if (strcmp(text, dlop_dtype_name((dlop_dtype)d)) == 0) return d;
+  return -2;
+}
+
+/* Returns 0, or the exit status of a usage error. */
+static int parse_options(int argc, char **argv) {
+  check_opts.want_cpu = check_opts.want_cuda = 1;
+  check_opts.dtype_filter = -1;
+  check_opts.seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    }
+    if (arg[0] == '-' && arg[1] == '-' && value == NULL) {
+      fprintf(stderr, "dlop check: error: %s needs a value\n", arg);
+      return 2;
+    }
+    if (strcmp(arg, "--device") == 0) {
+      check_opts.want_cpu = strcmp(value, "cpu") == 0 || strcmp(value, "all") == 0;
+      check_opts.want_cuda = strcmp(value, "cuda") == 0 || strcmp(value, "all") == 0;
+      if (!check_opts.want_cpu && !check_opts.want_cuda) {
+        fprintf(stderr, "dlop check: error: --device takes cpu, cuda or all (got '%s')\n", value);
+        return 2;
+      }
+      i++;
+    } else if (strcmp(arg, "--op") == 0) {
+      check_opts.op_filter = value;
+      i++;
+    } else if (strcmp(arg, "--dtype") == 0) {
+      check_opts.dtype_filter = parse_dtype(value);
+      if (check_opts.dtype_filter < 0) {
+        fprintf(stderr, "dlop check: error: unknown dtype '%s' (expected bool, int8, int16, "
+                        "int32, int64, uint8, float16, bfloat16, float32 or float64)\n", value);
+        return 2;
+      }
+      i++;
+    } else if (strcmp(arg, "--seed") == 0) {
+      char *end = NULL;
+      check_opts.seed = strtoull(value, &end, 10);
+      if (end == value || *end != '\0') {
+        fprintf(stderr, "dlop check: error: --seed takes a non-negative integer (got '%s')\n", value);
+        return 2;
+      }
+      i++;
+    } else if (arg[0] == '-') {
+      fprintf(stderr, "dlop check: error: unknown option '%s'\n", arg);
+      usage(stderr);
+      return 2;
+    } else if (check_opts.plugin_path == NULL) {
+      check_opts.plugin_path = arg;
+    } else {
+      fprintf(stderr, "dlop check: error: one plugin file at a time (got '%s' and '%s')\n",
+              check_opts.plugin_path, arg);
+      return 2;
+    }
+  }
+  if (check_opts.plugin_path == NULL) {
+    fprintf(stderr, "dlop check: error: which plugin file? (got none)\n");
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+/* Suites for one op: op-level tests, then a TCase per (device, dtype). */
+static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
+  char name[256];
+  snprintf(name, sizeof name, "op %s", op->name);
+  Suite *suite = suite_create(strdup(name));
+  dlop_device cpu = {DLOP_DEVICE_CPU, 0}, cuda = {DLOP_DEVICE_CUDA, 0};
+  TCase *tc = tcase_create("op");
+  tcase_set_timeout(tc, 60);
+  check_add_op_tests(tc, add_case(op, cpu, -1));
+  suite_add_tcase(suite, tc);
+  for (int device = 0; device < 2; device++) {
+    int want = device == 0 ? check_opts.want_cpu : check_opts.want_cuda && cuda_usable;
+    if (!want) continue;
+    uint32_t mask = dlop_op_dtypes(op, device == 0 ? DLOP_DEVICE_CPU : DLOP_DEVICE_CUDA);
+    for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++) {
+      if (!(mask & DLOP_DTYPE_BIT(dtype))) continue;
+      if (check_opts.dtype_filter >= 0 && dtype != check_opts.dtype_filter) continue;
+      snprintf(name, sizeof name, "%s %s", device == 0 ? "cpu" : "cuda:0",
+               dlop_dtype_name((dlop_dtype)dtype));
+      tc = tcase_create(strdup(name));
+      tcase_set_timeout(tc, 120);
+      int index = add_case(op, device == 0 ? cpu : cuda, dtype);
+      check_add_node_tests(tc, index);
+      check_add_run_tests(tc, index);
+      if (device == 1) check_add_cuda_tests(tc, index);
+      suite_add_tcase(suite, tc);
+    }
+  }
+  return suite;
+}
+
+int main(int argc, char **argv) {
+  int status = parse_options(argc, argv);
+  if (status != 0) return status;
+
+  /* Only this file: DLOP_PLUGIN_PATH and the bundled plugins are not loaded. */
+  if (dlop_load_plugin(check_opts.plugin_path, &check_plugin) != DLOP_OK) {
+    snprintf(check_load_error, sizeof check_load_error, "%s", dlop_last_error());
+    check_plugin = NULL;
+  }
+
+  char reason[512] = "";
+  int cuda_usable = 0, declares_cuda = 0;
+  if (check_plugin != NULL)
+    for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++)
+      declares_cuda |= dlop_op_dtypes(dlop_plugin_op(check_plugin, i), DLOP_DEVICE_CUDA) != 0;
+  if (check_opts.want_cuda && declares_cuda) {
+    cuda_usable = check_cuda_probe(reason, sizeof reason);
+    if (!cuda_usable) {
+      const char *require = getenv("DLOP_REQUIRE_GPU");
+      int required = require != NULL && strcmp(require, "1") == 0;
+      if (required) {
+        fprintf(stderr, "FAIL: DLOP_REQUIRE_GPU=1 but CUDA is not usable: %s\n", reason);
+        return 1;
+      }
+      if (!check_opts.want_cpu) {
+        printf("SKIP: CUDA checks need a usable GPU: %s\n", reason);
+        return 77;
+      }
+      printf("note: CUDA checks skipped (no usable GPU: %s); CPU checks only\n", reason);
+    }
+  } else if (check_opts.want_cuda && !check_opts.want_cpu && check_plugin != NULL) {
+    printf("note: no op of this plugin declares CUDA dtypes: nothing to run on CUDA\n");
+  }
+
+  printf("dlop check: %s", check_opts.plugin_path);
+  if (check_plugin != NULL)
+    printf(" (plugin %s %s, ABI %u.%u)", dlop_plugin_name(check_plugin),
+           dlop_plugin_version(check_plugin),
+           DLOP_ABI_VERSION_MAJOR_OF(dlop_plugin_abi_version(check_plugin)),
+           DLOP_ABI_VERSION_MINOR_OF(dlop_plugin_abi_version(check_plugin)));
+  printf(", devices: %s%s%s, seed %llu\n", check_opts.want_cpu ? "cpu" : "",
+         check_opts.want_cpu && check_opts.want_cuda && cuda_usable ? "+" : "",
+         check_opts.want_cuda && cuda_usable ? "cuda:0" : "",
+         (unsigned long long)check_opts.seed);
+  fflush(stdout);
+
+  Suite *plugin_suite = suite_create("plugin");
+  TCase *loading = tcase_create("loading");
+  tcase_set_timeout(loading, 60);
+  check_add_plugin_tests(loading);
+  suite_add_tcase(plugin_suite, loading);
+  SRunner *runner = srunner_create(plugin_suite);
+
+  int matched = 0;
+  if (check_plugin != NULL) {
+    for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++) {
+      const dlop_op_desc *op = dlop_plugin_op(check_plugin, i);
+      if (check_opts.op_filter && strcmp(check_opts.op_filter, op->name) != 0) continue;
+      matched++;
+      srunner_add_suite(runner, op_suite(op, cuda_usable));
+    }
+    if (check_opts.op_filter && matched == 0) {
+      fprintf(stderr, "dlop check: error: %s has no op named '%s'; its ops:", check_opts.plugin_path,
+              check_opts.op_filter);
+      for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++)
+        fprintf(stderr, " %s", dlop_plugin_op(check_plugin, i)->name);
+      fprintf(stderr, "\n");
+      srunner_free(runner);
+      return 2;
+    }
+  }
+
+  /* Fork mode whatever CK_FORK says: a crashing plugin must fail its test, not the suite. */
+  srunner_set_fork_status(runner, CK_FORK);
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  if (failed == 0 && check_opts.want_cuda && declares_cuda && !cuda_usable)
+    printf("dlop check: passed on the CPU; CUDA was not checked (%s)\n", reason);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,100 @@
+/* check_run.c — running a prepared thunk as the host does (tensors, a non-default stream, the
+ * workspace, an error buffer; on CUDA with the primary context current) and collecting what a
+ * run left in its input and output allocations. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_suite.h"
+
+void *check_stream(const check_case *c) {
+  static dlop_stream *stream; /* one per (forked) test process */
+  if (c->device.type != DLOP_DEVICE_CUDA) return NULL;
+  if (stream == NULL && dlop_stream_create(c->device, &stream) != DLOP_OK)
+    check_fail(c, "suite setup", NULL, 0, "creating a CUDA stream failed: %s", dlop_last_error());
+  return dlop_stream_handle(stream);
+}
+
+int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, void *stream,
+              char *error, size_t error_size) {
+  dlop_tensor in[CHECK_MAX_OPERANDS], out[CHECK_MAX_OPERANDS];
+  for (int32_t i = 0; i < p->num_inputs; i++) in[i] = inputs[i].tensor;
+  for (int32_t o = 0; o < p->num_outputs; o++) out[o] = outputs[o].tensor;
+  dlop_run_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.inputs = in;
+  args.num_inputs = p->num_inputs;
+  args.outputs = out;
+  args.num_outputs = p->num_outputs;
+  args.stream = stream;
+  args.workspace = p->workspace;
+  args.workspace_bytes = p->workspace ? p->thunk.workspace_bytes : 0;
+  args.error = error;
+  args.error_size = error_size;
+  error[0] = '\0';
+  if (p->c->device.type != DLOP_DEVICE_CUDA) return p->thunk.run(p->thunk.state, &args);
+  if (check_cuda_push(p->c->device.id, error, error_size) != DLOP_OK) return DLOP_NO_DEVICE;
+  int status = p->thunk.run(p->thunk.state, &args);
+  check_cuda_pop();
+  /* The results are only ready once the given stream has finished: wait for it, not for the
+   * whole device, so work left on another stream shows up as wrong results. */
+  int sync = dlop_host_api_table()->cuda_stream_synchronize(stream);
+  if (status == DLOP_OK && sync != DLOP_OK) {
+    snprintf(error, error_size, "synchronizing the stream after the run failed: %s (%s)",
+             dlop_status_name(sync), dlop_last_error());
+    status = sync;
+  }
+  return status;
+}
+
+void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
+                    check_run_result *r) {
+  const check_case *c = p->c;
+  void *stream = check_stream(c);
+  memset(r, 0, sizeof *r);
+  for (int32_t i = 0; i < p->num_inputs; i++) {
+    size_t size = dlop_dtype_size((dlop_dtype)c->dtype);
+    int64_t n = 1;
+    for (int32_t d = 0; d < p->shape.ndim; d++) n *= p->shape.dims[d];
+    void *values = malloc((size_t)n * size + 1);
+    ck_assert_msg(values != NULL, "out of host memory");
+    check_random_fill(values, c->dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
+    check_buffer_init(&r->in[i], c, c->device, c->dtype, p->shape.ndim, p->shape.dims, layout,
+                      values, NULL, stream);
+    free(values);
+    r->inputs_before[i] = malloc(r->in[i].bytes);
+    memcpy(r->inputs_before[i], r->in[i].image, r->in[i].bytes);
+  }
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    unsigned char poison[8];
+    check_poison_pattern(p->outputs[o].dtype, poison_run, poison);
+    check_buffer_init(&r->out[o], c, c->device, p->outputs[o].dtype, p->concrete_outputs[o].ndim,
+                      p->concrete_outputs[o].shape, CHECK_CONTIGUOUS, NULL, poison, stream);
+  }
+  r->status = check_run(p, r->in, r->out, stream, r->error, sizeof r->error);
+  for (int32_t i = 0; i < p->num_inputs; i++) r->inputs_after[i] = check_buffer_download(&r->in[i], stream);
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    r->outputs_after[o] = check_buffer_download(&r->out[o], stream);
+    r->values[o] = malloc((size_t)r->out[o].numel * r->out[o].element_size + 1);
+    check_buffer_extract(&r->out[o], r->outputs_after[o], r->values[o]);
+  }
+}
+
+void check_require_ok(check_prepared *p, const char *check, const check_run_result *r) {
+  if (r->status != DLOP_OK)
+    check_fail(p->c, check, p->shape.dims, p->shape.ndim, "the thunk's run failed: %s: %s",
+               dlop_status_name(r->status), r->error[0] ? r->error : "(no message)");
+}
+
+void check_run_result_free(check_prepared *p, check_run_result *r) {
+  for (int32_t i = 0; i < p->num_inputs; i++) {
+    check_buffer_free(&r->in[i]);
+    free(r->inputs_before[i]);
+    free(r->inputs_after[i]);
+  }
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    check_buffer_free(&r->out[o]);
+    free(r->outputs_after[o]);
+    free(r->values[o]);
+  }
+}

@@ -1,0 +1,63 @@
+/* check_tests_plugin.c — the plugin-level checks: the loader accepts the file (ABI version,
+ * struct sizes, metadata: its own validation, reported with its message), the entry symbol is
+ * the only exported symbol, and dlop_plugin_init refuses a host of another ABI major. */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "check_suite.h"
+
+START_TEST(loader_accepts_plugin) {
+  ck_assert_msg(check_plugin != NULL, "plugin, check loader_accepts_plugin: the loader refused "
+                "the file (entry symbol, ABI version, struct sizes, metadata): %s", check_load_error);
+  uint32_t abi = dlop_plugin_abi_version(check_plugin);
+  ck_assert_msg(DLOP_ABI_VERSION_MAJOR_OF(abi) == DLOP_ABI_MAJOR,
+                "plugin, check loader_accepts_plugin: built for ABI %u.%u, this host speaks %u.%u",
+                DLOP_ABI_VERSION_MAJOR_OF(abi), DLOP_ABI_VERSION_MINOR_OF(abi),
+                (unsigned)DLOP_ABI_MAJOR, (unsigned)DLOP_ABI_MINOR);
+  ck_assert_msg(dlop_plugin_op_count(check_plugin) > 0,
+                "plugin, check loader_accepts_plugin: the plugin declares no ops");
+}
+END_TEST
+
+START_TEST(exports_only_entry_symbol) {
+  char list[2048];
+  int count = check_elf_extra_exports(check_opts.plugin_path, DLOP_PLUGIN_ENTRY_SYMBOL, list,
+                                      sizeof list);
+  ck_assert_msg(count >= 0, "plugin, check exports_only_entry_symbol: %s", list);
+  ck_assert_msg(count == 0,
+                "plugin, check exports_only_entry_symbol: %s exports %d symbol%s besides %s: %s "
+                "(build with -fvisibility=hidden, as dlop_add_plugin does, and mark only "
+                "dlop_plugin_init DLOP_PLUGIN_EXPORT)", check_opts.plugin_path, count,
+                count == 1 ? "" : "s", DLOP_PLUGIN_ENTRY_SYMBOL, list);
+}
+END_TEST
+
+START_TEST(init_refuses_other_abi_major) {
+  ck_assert_msg(check_plugin != NULL, "plugin, check init_refuses_other_abi_major: not loaded "
+                "(see loader_accepts_plugin)");
+  /* The file is loaded already: dlopen hands back the same handle. */
+  void *handle = dlopen(dlop_plugin_path(check_plugin), RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(handle != NULL, "plugin, check init_refuses_other_abi_major: dlopen: %s", dlerror());
+  dlop_plugin_init_fn init = (dlop_plugin_init_fn)dlsym(handle, DLOP_PLUGIN_ENTRY_SYMBOL);
+  ck_assert_msg(init != NULL, "plugin, check init_refuses_other_abi_major: no %s",
+                DLOP_PLUGIN_ENTRY_SYMBOL);
+  const dlop_plugin_desc *desc = NULL;
+  char error[1024] = "";
+  unsigned other = DLOP_MAKE_ABI_VERSION(DLOP_ABI_MAJOR + 1, 0);
+  int status = init(dlop_host_api_table(), other, &desc, error, sizeof error);
+  ck_assert_msg(status != DLOP_OK,
+                "plugin, check init_refuses_other_abi_major: dlop_plugin_init accepted a host of "
+                "ABI %u.0 (expected a non-OK status such as DLOP_ABI_MISMATCH: check the major "
+                "first, e.g. with dlop_plugin_abi_compatible)", DLOP_ABI_MAJOR + 1);
+  ck_assert_msg(error[0] != '\0',
+                "plugin, check init_refuses_other_abi_major: dlop_plugin_init refused a host of "
+                "ABI %u.0 with %s but wrote no message (say which ABI it was built for)",
+                DLOP_ABI_MAJOR + 1, dlop_status_name(status));
+}
+END_TEST
+
+void check_add_plugin_tests(TCase *tc) {
+  tcase_add_test(tc, loader_accepts_plugin);
+  tcase_add_test(tc, exports_only_entry_symbol);
+  tcase_add_test(tc, init_refuses_other_abi_major);
+}

@@ -1,0 +1,417 @@
+/* check_tests_run.c — the thunk checks on every device: every output element written (poisoned
+ * outputs), nothing written outside the outputs (guard bytes), inputs untouched, many runs and
+ * runs after another thunk, strided and negative-stride inputs, two threads at once, run-to-run
+ * determinism, a wrong output dtype refused with a message, and no host memory leaked. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_suite.h"
+
+static const int deterministic_flag = DLOP_OP_DETERMINISTIC;
+
+static int is_deterministic(const check_case *c) { return (c->op->flags & deterministic_flag) != 0; }
+
+/* A fresh node and thunk for shape, one run, then the thunk destroyed. */
+static void run_fresh(const check_case *c, const char *check, const check_shape *shape,
+                      int unknown, check_layout layout, uint64_t salt, int poison_run,
+                      check_prepared *p, check_run_result *r) {
+  check_prepare(c, check, shape, unknown, p);
+  check_run_once(p, layout, salt, poison_run, r);
+  check_release(p);
+  check_require_ok(p, check, r);
+}
+
+START_TEST(every_output_element_written) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "every_output_element_written";
+  for (int s = 0; s < check_shape_count; s++) {
+    check_prepared p;
+    check_run_result a, b;
+    run_fresh(c, check, &check_shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 0, &p, &a);
+    run_fresh(c, check, &check_shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 1, &p, &b);
+    for (int32_t o = 0; o < p.num_outputs; o++) {
+      unsigned char p0[8], p1[8];
+      size_t size = a.out[o].element_size;
+      check_poison_pattern(p.outputs[o].dtype, 0, p0);
+      check_poison_pattern(p.outputs[o].dtype, 1, p1);
+      int64_t missed = 0, first = -1, last = -1;
+      for (int64_t i = 0; i < a.out[o].numel; i++)
+        if (memcmp((unsigned char *)a.values[o] + (size_t)i * size, p0, size) == 0 &&
+            memcmp((unsigned char *)b.values[o] + (size_t)i * size, p1, size) == 0) {
+          if (first < 0) first = i;
+          last = i;
+          missed++;
+        }
+      if (missed)
+        check_fail(c, check, p.shape.dims, p.shape.ndim,
+                   "%lld of %lld elements of output %d were never written (element %lld first, "
+                   "%lld last): they still hold the poison pattern of each of two runs (0x%02x.. "
+                   "then 0x%02x..); the thunk must write every output element",
+                   (long long)missed, (long long)a.out[o].numel, (int)o, (long long)first,
+                   (long long)last, p0[size - 1], p1[0]);
+    }
+    check_run_result_free(&p, &a);
+    check_run_result_free(&p, &b);
+  }
+}
+END_TEST
+
+/* First changed byte of a guard region, or -1. */
+static int64_t guard_damage(const unsigned char *bytes, size_t begin, size_t end) {
+  for (size_t k = begin; k < end; k++)
+    if (bytes[k] != CHECK_GUARD_BYTE) return (int64_t)k;
+  return -1;
+}
+
+static void check_output_guards(const check_case *c, const char *check, check_prepared *p,
+                                const check_run_result *r) {
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    const check_buffer *b = &r->out[o];
+    size_t end = b->data_offset + (size_t)b->numel * b->element_size;
+    int64_t before = guard_damage(r->outputs_after[o], 0, b->data_offset);
+    int64_t after = guard_damage(r->outputs_after[o], end, b->bytes);
+    if (before >= 0)
+      check_fail(c, check, p->shape.dims, p->shape.ndim,
+                 "the thunk wrote byte 0x%02x at %lld bytes before the start of output %d "
+                 "(%lld elements of %zu bytes); write only inside the outputs",
+                 r->outputs_after[o][before], (long long)(b->data_offset - (size_t)before),
+                 (int)o, (long long)b->numel, b->element_size);
+    if (after >= 0)
+      check_fail(c, check, p->shape.dims, p->shape.ndim,
+                 "the thunk wrote byte 0x%02x at byte %lld past the end of output %d (%lld "
+                 "elements of %zu bytes: element %lld would be there); write only inside the "
+                 "outputs, using the shape infer_shape gave", r->outputs_after[o][after],
+                 (long long)((size_t)after - end), (int)o, (long long)b->numel, b->element_size,
+                 (long long)(b->numel + ((size_t)after - end) / b->element_size));
+  }
+}
+
+static void check_inputs_kept(const check_case *c, const char *check, check_prepared *p,
+                              const check_run_result *r, const char *layout) {
+  for (int32_t i = 0; i < p->num_inputs; i++) {
+    const check_buffer *b = &r->in[i];
+    for (size_t k = 0; k < b->bytes; k++)
+      if (r->inputs_before[i][k] != r->inputs_after[i][k]) {
+        int in_guard = k < b->data_offset || k >= b->bytes - CHECK_GUARD_BYTES;
+        check_fail(c, check, p->shape.dims, p->shape.ndim,
+                   "the thunk changed input %d (%s layout): byte %zu of its allocation went from "
+                   "0x%02x to 0x%02x (%s); inputs are read-only", (int)i, layout,
+                   k, r->inputs_before[i][k], r->inputs_after[i][k],
+                   in_guard ? "in the guard bytes around it"
+                            : "inside the input's span (element byte offset from its start: see "
+                              "the layout)");
+      }
+  }
+}
+
+START_TEST(nothing_written_outside_outputs) {
+  const check_case *c = check_case_at(_i);
+  for (int s = 0; s < check_shape_count; s++) {
+    check_prepared p;
+    check_run_result r;
+    run_fresh(c, "nothing_written_outside_outputs", &check_shapes[s], s % 2, CHECK_CONTIGUOUS, 2,
+              0, &p, &r);
+    check_output_guards(c, "nothing_written_outside_outputs", &p, &r);
+    check_run_result_free(&p, &r);
+  }
+}
+END_TEST
+
+START_TEST(inputs_untouched) {
+  const check_case *c = check_case_at(_i);
+  for (int s = 0; s < check_shape_count; s++) {
+    check_prepared p;
+    check_run_result r;
+    run_fresh(c, "inputs_untouched", &check_shapes[s], s % 2, CHECK_CONTIGUOUS, 3, 0, &p, &r);
+    check_inputs_kept(c, "inputs_untouched", &p, &r, "contiguous");
+    check_run_result_free(&p, &r);
+  }
+}
+END_TEST
+
+static void compare_outputs(const check_case *c, const char *check, check_prepared *p,
+                            const check_run_result *expected, const check_run_result *actual,
+                            int exact, const char *what) {
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    char report[1024];
+    int64_t bad = check_compare(expected->values[o], actual->values[o], p->outputs[o].dtype,
+                                expected->out[o].numel, exact, report, sizeof report);
+    if (bad)
+      check_fail(c, check, p->shape.dims, p->shape.ndim,
+                 "%s: %lld of %lld elements of output %d differ%s: %s", what, (long long)bad,
+                 (long long)expected->out[o].numel, (int)o,
+                 exact ? " bit for bit" : " beyond the dtype's tolerance", report);
+  }
+}
+
+/* Rank-1 shapes of different sizes, run by one thunk made with unknown dims. */
+static const check_shape sequence[] = {{1, {7}}, {1, {1048579}}, {1, {0}}, {1, {1}}, {1, {13}}};
+#define SEQUENCE_LENGTH 5
+
+START_TEST(runs_many_times_and_after_other_thunks) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "runs_many_times_and_after_other_thunks";
+  check_run_result reference[SEQUENCE_LENGTH];
+  check_prepared fresh[SEQUENCE_LENGTH];
+  for (int k = 0; k < SEQUENCE_LENGTH; k++)
+    run_fresh(c, check, &sequence[k], 1, CHECK_CONTIGUOUS, 10 + (uint64_t)k, 0, &fresh[k], &reference[k]);
+  check_prepared mine, other;
+  check_prepare(c, check, &sequence[0], 1, &mine);
+  check_prepare(c, check, &sequence[0], 1, &other);
+  for (int round = 0; round < 3; round++)
+    for (int k = 0; k < SEQUENCE_LENGTH; k++) {
+      check_run_result r, o;
+      /* another thunk of the op runs first, on other data */
+      check_run_once(&other, CHECK_CONTIGUOUS, 99, round & 1, &o);
+      check_require_ok(&other, check, &o);
+      check_run_result_free(&other, &o);
+      mine.shape = sequence[k];
+      check_prepared *p = &mine;
+      /* concrete output shapes for this run (the thunk was made with unknown dims) */
+      memcpy(p->concrete_outputs, fresh[k].concrete_outputs, sizeof p->concrete_outputs);
+      check_run_once(p, CHECK_CONTIGUOUS, 10 + (uint64_t)k, (round + k) & 1, &r);
+      check_require_ok(p, check, &r);
+      char what[160];
+      snprintf(what, sizeof what, "run %d of one thunk (after %d runs of it on other shapes and "
+               "one of another thunk) disagrees with a fresh thunk's first run", round * SEQUENCE_LENGTH + k + 1,
+               round * SEQUENCE_LENGTH + k);
+      compare_outputs(c, check, p, &reference[k], &r, is_deterministic(c), what);
+      check_run_result_free(p, &r);
+    }
+  check_release(&mine);
+  check_release(&other);
+  for (int k = 0; k < SEQUENCE_LENGTH; k++) check_run_result_free(&fresh[k], &reference[k]);
+}
+END_TEST
+
+START_TEST(strided_inputs) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "strided_inputs";
+  if (c->op->flags & DLOP_OP_NEEDS_CONTIGUOUS_INPUTS) {
+    check_note(c, check, "skipped: the op declares DLOP_OP_NEEDS_CONTIGUOUS_INPUTS, so the host "
+               "makes inputs contiguous before its thunk runs");
+    return;
+  }
+  static const int shapes[] = {3, 5, 6, 7, 8};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const check_shape *shape = &check_shapes[shapes[s] < check_shape_count ? shapes[s] : 0];
+    check_prepared p;
+    check_run_result reference;
+    run_fresh(c, check, shape, 1, CHECK_CONTIGUOUS, 20, 0, &p, &reference);
+    for (int layout = CHECK_EVERY_OTHER; layout <= CHECK_REVERSED; layout++) {
+      const char *name = layout == CHECK_EVERY_OTHER ? "every other element (strides x2)"
+                                                     : "reversed (negative strides)";
+      check_run_result r;
+      run_fresh(c, check, shape, 1, (check_layout)layout, 20, 1, &p, &r);
+      char what[160];
+      snprintf(what, sizeof what, "inputs laid out %s give other results than contiguous ones",
+               name);
+      compare_outputs(c, check, &p, &reference, &r, 0, what);
+      check_inputs_kept(c, check, &p, &r, name);
+      check_output_guards(c, check, &p, &r);
+      check_run_result_free(&p, &r);
+    }
+    check_run_result_free(&p, &reference);
+  }
+}
+END_TEST
+
+START_TEST(deterministic_run_to_run) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "deterministic_run_to_run";
+  if (!is_deterministic(c)) {
+    check_note(c, check, "skipped: the op does not declare DLOP_OP_DETERMINISTIC");
+    return;
+  }
+  static const int shapes[] = {3, 6, 8};
+  for (size_t s = 0; s < 3; s++) {
+    const check_shape *shape = &check_shapes[shapes[s] < check_shape_count ? shapes[s] : 0];
+    check_prepared p;
+    check_run_result first, second;
+    check_prepare(c, check, shape, 0, &p);
+    check_run_once(&p, CHECK_CONTIGUOUS, 30, 0, &first);
+    check_require_ok(&p, check, &first);
+    check_run_once(&p, CHECK_CONTIGUOUS, 30, 1, &second);
+    check_require_ok(&p, check, &second);
+    check_release(&p);
+    compare_outputs(c, check, &p, &first, &second, 1,
+                    "the op declares DLOP_OP_DETERMINISTIC but two runs on the same inputs differ");
+    check_run_result_free(&p, &first);
+    check_run_result_free(&p, &second);
+  }
+}
+END_TEST
+
+/* ---- two threads ------------------------------------------------------------------------- */
+
+#define THREAD_RUNS 6
+typedef struct thread_job {
+  check_prepared *p;
+  check_run_result *work; /* buffers to run on (re-poisoned by uploading their image) */
+  const check_run_result *expected;
+  void *stream;
+  int status, bad_run;
+  int64_t mismatches;
+  char report[1024];
+} thread_job;
+
+static void *thread_body(void *argument) {
+  thread_job *job = (thread_job *)argument;
+  check_prepared *p = job->p;
+  for (int run = 0; run < THREAD_RUNS && job->status == DLOP_OK && job->mismatches == 0; run++) {
+    char error[512];
+    job->status = check_run(p, job->work->in, job->work->out, job->stream, error, sizeof error);
+    if (job->status != DLOP_OK) {
+      snprintf(job->report, sizeof job->report, "%s", error);
+      job->bad_run = run;
+      break;
+    }
+    for (int32_t o = 0; o < p->num_outputs && job->mismatches == 0; o++) {
+      check_buffer *b = &job->work->out[o];
+      unsigned char *downloaded = NULL;
+      void *values = malloc((size_t)b->numel * b->element_size + 1);
+      if (b->device.type == DLOP_DEVICE_CPU) {
+        check_buffer_extract(b, b->memory, values);
+      } else {
+        downloaded = malloc(b->bytes);
+        dlop_host_api_table()->cuda_memcpy_async(downloaded, b->memory, b->bytes, job->stream);
+        dlop_host_api_table()->cuda_stream_synchronize(job->stream);
+        check_buffer_extract(b, downloaded, values);
+      }
+      job->mismatches = check_compare(job->expected->values[o], values, p->outputs[o].dtype,
+                                      b->numel, 0, job->report, sizeof job->report);
+      job->bad_run = run;
+      free(values);
+      free(downloaded);
+    }
+  }
+  return NULL;
+}
+
+START_TEST(two_threads_at_once) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "two_threads_at_once";
+  const check_shape shape = {1, {131075}}; /* 2^17 + 3: big enough to overlap */
+  check_prepared p;
+  check_run_result expected[2], work[2];
+  check_prepare(c, check, &shape, 1, &p);
+  for (int t = 0; t < 2; t++) {
+    check_run_once(&p, CHECK_CONTIGUOUS, 40 + (uint64_t)t, 0, &expected[t]);
+    check_require_ok(&p, check, &expected[t]);
+    check_run_once(&p, CHECK_CONTIGUOUS, 40 + (uint64_t)t, 1, &work[t]);
+  }
+  thread_job jobs[2];
+  pthread_t threads[2];
+  dlop_stream *streams[2] = {NULL, NULL};
+  for (int t = 0; t < 2; t++) {
+    memset(&jobs[t], 0, sizeof jobs[t]);
+    jobs[t].p = &p;
+    jobs[t].work = &work[t];
+    jobs[t].expected = &expected[t];
+    if (c->device.type == DLOP_DEVICE_CUDA) {
+      if (dlop_stream_create(c->device, &streams[t]) != DLOP_OK)
+        check_fail(c, check, NULL, 0, "creating a CUDA stream failed: %s", dlop_last_error());
+      jobs[t].stream = dlop_stream_handle(streams[t]);
+    }
+  }
+  for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, thread_body, &jobs[t]);
+  for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
+  for (int t = 0; t < 2; t++) {
+    if (jobs[t].status != DLOP_OK)
+      check_fail(c, check, shape.dims, shape.ndim, "thread %d's run %d failed while another "
+                 "thread ran the same thunk: %s: %s", t, jobs[t].bad_run,
+                 dlop_status_name(jobs[t].status), jobs[t].report);
+    if (jobs[t].mismatches)
+      check_fail(c, check, shape.dims, shape.ndim,
+                 "thread %d's run %d, while another thread ran the same thunk on other tensors, "
+                 "gave %lld wrong elements (against the same thunk run alone): %s; a thunk's run "
+                 "must not keep per-run data in shared state without a lock",
+                 t, jobs[t].bad_run, (long long)jobs[t].mismatches, jobs[t].report);
+  }
+  check_release(&p);
+  for (int t = 0; t < 2; t++) {
+    check_run_result_free(&p, &expected[t]);
+    check_run_result_free(&p, &work[t]);
+    if (streams[t]) dlop_stream_destroy(streams[t]);
+  }
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+START_TEST(rejects_wrong_output_dtype) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "rejects_wrong_output_dtype";
+  const check_shape shape = {1, {7}};
+  check_prepared p;
+  check_run_result r;
+  check_prepare(c, check, &shape, 0, &p);
+  check_run_once(&p, CHECK_CONTIGUOUS, 50, 0, &r);
+  check_require_ok(&p, check, &r);
+  /* Output 0 replaced by one of another dtype, at least as wide, so a thunk that ignores the
+   * dtype writes into the guard bytes rather than past the allocation. */
+  int made_for = p.outputs[0].dtype;
+  int wrong = made_for == DLOP_FLOAT64 ? DLOP_INT64 : DLOP_FLOAT64;
+  unsigned char poison[8];
+  check_poison_pattern(wrong, 0, poison);
+  check_buffer_free(&r.out[0]);
+  check_buffer_init(&r.out[0], c, c->device, wrong, p.concrete_outputs[0].ndim,
+                    p.concrete_outputs[0].shape, CHECK_CONTIGUOUS, NULL, poison, check_stream(c));
+  char error[1024];
+  int status = check_run(&p, r.in, r.out, check_stream(c), error, sizeof error);
+  check_release(&p);
+  if (status == DLOP_OK)
+    check_fail(c, check, shape.dims, shape.ndim,
+               "the run accepted output 0 of dtype %s though the node was made for %s (check "
+               "tensors against the thunk's types, e.g. with dlop_check_tensors, and return "
+               "DLOP_TYPE_ERROR with a message)", dlop_dtype_name((dlop_dtype)wrong),
+               dlop_dtype_name((dlop_dtype)made_for));
+  if (error[0] == '\0')
+    check_fail(c, check, shape.dims, shape.ndim,
+               "the run refused output 0 of dtype %s (node made for %s) with %s but wrote no "
+               "message into args->error", dlop_dtype_name((dlop_dtype)wrong),
+               dlop_dtype_name((dlop_dtype)made_for), dlop_status_name(status));
+  check_run_result_free(&p, &r);
+}
+END_TEST
+
+/* ---- resources --------------------------------------------------------------------------- */
+
+START_TEST(no_host_memory_leaked) {
+  const check_case *c = check_case_at(_i);
+  const char *check = "no_host_memory_leaked";
+  const check_shape shape = {1, {4099}};
+  check_prepared p;
+  check_run_result r;
+  /* A first cycle warms up what is made once per process (thread pool, caches, streams). */
+  run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
+  check_run_result_free(&p, &r);
+  for (int cycle = 0; cycle < 3; cycle++) {
+    int64_t blocks_before, bytes_before, blocks_after, bytes_after;
+    check_malloc_counts(&blocks_before, &bytes_before);
+    run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
+    check_run_result_free(&p, &r);
+    check_malloc_counts(&blocks_after, &bytes_after);
+    if (blocks_after > blocks_before)
+      check_fail(c, check, shape.dims, shape.ndim,
+                 "make_thunk, a run and destroy left %lld host block%s (%lld bytes) allocated "
+                 "(cycle %d after a warm-up); destroy must free everything make_thunk and the "
+                 "runs allocated", (long long)(blocks_after - blocks_before),
+                 blocks_after - blocks_before == 1 ? "" : "s",
+                 (long long)(bytes_after - bytes_before), cycle + 1);
+  }
+}
+END_TEST
+
+void check_add_run_tests(TCase *tc, int index) {
+  tcase_add_loop_test(tc, every_output_element_written, index, index + 1);
+  tcase_add_loop_test(tc, nothing_written_outside_outputs, index, index + 1);
+  tcase_add_loop_test(tc, inputs_untouched, index, index + 1);
+  tcase_add_loop_test(tc, runs_many_times_and_after_other_thunks, index, index + 1);
+  tcase_add_loop_test(tc, strided_inputs, index, index + 1);
+  tcase_add_loop_test(tc, two_threads_at_once, index, index + 1);
+  tcase_add_loop_test(tc, deterministic_run_to_run, index, index + 1);
+  tcase_add_loop_test(tc, rejects_wrong_output_dtype, index, index + 1);
+  tcase_add_loop_test(tc, no_host_memory_leaked, index, index + 1);
+}

@@ -1,0 +1,120 @@
+/* check_values.c — element values for the checks: reproducible random inputs, poison patterns
+ * that mark unwritten output elements, and comparison within a tolerance fit for the dtype
+ * (exact for integers) that reports the first mismatching elements. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <dlop/half_float.h>
+
+#include "check_suite.h"
+
+static uint64_t next_random(uint64_t *state) { /* splitmix64: reproducible on every machine */
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void check_random_fill(void *data, int dtype, int64_t n, uint64_t seed) {
+  uint64_t state = seed * 0x2545F4914F6CDD1Dull + 12345u;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_random(&state);
+    double u = (double)(r >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+    double f = -2.0 + 4.0 * u;
+    int64_t k = (int64_t)(r % 41) - 20; /* [-20, 20]: room for small products */
+    switch (dtype) {
+      case DLOP_BOOL: ((uint8_t *)data)[i] = (uint8_t)(r & 1); break;
+      case DLOP_INT8: ((int8_t *)data)[i] = (int8_t)k; break;
+      case DLOP_INT16: ((int16_t *)data)[i] = (int16_t)k; break;
+      case DLOP_INT32: ((int32_t *)data)[i] = (int32_t)k; break;
+      case DLOP_INT64: ((int64_t *)data)[i] = k; break;
+      case DLOP_UINT8: ((uint8_t *)data)[i] = (uint8_t)(k + 20); break;
+      case DLOP_FLOAT16: ((uint16_t *)data)[i] = dlop_float_to_half((float)f); break;
+      case DLOP_BFLOAT16: ((uint16_t *)data)[i] = dlop_float_to_bfloat16((float)f); break;
+      case DLOP_FLOAT32: ((float *)data)[i] = (float)f; break;
+      case DLOP_FLOAT64: ((double *)data)[i] = f; break;
+      default: break;
+    }
+  }
+}
+
+double check_value(const void *data, int dtype, int64_t i) {
+  switch (dtype) {
+    case DLOP_BOOL: return ((const uint8_t *)data)[i];
+    case DLOP_INT8: return ((const int8_t *)data)[i];
+    case DLOP_INT16: return ((const int16_t *)data)[i];
+    case DLOP_INT32: return ((const int32_t *)data)[i];
+    case DLOP_INT64: return (double)((const int64_t *)data)[i];
+    case DLOP_UINT8: return ((const uint8_t *)data)[i];
+    case DLOP_FLOAT16: return dlop_half_to_float(((const uint16_t *)data)[i]);
+    case DLOP_BFLOAT16: return dlop_bfloat16_to_float(((const uint16_t *)data)[i]);
+    case DLOP_FLOAT32: return ((const float *)data)[i];
+    case DLOP_FLOAT64: return ((const double *)data)[i];
+    default: return NAN;
+  }
+}
+
+void check_poison_pattern(int dtype, int run, unsigned char *pattern) {
+  size_t size = dlop_dtype_size((dlop_dtype)dtype);
+  memset(pattern, run == 0 ? 0xAB : 0x5C, size);
+  if (run != 0 || !dlop_dtype_is_float((dlop_dtype)dtype)) return;
+  /* Run 0 poisons floats with a NaN whose payload no arithmetic produces (computed NaNs are
+   * the canonical quiet NaN), so a NaN left there stands out in the report. */
+  if (dtype == DLOP_FLOAT32) {
+    uint32_t bits = 0x7FABCDEFu;
+    memcpy(pattern, &bits, 4);
+  } else if (dtype == DLOP_FLOAT64) {
+    uint64_t bits = 0x7FFABCDEF0123456ull;
+    memcpy(pattern, &bits, 8);
+  } else if (dtype == DLOP_FLOAT16) {
+    uint16_t bits = 0x7DAB;
+    memcpy(pattern, &bits, 2);
+  } else {
+    uint16_t bits = 0x7FAB; /* bfloat16 */
+    memcpy(pattern, &bits, 2);
+  }
+}
+
+/* Relative and absolute tolerance: a few units in the last place of the dtype, absolute near
+ * the smallest normal so a zero may meet a subnormal. */
+static void tolerance(int dtype, double *rtol, double *atol) {
+  switch (dtype) {
+    case DLOP_FLOAT16: *rtol = 2e-3; *atol = 1e-4; break;
+    case DLOP_BFLOAT16: *rtol = 1.6e-2; *atol = 1e-37; break;
+    case DLOP_FLOAT32: *rtol = 1e-5; *atol = 1e-37; break;
+    case DLOP_FLOAT64: *rtol = 1e-13; *atol = 1e-300; break;
+    default: *rtol = 0; *atol = 0; break;
+  }
+}
+
+int64_t check_compare(const void *expected, const void *actual, int dtype, int64_t n, int exact,
+                      char *report, size_t report_size) {
+  size_t size = dlop_dtype_size((dlop_dtype)dtype), used = 0;
+  double rtol, atol;
+  int64_t mismatches = 0;
+  tolerance(dtype, &rtol, &atol);
+  report[0] = '\0';
+  for (int64_t i = 0; i < n; i++) {
+    const unsigned char *e = (const unsigned char *)expected + (size_t)i * size;
+    const unsigned char *a = (const unsigned char *)actual + (size_t)i * size;
+    if (memcmp(e, a, size) == 0) continue;
+    if (!exact && dlop_dtype_is_float((dlop_dtype)dtype)) {
+      double ev = check_value(expected, dtype, i), av = check_value(actual, dtype, i);
+      if (isnan(ev) && isnan(av)) continue;
+      if (!isnan(ev) && !isnan(av) && !isinf(ev) && !isinf(av) &&
+          fabs(ev - av) <= atol + rtol * fabs(ev))
+        continue;
+      if (ev == av) continue; /* +0 and -0, equal infinities */
+    }
+    if (++mismatches <= 4 && used < report_size) {
+      double ev = check_value(expected, dtype, i), av = check_value(actual, dtype, i);
+      unsigned long long abits = 0;
+      memcpy(&abits, a, size < 8 ? size : 8);
+      used += (size_t)snprintf(report + used, report_size - used,
+                               "%s[%lld] expected %.9g, got %.9g (bits 0x%llx)",
+                               mismatches > 1 ? "; " : "", (long long)i, ev, av, abits);
+    }
+  }
+  return mismatches;
+}

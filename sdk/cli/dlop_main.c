@@ -1,9 +1,13 @@
 /* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full,
- * print versions, and load plugin files explicitly (for plugin authors checking their .so).
+ * print versions, load plugin files explicitly (for plugin authors checking their .so), and
+ * run the compliance suite on one (`dlop check`, which runs dlop-check).
  * It reads the registry through the public API, like any other host; its one internal call
  * keeps load errors from being printed twice (once while loading, once in its summary). */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dlop.h"
 /* For dlop__registry_set_warn_load_errors only: the command prints load errors itself. */
@@ -22,6 +26,8 @@ static void print_usage(FILE *out) {
           "                       load plugin files and report each success or failure (with\n"
           "                       --with-default, after DLOP_PLUGIN_PATH and the bundled plugins,\n"
           "                       so op name clashes with them show up)\n"
+          "  check PLUGIN.so [--device cpu|cuda|all] [--op NAME] [--dtype D] [--seed N]\n"
+          "                       run the compliance suite (dlop-check) on a plugin file\n"
           "  version              SDK and plugin ABI versions\n"
           "  --help               this text\n"
           "\n"
@@ -229,6 +235,44 @@ static int command_load(int count, char **files) {
   return failures > 0 ? 1 : 0;
 }
 
+#ifndef DLOP_CHECK_RELATIVE_PATH
+#define DLOP_CHECK_RELATIVE_PATH "../libexec/dlop/dlop-check"
+#define DLOP_CHECK_BUILT 0
+#endif
+
+/* `dlop check ...` runs the compliance suite, dlop-check, which lives at the same place
+ * relative to this program in the build and install trees; its exit status is ours. */
+static int command_check(int count, char **arguments) {
+  char self[PATH_MAX], program[PATH_MAX + 64];
+  ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) {
+    fprintf(stderr, "dlop: error: cannot find where the dlop program lives (/proc/self/exe)\n");
+    return 1;
+  }
+  self[length] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = '\0';
+  snprintf(program, sizeof program, "%s/%s", self, DLOP_CHECK_RELATIVE_PATH);
+  if (access(program, X_OK) != 0) {
+    fprintf(stderr, "dlop: error: the compliance suite dlop-check is missing (looked for %s)%s\n",
+            program,
+            DLOP_CHECK_BUILT ? "; reinstall dlop"
+                             : ": this dlop was built without Check (the C unit-test framework); "
+                               "install check and libsubunit-dev, or set DLOP_CHECK_ROOT, and "
+                               "rebuild");
+    return 1;
+  }
+  char *argv[260];
+  if (count > 256) count = 256;
+  argv[0] = program;
+  for (int i = 0; i < count; i++) argv[i + 1] = arguments[i];
+  argv[count + 1] = NULL;
+  fflush(stdout);
+  execv(program, argv);
+  fprintf(stderr, "dlop: error: cannot run %s: %s\n", program, strerror(errno));
+  return 1;
+}
+
 /* "dlop list takes no arguments (got 'extra')": says what the command wanted and what it got,
  * rather than calling a known command unknown. Exit status 2, as for any usage error. */
 static int wrong_arguments(const char *rule, int count, char **arguments) {
@@ -265,6 +309,7 @@ int main(int argc, char **argv) {
     return command_version();
   }
   if (strcmp(command, "load") == 0) return command_load(argc - 2, argv + 2);
+  if (strcmp(command, "check") == 0) return command_check(argc - 2, argv + 2);
   fprintf(stderr, "dlop: error: unknown command '%s'\n\n", command);
   print_usage(stderr);
   return 2;

@@ -115,6 +115,22 @@ dlop_stream *dlop_array_stream(const dlop_array *array);
  * are done. */
 int dlop_array_synchronize(const dlop_array *array);
 
+/* ---- interop: ordering work with other CUDA libraries (interop.c) ------------------------ */
+/* For DLPack's stream argument and __cuda_array_interface__'s "stream": raw CUstream handles
+ * from PyTorch, CuPy, JAX or Numba. 1 is CUDA's legacy default stream and 2 the per-thread
+ * default stream, as in DLPack. Nothing here blocks the host. */
+
+/* Make the foreign CUstream consumer_stream wait, on the GPU, for every pending write to array
+ * (an event recorded on the array's stream). DLOP_OK and nothing done when no write is pending
+ * or the array lives on the CPU; DLOP_INVALID_ARGUMENT for a NULL consumer stream. */
+int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream);
+/* Make stream (a dlop stream) wait, on the GPU, for the work enqueued so far on the foreign
+ * CUstream producer_stream. DLOP_OK and nothing done for a CPU stream. */
+int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);
+/* The CUDA ordinal of the device that owns the device (or managed) memory at pointer;
+ * DLOP_INVALID_ARGUMENT naming the pointer when the driver does not know it. */
+int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,65 @@
+"""dlop: Theano-style graphs and eager arrays over dynamically loaded C/CUDA op plugins.
+
+Build graphs from typed variables (``dlop.vector``, ``dlop.matrix``, ...) and the ops in
+``dlop.ops``; types and shapes are known at once.  ``dlop.function`` compiles a graph for one
+device ("cpu", "cuda", "cuda:1"); ops applied to concrete arrays run at once.  Arrays
+(``dlop.Array``) exchange memory without copies with NumPy, CuPy, PyTorch, JAX and Numba.
+"""
+from __future__ import annotations
+
+from . import _C
+from ._C import (
+    Array,
+    DeviceMismatchError,
+    DlopError,
+    DlopTypeError,
+    Function,
+    InvalidArgumentError,
+    KernelError,
+    NoDeviceError,
+    NotFoundError,
+    OutOfMemoryError,
+    PluginError,
+    ShapeError,
+    UnsupportedError,
+)
+from ._graph import Variable, function, matrix, scalar, tensor, vector
+from ._ops import Op, Param, Plugin, load_errors, load_plugin, ops, plugins
+
+__all__ = [
+    "Array", "Function", "Op", "Param", "Plugin", "Variable",
+    "asarray", "function", "load_errors", "load_plugin", "matrix", "ops", "plugins",
+    "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count",
+    "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",
+    "NoDeviceError", "DeviceMismatchError", "UnsupportedError", "PluginError", "KernelError",
+    "OutOfMemoryError",
+]
+
+__version__ = _C.version()
+
+
+def asarray(obj, device: str | None = None, dtype=None) -> Array:
+    """A dlop.Array for obj without copying when it already lives on ``device``.
+
+    obj may be a dlop.Array, a NumPy array or anything with the buffer protocol, a DLPack
+    producer (CuPy, PyTorch, JAX: asked for a versioned capsule first, with dlop's stream),
+    a ``__cuda_array_interface__`` producer (Numba; its stream is waited for), or a nested
+    list / scalar.  ``device`` moves the data there (an explicit copy); ``dtype`` converts host
+    data (device arrays must already have it).
+    """
+    return _C.asarray(obj, device, dtype)
+
+
+def version() -> str:
+    """The libdlop version string."""
+    return _C.version()
+
+
+def cuda_device_count() -> int:
+    """Number of CUDA devices (0 without a driver or GPU)."""
+    return _C.cuda_device_count()
+
+
+def synchronize(device: str = "cuda") -> None:
+    """Wait until the work dlop enqueued on ``device`` has finished."""
+    _C.synchronize(device)

@@ -1,0 +1,191 @@
+"""Symbolic variables and compiled functions.
+
+A Variable knows its dtype and static shape (None where unknown) from the moment it is made:
+op applications run the op's make_node and infer_shape through a small C graph.  Compiling
+(``function``) rebuilds the needed part of the graph in C and hands it to libdlop.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable, Sequence
+
+from . import _C, _errors
+
+_names = itertools.count()
+
+
+class Apply:
+    """One op application: the op, its input Variables, its parameters, its outputs."""
+
+    __slots__ = ("op", "inputs", "params", "outputs")
+
+    def __init__(self, op: Any, inputs: list["Variable"], params: dict[str, Any]):
+        self.op = op
+        self.inputs = inputs
+        self.params = params
+        self.outputs: list[Variable] = []
+
+
+class Variable:
+    """A typed symbolic value: a graph input, a constant, or an op's output.
+
+    ``dtype`` is a dtype name, ``shape`` a tuple with None for sizes not known while the graph
+    is built.  ``eval`` computes it now.
+    """
+
+    __slots__ = ("name", "dtype", "shape", "owner", "value", "_eval_cache", "__weakref__")
+
+    def __init__(self, name: str | None, dtype: str, shape: Sequence[int | None],
+                 owner: Apply | None = None, value: Any = None):
+        self.name = name
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.owner = owner
+        self.value = value  # a dlop.Array for constants
+        self._eval_cache: dict[Any, Any] = {}
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def owner_op(self):
+        """The Op that produced this variable, or None for inputs and constants."""
+        return self.owner.op if self.owner is not None else None
+
+    def eval(self, givens: dict["Variable", Any] | None = None, device: str = "cpu"):
+        """Compute this variable now on ``device``; ``givens`` maps input Variables to values.
+
+        The compiled function is cached per (inputs, device), so repeated evals are cheap.
+        """
+        givens = dict(givens or {})
+        for key in givens:
+            if not isinstance(key, Variable):
+                raise _errors.type_error(f"eval: givens keys must be dlop Variables, not {key!r}")
+        inputs = list(givens)
+        key = (tuple(id(v) for v in inputs), device)
+        compiled = self._eval_cache.get(key)
+        if compiled is None or compiled.inputs != inputs:
+            compiled = function(inputs, self, device=device)
+            self._eval_cache[key] = compiled
+        return compiled(*givens.values())
+
+    def __repr__(self) -> str:
+        label = self.name if self.name is not None else "?"
+        where = f" = {self.owner.op.name}(...)" if self.owner is not None else ""
+        return f"Variable({label}: {self.dtype}{list(self.shape)}{where})"
+
+
+def _default_name(prefix: str) -> str:
+    return f"{prefix}{next(_names)}"
+
+
+def _check_dtype(dtype: Any) -> str:
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        try:
+            import numpy
+            name = numpy.dtype(dtype).name
+        except Exception:
+            raise _errors.type_error(f"dtype {dtype!r} is not a dtype name") from None
+    known = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
+             "float32", "float64")
+    if name not in known:
+        raise _errors.type_error(f"dtype '{name}' is not supported; expected one of {', '.join(known)}")
+    return name
+
+
+def _check_shape(shape: Iterable[int | None], ndim: int | None, what: str) -> tuple:
+    shape = tuple(shape)
+    if ndim is not None and len(shape) != ndim:
+        raise _errors.make(_C.ShapeError, "DLOP_SHAPE_ERROR",
+                           f"{what} takes a shape of {ndim} dimension(s), got {shape}")
+    for dim in shape:
+        if dim is not None and (not isinstance(dim, int) or dim < 0):
+            raise _errors.make(_C.ShapeError, "DLOP_SHAPE_ERROR",
+                               f"{what}: dimension {dim!r} in {shape} is not a size >= 0 or None")
+    return shape
+
+
+def tensor(name: str | None = None, dtype: Any = "float32",
+           shape: Sequence[int | None] = ()) -> Variable:
+    """A graph input of any rank: ``shape`` has a size or None (unknown) per dimension."""
+    return Variable(name or _default_name("t"), _check_dtype(dtype), _check_shape(shape, None, "tensor"))
+
+
+def scalar(name: str | None = None, dtype: Any = "float32", shape: Sequence[int] = ()) -> Variable:
+    """A 0-d graph input."""
+    return Variable(name or _default_name("s"), _check_dtype(dtype), _check_shape(shape, 0, "scalar"))
+
+
+def vector(name: str | None = None, dtype: Any = "float32",
+           shape: Sequence[int | None] = (None,)) -> Variable:
+    """A 1-d graph input (its length unknown unless ``shape`` says it)."""
+    return Variable(name or _default_name("v"), _check_dtype(dtype), _check_shape(shape, 1, "vector"))
+
+
+def matrix(name: str | None = None, dtype: Any = "float32",
+           shape: Sequence[int | None] = (None, None)) -> Variable:
+    """A 2-d graph input."""
+    return Variable(name or _default_name("m"), _check_dtype(dtype), _check_shape(shape, 2, "matrix"))
+
+
+def _build(graph: Any, outputs: list[Variable], inputs: list[Variable]) -> dict[int, int]:
+    """Add everything outputs depend on to graph; returns id(Variable) -> graph var id.
+
+    Inputs become graph inputs (even when they are op outputs: their producers are cut off);
+    an input-less Variable that is not among inputs is an error naming it.
+    """
+    ids: dict[int, int] = {}
+    for var in inputs:
+        if id(var) in ids:
+            raise _errors.invalid(f"function: input {var!r} is given twice")
+        ids[id(var)] = graph.input(var.name or "input", var.dtype, var.shape)
+    names = ", ".join(repr(v.name) for v in inputs) or "none"
+    # Iterative post-order, so deep graphs do not hit the recursion limit.
+    stack: list[tuple[Variable, bool]] = [(v, False) for v in reversed(outputs)]
+    while stack:
+        var, ready = stack.pop()
+        if id(var) in ids:
+            continue
+        if var.owner is None:
+            if var.value is not None:
+                ids[id(var)] = graph.constant(var.name or "constant", var.value)
+                continue
+            raise _errors.invalid(
+                f"function: the outputs depend on input {var.name!r}, which is not among the "
+                f"function's inputs ({names}); add it to the inputs (or to eval's givens)")
+        apply = var.owner
+        if not ready:
+            stack.append((var, True))
+            stack.extend((v, False) for v in reversed(apply.inputs) if id(v) not in ids)
+            continue
+        out_ids = graph.apply(apply.op.name, [ids[id(v)] for v in apply.inputs], dict(apply.params))
+        for out_var, out_id in zip(apply.outputs, out_ids):
+            ids[id(out_var)] = out_id
+    return ids
+
+
+def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
+             device: str = "cpu") -> "_C.Function":
+    """Compile the graph from inputs to outputs for one device.
+
+    The result is called with one array per input (NumPy arrays are copied to the device;
+    dlop.Array and DLPack / CUDA-array-interface producers on the device are used in place;
+    arrays on another device are an error).  It returns one dlop.Array, or a list when
+    ``outputs`` is a list.  Fails with NoDeviceError / UnsupportedError rather than running
+    anything elsewhere.
+    """
+    inputs = list(inputs)
+    return_list = isinstance(outputs, (list, tuple))
+    output_list = list(outputs) if return_list else [outputs]
+    for var in inputs + output_list:
+        if not isinstance(var, Variable):
+            raise _errors.type_error(f"function: inputs and outputs must be dlop Variables, not {var!r}")
+    _C.device_check(device)
+    graph = _C.Graph()
+    ids = _build(graph, output_list, inputs)
+    names = tuple(v.name or f"input{i}" for i, v in enumerate(inputs))
+    return graph.compile([ids[id(v)] for v in inputs], [ids[id(v)] for v in output_list], device,
+                         return_list, tuple(inputs), tuple(output_list), names)

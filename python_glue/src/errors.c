@@ -1,0 +1,103 @@
+/* errors.c — dlop statuses as Python exceptions: DlopError (carrying .status, the status name)
+ * and subclasses that also derive from the matching builtin, so `except TypeError` still works. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "module.h"
+
+typedef struct error_spec {
+  const char *name;   /* attribute name in dlop._C */
+  const char *doc;
+} error_spec;
+
+static const error_spec specs[DLOP_PY_ERROR_COUNT] = {
+    {"DlopError", "Base of every dlop error; .status is the dlop status name."},
+    {"DlopTypeError", "A dtype, rank, arity or argument type is not what was declared."},
+    {"ShapeError", "Shapes are incompatible with the declared or inferred ones."},
+    {"InvalidArgumentError", "An argument value is invalid."},
+    {"NotFoundError", "No op, plugin or parameter has that name."},
+    {"NoDeviceError", "The device cannot be used here (no driver, no GPU, bad ordinal)."},
+    {"DeviceMismatchError", "An array is on another device than the function's."},
+    {"UnsupportedError", "The op or conversion does not support this dtype or device."},
+    {"PluginError", "A plugin could not be loaded, or handed back invalid metadata."},
+    {"KernelError", "A kernel, the CUDA driver or cuBLAS reported an error while running."},
+    {"OutOfMemoryError", "Host or device memory ran out."},
+};
+
+static int error_index(int status) {
+  switch (status) {
+    case DLOP_TYPE_ERROR: return DLOP_PY_TYPE_ERROR;
+    case DLOP_SHAPE_ERROR: return DLOP_PY_SHAPE_ERROR;
+    case DLOP_INVALID_ARGUMENT: return DLOP_PY_ARGUMENT_ERROR;
+    case DLOP_NOT_FOUND: return DLOP_PY_NOT_FOUND_ERROR;
+    case DLOP_NO_DEVICE: return DLOP_PY_NO_DEVICE_ERROR;
+    case DLOP_DEVICE_MISMATCH: return DLOP_PY_DEVICE_MISMATCH;
+    case DLOP_UNSUPPORTED: return DLOP_PY_UNSUPPORTED;
+    case DLOP_LOAD_ERROR:
+    case DLOP_ABI_MISMATCH:
+    case DLOP_INVALID_PLUGIN:
+    case DLOP_DUPLICATE: return DLOP_PY_PLUGIN_ERROR;
+    case DLOP_CUDA_ERROR:
+    case DLOP_CUBLAS_ERROR:
+    case DLOP_PLUGIN_ERROR: return DLOP_PY_KERNEL_ERROR;
+    case DLOP_OUT_OF_MEMORY: return DLOP_PY_MEMORY_ERROR;
+    default: return DLOP_PY_ERROR;
+  }
+}
+
+int dlop_py_add_errors(PyObject *module, dlop_py_state *state) {
+  PyObject *builtins[DLOP_PY_ERROR_COUNT] = {
+      NULL,          PyExc_TypeError,    PyExc_ValueError,   PyExc_ValueError,
+      PyExc_LookupError, PyExc_RuntimeError, PyExc_RuntimeError, PyExc_RuntimeError,
+      PyExc_RuntimeError, PyExc_RuntimeError, PyExc_MemoryError};
+  for (int i = 0; i < DLOP_PY_ERROR_COUNT; i++) {
+    char qualified[96];
+    snprintf(qualified, sizeof qualified, "dlop.%s", specs[i].name);
+    PyObject *bases = i == DLOP_PY_ERROR ? Py_NewRef(PyExc_Exception)
+                                         : PyTuple_Pack(2, state->errors[DLOP_PY_ERROR], builtins[i]);
+    if (bases == NULL) return -1;
+    state->errors[i] = PyErr_NewExceptionWithDoc(qualified, specs[i].doc, bases, NULL);
+    Py_DECREF(bases);
+    if (state->errors[i] == NULL) return -1;
+    if (PyModule_AddObjectRef(module, specs[i].name, state->errors[i]) < 0) return -1;
+  }
+  return 0;
+}
+
+/* Instantiate the class with the message, set .status, and raise it. */
+static void raise_message(dlop_py_state *state, int status, PyObject *message) {
+  PyObject *type = state->errors[error_index(status)];
+  PyObject *exception = PyObject_CallFunctionObjArgs(type, message, NULL);
+  if (exception == NULL) return;
+  PyObject *name = PyUnicode_FromString(dlop_status_name(status));
+  if (name == NULL || PyObject_SetAttrString(exception, "status", name) < 0) {
+    Py_XDECREF(name);
+    Py_DECREF(exception);
+    return;
+  }
+  Py_DECREF(name);
+  PyErr_SetObject(type, exception);
+  Py_DECREF(exception);
+}
+
+PyObject *dlop_py_raise(dlop_py_state *state, int status, const char *context) {
+  const char *detail = dlop_last_error();
+  if (detail == NULL || detail[0] == '\0') detail = dlop_strerror(status);
+  PyObject *message = context ? PyUnicode_FromFormat("%s: %s", context, detail)
+                              : PyUnicode_FromString(detail);
+  if (message == NULL) return NULL;
+  raise_message(state, status, message);
+  Py_DECREF(message);
+  return NULL;
+}
+
+PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  PyObject *message = PyUnicode_FromFormatV(format, args);
+  va_end(args);
+  if (message == NULL) return NULL;
+  raise_message(state, status, message);
+  Py_DECREF(message);
+  return NULL;
+}

@@ -1,0 +1,179 @@
+/* module.c — dlop._C: multi-phase initialization (PEP 489), the module state every part reads
+ * through its type or module, and the extension's one stream per CUDA device. */
+#include "module.h"
+
+static struct PyModuleDef dlop_py_module_def;
+
+dlop_py_state *dlop_py_state_of_module(PyObject *module) {
+  return (dlop_py_state *)PyModule_GetState(module);
+}
+
+dlop_py_state *dlop_py_state_of_type(PyTypeObject *type) {
+  return (dlop_py_state *)PyType_GetModuleState(type);
+}
+
+int dlop_py_stream(dlop_py_state *state, dlop_device device, dlop_stream **stream) {
+  *stream = NULL;
+  if (device.type != DLOP_DEVICE_CUDA) return 0;
+  if (device.id < 0 || device.id >= DLOP_PY_MAX_DEVICES) {
+    dlop_py_raisef(state, DLOP_NO_DEVICE, "cuda:%d: the dlop extension handles CUDA devices 0..%d",
+                   (int)device.id, DLOP_PY_MAX_DEVICES - 1);
+    return -1;
+  }
+  /* Created under the GIL, so two threads never both create one. */
+  if (state->streams[device.id] == NULL) {
+    int status = dlop_stream_create(device, &state->streams[device.id]);
+    if (status != DLOP_OK) {
+      dlop_py_raise(state, status, NULL);
+      return -1;
+    }
+  }
+  *stream = state->streams[device.id];
+  return 0;
+}
+
+PyObject *dlop_py_numpy(dlop_py_state *state) {
+  if (state->numpy == NULL) state->numpy = PyImport_ImportModule("numpy");
+  return state->numpy;
+}
+
+static PyObject *py_version(PyObject *module, PyObject *unused) {
+  return PyUnicode_FromString(dlop_version_string());
+}
+
+static PyObject *py_cuda_device_count(PyObject *module, PyObject *unused) {
+  int count = 0;
+  int status = dlop_cuda_device_count(&count);
+  if (status != DLOP_OK) return dlop_py_raise(dlop_py_state_of_module(module), status, NULL);
+  return PyLong_FromLong(count);
+}
+
+/* device_check("cuda:0") -> None, or NoDeviceError saying what is missing. */
+static PyObject *py_device_check(PyObject *module, PyObject *text) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  dlop_device device;
+  if (dlop_py_parse_device(state, text, &device) < 0) return NULL;
+  int status = dlop_device_check(device);
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  Py_RETURN_NONE;
+}
+
+/* synchronize(device): wait for the extension's work on a device. */
+static PyObject *py_synchronize(PyObject *module, PyObject *text) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  dlop_device device;
+  if (dlop_py_parse_device(state, text, &device) < 0) return NULL;
+  if (device.type != DLOP_DEVICE_CUDA) Py_RETURN_NONE;
+  dlop_stream *stream;
+  if (dlop_py_stream(state, device, &stream) < 0) return NULL;
+  int status;
+  Py_BEGIN_ALLOW_THREADS
+  status = dlop_stream_synchronize(stream);
+  Py_END_ALLOW_THREADS
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  Py_RETURN_NONE;
+}
+
+/* stream_handle(device) -> int: the CUstream the extension uses on a device (0 on the CPU). */
+static PyObject *py_stream_handle(PyObject *module, PyObject *text) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  dlop_device device;
+  if (dlop_py_parse_device(state, text, &device) < 0) return NULL;
+  dlop_stream *stream;
+  if (dlop_py_stream(state, device, &stream) < 0) return NULL;
+  return PyLong_FromVoidPtr(stream ? dlop_stream_handle(stream) : NULL);
+}
+
+static PyMethodDef module_methods[] = {
+    {"version", py_version, METH_NOARGS, "The libdlop version string."},
+    {"cuda_device_count", py_cuda_device_count, METH_NOARGS,
+     "Number of CUDA devices (0 without a driver or GPU)."},
+    {"device_check", py_device_check, METH_O,
+     "Raise NoDeviceError (saying what is missing) unless the device can be used now."},
+    {"synchronize", py_synchronize, METH_O,
+     "Wait until the work dlop enqueued on a device has finished."},
+    {"stream_handle", py_stream_handle, METH_O,
+     "The CUstream (as an int) dlop enqueues its work on for a device; 0 for the CPU."},
+    {"asarray", (PyCFunction)(void (*)(void))dlop_py_asarray, METH_FASTCALL | METH_KEYWORDS,
+     "asarray(obj, device=None, dtype=None) -> Array (see dlop.asarray)."},
+    {NULL, NULL, 0, NULL}};
+
+static int module_exec(PyObject *module) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  if (dlop_py_add_errors(module, state) < 0) return -1;
+  if (dlop_py_add_array_type(module, state) < 0) return -1;
+  if (dlop_py_add_graph_type(module, state) < 0) return -1;
+  if (dlop_py_add_function_type(module, state) < 0) return -1;
+  if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
+  state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
+  state->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+  state->str_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+  state->str_stream = PyUnicode_InternFromString("stream");
+  state->str_max_version = PyUnicode_InternFromString("max_version");
+  if (!state->str_dlpack || !state->str_dlpack_device || !state->str_cai || !state->str_stream ||
+      !state->str_max_version)
+    return -1;
+  if (PyModule_AddIntConstant(module, "MAX_NDIM", DLOP_MAX_NDIM) < 0) return -1;
+  /* The bundled plugins and DLOP_PLUGIN_PATH load on import; failures are kept for
+   * load_errors() rather than raised, as for the `dlop` command. */
+  int status = dlop_registry_load_default();
+  if (status != DLOP_OK) {
+    dlop_py_raise(state, status, "loading the default plugins");
+    return -1;
+  }
+  return 0;
+}
+
+static int module_traverse(PyObject *module, visitproc visit, void *arg) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  if (state == NULL) return 0;
+  for (int i = 0; i < DLOP_PY_ERROR_COUNT; i++) Py_VISIT(state->errors[i]);
+  Py_VISIT(state->array_type);
+  Py_VISIT(state->graph_type);
+  Py_VISIT(state->function_type);
+  Py_VISIT(state->numpy);
+  return 0;
+}
+
+static int module_clear(PyObject *module) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  if (state == NULL) return 0;
+  for (int i = 0; i < DLOP_PY_ERROR_COUNT; i++) Py_CLEAR(state->errors[i]);
+  Py_CLEAR(state->array_type);
+  Py_CLEAR(state->graph_type);
+  Py_CLEAR(state->function_type);
+  Py_CLEAR(state->numpy);
+  Py_CLEAR(state->str_dlpack);
+  Py_CLEAR(state->str_dlpack_device);
+  Py_CLEAR(state->str_cai);
+  Py_CLEAR(state->str_stream);
+  Py_CLEAR(state->str_max_version);
+  return 0;
+}
+
+static void module_free(void *module) {
+  dlop_py_state *state = dlop_py_state_of_module((PyObject *)module);
+  module_clear((PyObject *)module);
+  if (state == NULL) return;
+  /* Arrays with work pending keep references of their own, so this never cuts work short. */
+  for (int i = 0; i < DLOP_PY_MAX_DEVICES; i++) {
+    dlop_stream_destroy(state->streams[i]);
+    state->streams[i] = NULL;
+  }
+}
+
+static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, (void *)module_exec}, {0, NULL}};
+
+static struct PyModuleDef dlop_py_module_def = {
+    PyModuleDef_HEAD_INIT,
+    "dlop._C",
+    "The C core of dlop: arrays, graphs, compiled functions and the plugin registry.",
+    sizeof(dlop_py_state),
+    module_methods,
+    module_slots,
+    module_traverse,
+    module_clear,
+    module_free,
+};
+
+PyMODINIT_FUNC PyInit__C(void) { return PyModuleDef_Init(&dlop_py_module_def); }

@@ -1,0 +1,134 @@
+/* module.h — what the parts of the dlop._C extension share: the module state (no static
+ * PyObject globals), the object layouts of its heap types, and the helpers they call. */
+#ifndef DLOP_PY_MODULE_H
+#define DLOP_PY_MODULE_H
+
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlop.h>
+
+/* Vectorcall is in the Limited API from 3.12 only, but the ABI it relies on (the flag, the
+ * offset member and the calling convention) is the same in 3.11; these are its 3.12 spellings. */
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL (1UL << 11)
+#endif
+#ifndef PY_VECTORCALL_ARGUMENTS_OFFSET
+#define PY_VECTORCALL_ARGUMENTS_OFFSET ((size_t)1 << (8 * sizeof(size_t) - 1))
+typedef PyObject *(*vectorcallfunc)(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames);
+#endif
+#define DLOP_PY_NARGS(nargsf) ((Py_ssize_t)((nargsf) & ~PY_VECTORCALL_ARGUMENTS_OFFSET))
+
+/* The most CUDA devices the extension keeps a stream for. */
+#define DLOP_PY_MAX_DEVICES 64
+
+/* Exception classes, one per group of statuses (see errors.c). */
+enum {
+  DLOP_PY_ERROR,            /* DlopError: the base */
+  DLOP_PY_TYPE_ERROR,       /* + TypeError */
+  DLOP_PY_SHAPE_ERROR,      /* + ValueError */
+  DLOP_PY_ARGUMENT_ERROR,   /* + ValueError */
+  DLOP_PY_NOT_FOUND_ERROR,  /* + LookupError */
+  DLOP_PY_NO_DEVICE_ERROR,  /* + RuntimeError */
+  DLOP_PY_DEVICE_MISMATCH,  /* + RuntimeError */
+  DLOP_PY_UNSUPPORTED,      /* + RuntimeError */
+  DLOP_PY_PLUGIN_ERROR,     /* + RuntimeError: loading and ABI */
+  DLOP_PY_KERNEL_ERROR,     /* + RuntimeError: CUDA, cuBLAS, plugin run failures */
+  DLOP_PY_MEMORY_ERROR,     /* + MemoryError */
+  DLOP_PY_ERROR_COUNT
+};
+
+typedef struct dlop_py_state {
+  PyObject *errors[DLOP_PY_ERROR_COUNT];
+  PyTypeObject *array_type;
+  PyTypeObject *graph_type;
+  PyTypeObject *function_type;
+  allocfunc array_alloc; /* the Array type's tp_alloc, looked up once for the hot path */
+  PyObject *numpy;       /* imported on first use */
+  PyObject *str_dlpack, *str_dlpack_device, *str_cai, *str_stream, *str_max_version;
+  /* One stream per CUDA device for every run, copy and DLPack exchange the extension makes,
+   * so all of them are ordered with each other (like a framework's current stream). */
+  dlop_stream *streams[DLOP_PY_MAX_DEVICES];
+} dlop_py_state;
+
+/* dlop.Array: a reference to a dlop_array. */
+typedef struct dlop_py_array {
+  PyObject_HEAD
+  dlop_array *array;
+} dlop_py_array;
+
+/* dlop._C.Function: a compiled function, called through vectorcall. */
+typedef struct dlop_py_function {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  dlop_function *function;
+  dlop_device device;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  int return_list;          /* outputs were given as a list: return a list */
+  int release_gil_always;   /* CUDA: always release the GIL around runs */
+  dlop_type *input_types;   /* cached at compile time for the per-call checks */
+  PyObject *inputs;         /* tuple of the input Variables (or None) */
+  PyObject *outputs;        /* tuple of the output Variables (or None) */
+  PyObject *input_names;    /* tuple of str, for messages */
+} dlop_py_function;
+
+/* ---- module.c ---- */
+dlop_py_state *dlop_py_state_of_type(PyTypeObject *type);
+dlop_py_state *dlop_py_state_of_module(PyObject *module);
+/* The extension's stream for a device (NULL for the CPU); created on first use. */
+int dlop_py_stream(dlop_py_state *state, dlop_device device, dlop_stream **stream);
+PyObject *dlop_py_numpy(dlop_py_state *state);
+
+/* ---- errors.c ---- */
+int dlop_py_add_errors(PyObject *module, dlop_py_state *state);
+/* Raise the exception for status with dlop_last_error() (prefixed by context when not NULL).
+ * Returns NULL for `return dlop_py_raise(...)`. */
+PyObject *dlop_py_raise(dlop_py_state *state, int status, const char *context);
+/* Raise the exception for status with a formatted message. */
+PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, ...);
+
+/* ---- array.c ---- */
+int dlop_py_add_array_type(PyObject *module, dlop_py_state *state);
+/* A new dlop.Array taking over one reference to array (released on failure too). */
+PyObject *dlop_py_array_new(dlop_py_state *state, dlop_array *array);
+const char *dlop_py_dtype_name(dlop_dtype dtype);
+/* "float32" or a NumPy dtype object / type to a dlop dtype; -1 with TypeError otherwise. */
+int dlop_py_parse_dtype(dlop_py_state *state, PyObject *object, dlop_dtype *dtype);
+int dlop_py_parse_device(dlop_py_state *state, PyObject *object, dlop_device *device);
+PyObject *dlop_py_device_str(dlop_device device);
+
+/* ---- convert.c: Python objects to dlop arrays ---- */
+/* A new reference to a dlop_array for object: a dlop.Array (same array), the buffer protocol
+ * (NumPy; no copy), __dlpack__ or __cuda_array_interface__ (no copy). Nothing is moved between
+ * devices here. -1 with an exception set on failure. */
+int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
+/* The same for buffer-protocol objects only: 1 when object has no buffer (nothing set). */
+int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
+PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+
+/* ---- dlpack.c: exporting ---- */
+PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
+PyObject *dlop_py_array_dlpack_device(PyObject *self, PyObject *unused);
+PyObject *dlop_py_array_cai(PyObject *self, void *closure);
+/* Importing one DLPack capsule from producer (a new reference to its array). */
+int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array);
+int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interface,
+                     dlop_array **array);
+
+/* ---- graph.c, function.c ---- */
+int dlop_py_add_graph_type(PyObject *module, dlop_py_state *state);
+int dlop_py_add_function_type(PyObject *module, dlop_py_state *state);
+/* A Function over a compiled function (taken over; destroyed on failure). */
+PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,
+                               const dlop_type *input_types, int32_t num_inputs,
+                               int32_t num_outputs, PyObject *input_names);
+
+/* ---- registry.c ---- */
+extern PyMethodDef dlop_py_registry_methods[];
+
+#endif

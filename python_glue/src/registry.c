@@ -1,0 +1,136 @@
+/* registry.c — the plugin registry as plain Python data: plugins(), load_plugin(path),
+ * load_errors() and op_infos(); the dlop package turns these into objects and dlop.ops. */
+#include "module.h"
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+    case DLOP_PARAM_BOOL: return "bool";
+    case DLOP_PARAM_INT: return "int";
+    case DLOP_PARAM_FLOAT: return "float";
+    case DLOP_PARAM_STRING: return "string";
+    case DLOP_PARAM_INTS: return "ints";
+    default: return "unknown";
+  }
+}
+
+static PyObject *param_value(const dlop_param_value *value) {
+  switch (value->kind) {
+    case DLOP_PARAM_BOOL: return PyBool_FromLong((long)value->u.i);
+    case DLOP_PARAM_INT: return PyLong_FromLongLong(value->u.i);
+    case DLOP_PARAM_FLOAT: return PyFloat_FromDouble(value->u.f);
+    case DLOP_PARAM_STRING: return PyUnicode_FromString(value->u.s ? value->u.s : "");
+    case DLOP_PARAM_INTS: {
+      PyObject *tuple = PyTuple_New(value->count);
+      for (int32_t i = 0; tuple && i < value->count; i++) {
+        PyObject *item = PyLong_FromLongLong(value->u.ints[i]);
+        if (item == NULL || PyTuple_SetItem(tuple, i, item) < 0) Py_CLEAR(tuple);
+      }
+      return tuple;
+    }
+    default: Py_RETURN_NONE;
+  }
+}
+
+static PyObject *dtype_list(uint32_t mask) {
+  PyObject *list = PyList_New(0);
+  for (int d = 0; list && d < DLOP_DTYPE_COUNT; d++) {
+    if (!(mask & DLOP_DTYPE_BIT(d))) continue;
+    PyObject *name = PyUnicode_FromString(dlop_dtype_name((dlop_dtype)d));
+    if (name == NULL || PyList_Append(list, name) < 0) Py_CLEAR(list);
+    Py_XDECREF(name);
+  }
+  return list;
+}
+
+static PyObject *op_info(const dlop_op_desc *op) {
+  PyObject *params = PyList_New(op->num_params);
+  for (int32_t p = 0; params && p < op->num_params; p++) {
+    const dlop_param_decl *decl = &op->params[p];
+    PyObject *item = Py_BuildValue("{s:s,s:s,s:N,s:s}", "name", decl->name, "kind",
+                                   kind_name(decl->kind), "default", param_value(&decl->default_value),
+                                   "doc", decl->doc ? decl->doc : "");
+    if (item == NULL || PyList_SetItem(params, p, item) < 0) Py_CLEAR(params);
+  }
+  if (params == NULL) return NULL;
+  const dlop_plugin *plugin = dlop_op_plugin(op);
+  return Py_BuildValue("{s:s,s:s,s:i,s:i,s:N,s:{s:N,s:N},s:O,s:O,s:O,s:s}", "name", op->name,
+                       "doc", op->doc ? op->doc : "", "num_inputs", (int)op->num_inputs,
+                       "num_outputs", (int)op->num_outputs, "params", params, "dtypes", "cpu",
+                       dtype_list(dlop_op_dtypes(op, DLOP_DEVICE_CPU)), "cuda",
+                       dtype_list(dlop_op_dtypes(op, DLOP_DEVICE_CUDA)), "deterministic",
+                       (op->flags & DLOP_OP_DETERMINISTIC) ? Py_True : Py_False, "cuda_graph_safe",
+                       (op->flags & DLOP_OP_CUDA_GRAPH_SAFE) ? Py_True : Py_False,
+                       "needs_contiguous_inputs",
+                       (op->flags & DLOP_OP_NEEDS_CONTIGUOUS_INPUTS) ? Py_True : Py_False,
+                       "plugin", plugin ? dlop_plugin_name(plugin) : "");
+}
+
+static PyObject *plugin_info(const dlop_plugin *plugin) {
+  int count = dlop_plugin_op_count(plugin);
+  PyObject *ops = PyList_New(count);
+  for (int i = 0; ops && i < count; i++) {
+    PyObject *name = PyUnicode_FromString(dlop_plugin_op(plugin, i)->name);
+    if (name == NULL || PyList_SetItem(ops, i, name) < 0) Py_CLEAR(ops);
+  }
+  if (ops == NULL) return NULL;
+  uint32_t abi = dlop_plugin_abi_version(plugin);
+  const char *doc = dlop_plugin_doc(plugin);
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:(ii),s:N}", "name", dlop_plugin_name(plugin), "version",
+                       dlop_plugin_version(plugin), "path", dlop_plugin_path(plugin), "doc",
+                       doc ? doc : "", "abi_version", (int)(abi >> 16), (int)(abi & 0xffff), "ops", ops);
+}
+
+static PyObject *py_plugins(PyObject *module, PyObject *unused) {
+  int count = dlop_plugin_count();
+  PyObject *list = PyList_New(count);
+  for (int i = 0; list && i < count; i++) {
+    PyObject *info = plugin_info(dlop_plugin_at(i));
+    if (info == NULL || PyList_SetItem(list, i, info) < 0) Py_CLEAR(list);
+  }
+  return list;
+}
+
+static PyObject *py_op_infos(PyObject *module, PyObject *unused) {
+  int count = dlop_op_count();
+  PyObject *list = PyList_New(count);
+  for (int i = 0; list && i < count; i++) {
+    PyObject *info = op_info(dlop_op_at(i));
+    if (info == NULL || PyList_SetItem(list, i, info) < 0) Py_CLEAR(list);
+  }
+  return list;
+}
+
+static PyObject *py_load_plugin(PyObject *module, PyObject *path_object) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  PyObject *encoded = NULL;
+  if (!PyUnicode_FSConverter(path_object, &encoded)) return NULL;
+  const char *path = PyBytes_AsString(encoded);
+  const dlop_plugin *plugin = NULL;
+  int status = path ? DLOP_OK : -1;
+  if (path) {
+    Py_BEGIN_ALLOW_THREADS
+    status = dlop_load_plugin(path, &plugin);
+    Py_END_ALLOW_THREADS
+  }
+  Py_DECREF(encoded);
+  if (status == -1) return NULL;
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  return plugin_info(plugin);
+}
+
+static PyObject *py_load_errors(PyObject *module, PyObject *unused) {
+  int count = dlop_load_error_count();
+  PyObject *list = PyList_New(count);
+  for (int i = 0; list && i < count; i++) {
+    PyObject *text = PyUnicode_FromString(dlop_load_error_at(i));
+    if (text == NULL || PyList_SetItem(list, i, text) < 0) Py_CLEAR(list);
+  }
+  return list;
+}
+
+PyMethodDef dlop_py_registry_methods[] = {
+    {"plugins", py_plugins, METH_NOARGS, "Loaded plugins as dicts (name, version, path, doc, ops)."},
+    {"op_infos", py_op_infos, METH_NOARGS, "Every loaded op as a dict."},
+    {"load_plugin", py_load_plugin, METH_O, "Load one plugin file; returns its dict."},
+    {"load_errors", py_load_errors, METH_NOARGS, "Plugin files that failed to load, one line each."},
+    {NULL, NULL, 0, NULL}};

@@ -1,0 +1,116 @@
+/* interop.c — ordering dlop's CUDA work with other libraries' streams (DLPack's stream argument,
+ * __cuda_array_interface__'s "stream"): one event recorded on one side, waited for on the other,
+ * so neither the host nor the other library's stream ever blocks. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "internal.h"
+
+#define DLOP__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+/* Two driver entry points the rest of libdlop does not need, resolved here from the libcuda
+ * that dlop__cuda_ensure already loaded (RTLD_NOLOAD: never a second copy). */
+static struct {
+  pthread_once_t once;
+  CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
+  CUresult (*cuPointerGetAttribute)(void *data, int attribute, CUdeviceptr pointer);
+} interop = {PTHREAD_ONCE_INIT, NULL, NULL};
+
+static void resolve_interop(void) {
+  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (library == NULL) return;
+  *(void **)&interop.cuStreamWaitEvent = dlsym(library, "cuStreamWaitEvent");
+  *(void **)&interop.cuPointerGetAttribute = dlsym(library, "cuPointerGetAttribute");
+  /* The handle keeps a reference the library already holds; nothing to close. */
+}
+
+static int ensure_interop(const char *what) {
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) return status;
+  pthread_once(&interop.once, resolve_interop);
+  if (interop.cuStreamWaitEvent == NULL || interop.cuPointerGetAttribute == NULL)
+    return dlop__error(DLOP_NO_DEVICE,
+                       "%s: libcuda.so.1 lacks cuStreamWaitEvent or cuPointerGetAttribute "
+                       "(expected in every CUDA driver since 4.0)", what);
+  return DLOP_OK;
+}
+
+/* Record an event on `from` and make `to` wait for it, in the current context. The event is
+ * destroyed at once: the driver keeps it alive until the wait has been satisfied. */
+static int chain_streams(CUstream from, CUstream to, const char *what) {
+  CUevent event = NULL;
+  CUresult result = dlop__cuda.cuEventCreate(&event, DLOP_CU_EVENT_DISABLE_TIMING);
+  if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "cuEventCreate");
+  int status = DLOP_OK;
+  result = dlop__cuda.cuEventRecord(event, from);
+  if (result != DLOP_CUDA_SUCCESS) {
+    status = dlop__cuda_fail(result, what);
+  } else {
+    result = interop.cuStreamWaitEvent(to, event, 0);
+    if (result != DLOP_CUDA_SUCCESS) status = dlop__cuda_fail(result, "cuStreamWaitEvent");
+  }
+  result = dlop__cuda.cuEventDestroy(event);
+  if (result != DLOP_CUDA_SUCCESS && status == DLOP_OK)
+    status = dlop__cuda_fail(result, "cuEventDestroy");
+  return status;
+}
+
+int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream) {
+  if (array == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_wait_on_stream: array is NULL");
+  if (consumer_stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_array_wait_on_stream: consumer stream is NULL (expected a CUstream, "
+                       "1 for the legacy default stream or 2 for the per-thread default stream)");
+  dlop_device device = dlop_array_device(array);
+  if (device.type != DLOP_DEVICE_CUDA) return DLOP_OK;
+  dlop_stream *pending = dlop_array_stream(array);
+  void *producer = pending ? dlop_stream_handle(pending) : NULL;
+  if (producer == NULL || producer == consumer_stream) return DLOP_OK;
+  int status = ensure_interop("dlop_array_wait_on_stream");
+  if (status != DLOP_OK) return status;
+  dlop__cuda_scope scope;
+  status = dlop__cuda_use_device(device.id, &scope);
+  if (status != DLOP_OK) return status;
+  status = chain_streams((CUstream)producer, (CUstream)consumer_stream,
+                         "cuEventRecord on the array's stream");
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream) {
+  if (stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_wait_foreign: stream is NULL");
+  void *handle = dlop_stream_handle(stream);
+  if (handle == NULL || handle == producer_stream) return DLOP_OK; /* CPU: work is synchronous */
+  if (producer_stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_stream_wait_foreign: producer stream is NULL (expected a CUstream, "
+                       "1 for the legacy default stream or 2 for the per-thread default stream)");
+  int status = ensure_interop("dlop_stream_wait_foreign");
+  if (status != DLOP_OK) return status;
+  dlop__cuda_scope scope;
+  status = dlop__cuda_use_device(dlop_stream_device(stream).id, &scope);
+  if (status != DLOP_OK) return status;
+  status = chain_streams((CUstream)producer_stream, (CUstream)handle,
+                         "cuEventRecord on the foreign stream");
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id) {
+  if (device_id == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_cuda_pointer_device: device_id is NULL");
+  *device_id = -1;
+  int status = ensure_interop("dlop_cuda_pointer_device");
+  if (status != DLOP_OK) return status;
+  int ordinal = -1;
+  CUresult result = interop.cuPointerGetAttribute(&ordinal, DLOP__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                  (CUdeviceptr)(uintptr_t)pointer);
+  if (result != DLOP_CUDA_SUCCESS)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_cuda_pointer_device: %p is not CUDA device memory the driver knows "
+                       "(cuPointerGetAttribute: %s)", pointer, dlop__cuda_result_text(result));
+  *device_id = ordinal;
+  return DLOP_OK;
+}

@@ -122,6 +122,7 @@ static void load_driver(void) {
     return;
   }
   device_count = count > DLOP_MAX_CUDA_DEVICES ? DLOP_MAX_CUDA_DEVICES : count;
+  dlop__cuda_install_call_counter(&dlop__cuda);
   load_status = DLOP_OK;
 }
 
@@ -187,9 +188,23 @@ static int use_context(CUcontext context, dlop__cuda_scope *scope) {
   return DLOP_OK;
 }
 
+/* Inside a function run on this thread (see dlop__cuda_run_begin). */
+static _Thread_local dlop__cuda_run_scope current_run;
+
+void dlop__cuda_run_begin(int32_t device_id, CUstream stream, dlop__cuda_run_scope *saved) {
+  *saved = current_run;
+  current_run.active = 1;
+  current_run.device_id = device_id;
+  current_run.stream = stream;
+}
+
+void dlop__cuda_run_end(const dlop__cuda_run_scope *saved) { current_run = *saved; }
+
 int dlop__cuda_use_device(int32_t device_id, dlop__cuda_scope *scope) {
   scope->previous = NULL;
   scope->changed = 0;
+  /* The run made this device's context current and keeps it: no driver call needed. */
+  if (current_run.active && current_run.device_id == device_id) return DLOP_OK;
   CUcontext context;
   int status = dlop__cuda_primary_context(device_id, &context);
   if (status != DLOP_OK) return status;
@@ -199,6 +214,8 @@ int dlop__cuda_use_device(int32_t device_id, dlop__cuda_scope *scope) {
 int dlop__cuda_use_stream(CUstream stream, dlop__cuda_scope *scope) {
   scope->previous = NULL;
   scope->changed = 0;
+  /* A thunk launching on its run's stream: the run's context owns it and is current. */
+  if (stream != NULL && current_run.active && stream == current_run.stream) return DLOP_OK;
   int status = dlop__cuda_ensure();
   if (status != DLOP_OK) return status;
   if (stream == NULL) {

@@ -111,6 +111,26 @@ int dlop__cuda_restore_context(dlop__cuda_scope *scope);
  * keeps its own message). For `return dlop__cuda_restore_after(&scope, status);`. */
 int dlop__cuda_restore_after(dlop__cuda_scope *scope, int status);
 
+/* A function run's promise to the calls it makes on this thread (memory pool, host-table
+ * launches): device_id's primary context is current and stays so until the run ends, and
+ * stream belongs to it. dlop__cuda_use_device(device_id) and dlop__cuda_use_stream(stream)
+ * then switch nothing and make no driver call. Begin after dlop__cuda_use_device succeeded;
+ * end with the saved value before restoring the caller's context (runs may nest). */
+typedef struct dlop__cuda_run_scope {
+  int active;
+  int32_t device_id;
+  CUstream stream;
+} dlop__cuda_run_scope;
+void dlop__cuda_run_begin(int32_t device_id, CUstream stream, dlop__cuda_run_scope *saved);
+void dlop__cuda_run_end(const dlop__cuda_run_scope *saved);
+
+/* Debug count of driver calls (cuda_call_counter.c): with DLOP_COUNT_DRIVER_CALLS=1 in the
+ * environment when CUDA loads, every context, stream, event, memory and launch call is
+ * counted per thread. dlop__cuda_driver_calls is this thread's total so far. */
+void dlop__cuda_install_call_counter(dlop__cuda_api *api);
+int dlop__cuda_counting_calls(void);
+uint64_t dlop__cuda_driver_calls(void);
+
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for result, in a static or thread-local buffer. */
 const char *dlop__cuda_result_text(CUresult result);
 /* Record "what failed: CUDA_ERROR_X (text)" as the last error and return DLOP_CUDA_ERROR, or

@@ -403,6 +403,10 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     if (status != DLOP_OK) return status;
   }
   status = pick_stream(&run, stream);
+  /* From here the pool and the thunks' launches on run.handle need no context checks. */
+  dlop__cuda_run_scope saved_run = {0, 0, NULL};
+  int in_run = status == DLOP_OK && run.handle != NULL;
+  if (in_run) dlop__cuda_run_begin(function->device.id, (CUstream)run.handle, &saved_run);
   if (status == DLOP_OK) status = allocate_scratch(&run, local_scratch, sizeof local_scratch);
   for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
     /* a write still pending on another stream must finish before our stream reads it */
@@ -430,5 +434,6 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     }
   }
   free_scratch(&run);
+  if (in_run) dlop__cuda_run_end(&saved_run);
   return scope.changed ? dlop__cuda_restore_after(&scope, status) : status;
 }

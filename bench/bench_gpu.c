@@ -322,73 +322,97 @@ done:
   return failures;
 }
 
-/* Host-side cost of one call at a tiny size (launch and bookkeeping, not bandwidth): many
- * calls back to back, then one synchronize. */
-static int bench_overhead(const options *o, dlop_device device, dlop_stream *dstream) {
-  int64_t n = 1024;
-  float host[1024];
-  dlop_array *x = NULL, *y = NULL;
+/* Per-call cost of exp on float32 (launch and bookkeeping; at 230400 elements, the issue's
+ * workload, also the kernel): 2000 calls back to back, then one wait, on three paths: the
+ * thunk alone on the bench's stream; dlop_function_run on the bench's stream, each output
+ * released at once; and dlop_function_run on the function's own stream keeping the last output
+ * alive, as a Python loop `r = f(x)` does (the result left on the device). One line each. */
+static int overhead_point(dlop_device device, dlop_stream *dstream, int64_t n, int path) {
+  static const char *paths[3] = {"thunk", "function", "function-own-stream"};
+  float *host = malloc(sizeof(float) * (size_t)n);
+  dlop_array *x = NULL, *y = NULL, *last = NULL;
   dlop_tensor inputs[1], outputs[1];
   bench_kernel kernel;
   dlop_function *function = NULL;
   timed_call t;
-  int path, i, calls = 2000, failures = 0;
+  int i, calls = 2000, prepared = 0, ok = 0;
+  double start = 0.0, per_call = 0.0;
+  if (host == NULL) return 1;
   bench_fill_uniform(host, DLOP_FLOAT32, n, -5.0, 5.0, 42);
   if (dlop_array_from_host(device, DLOP_FLOAT32, 1, &n, host, &x) != DLOP_OK ||
       dlop_array_empty(device, DLOP_FLOAT32, 1, &n, &y) != DLOP_OK) {
-    fprintf(stderr, "dlop-bench-gpu: overhead: %s\n", dlop_last_error());
-    if (x) dlop_array_release(x);
-    return 1;
+    snprintf(error, sizeof(error), "%s", dlop_last_error());
+    goto done;
   }
   inputs[0] = *dlop_array_tensor(x);
   outputs[0] = *dlop_array_tensor(y);
-  for (path = 0; path < 2; path++) {
-    double start, per_call;
-    memset(&t, 0, sizeof(t));
-    t.stream = dlop_stream_handle(dstream);
-    t.dlop_stream = dstream;
-    if (path == 0) {
-      if (bench_kernel_prepare(&kernel, "double", device, inputs, 1, outputs, 1, error,
-                               sizeof(error)) != DLOP_OK)
-        goto fail;
-      t.kind = 1;
-      t.kernel = &kernel;
-      t.inputs = inputs;
-      t.outputs = outputs;
-    } else {
-      if (bench_function_prepare("double", device, &x, 1, &function, error, sizeof(error)) !=
-          DLOP_OK)
-        goto fail;
-      t.kind = 2;
-      t.function = function;
-      t.arrays = &x;
-      t.num_arrays = 1;
-    }
-    for (i = 0; i < 100; i++)
-      if (issue(&t) != 0) goto fail_release;
-    if (cuda_stream_wait(t.stream, error, sizeof(error)) != 0) goto fail_release;
-    start = bench_now();
-    for (i = 0; i < calls; i++)
-      if (issue(&t) != 0) goto fail_release;
-    if (cuda_stream_wait(t.stream, error, sizeof(error)) != 0) goto fail_release;
-    per_call = (bench_now() - start) / calls;
-    printf("dlop-bench op=double dtype=float32 n=%lld path=%s device=cuda metric=host_time_per_call "
-           "seconds=%.3e\n",
-           (long long)n, path == 0 ? "thunk" : "function", per_call);
-    printf("# per-call cost at n=1024 (%s): %.2f us\n",
-           path == 0 ? "thunk.run" : "dlop_function_run", per_call * 1e6);
-    if (path == 0) bench_kernel_release(&kernel);
-    else dlop_function_destroy(function);
-    continue;
-  fail_release:
-    if (path == 0) bench_kernel_release(&kernel);
-    else dlop_function_destroy(function);
-  fail:
-    fprintf(stderr, "dlop-bench-gpu: overhead (%s): %s\n", path == 0 ? "thunk" : "function", error);
-    failures++;
+  memset(&t, 0, sizeof(t));
+  t.stream = dlop_stream_handle(dstream);
+  t.dlop_stream = dstream;
+  if (path == 0) {
+    if (bench_kernel_prepare(&kernel, "exp", device, inputs, 1, outputs, 1, error,
+                             sizeof(error)) != DLOP_OK)
+      goto done;
+    prepared = 1;
+    t.kind = 1;
+    t.kernel = &kernel;
+    t.inputs = inputs;
+    t.outputs = outputs;
+  } else {
+    if (bench_function_prepare("exp", device, &x, 1, &function, error, sizeof(error)) != DLOP_OK)
+      goto done;
+    t.kind = 2;
+    t.function = function;
+    t.arrays = &x;
+    t.num_arrays = 1;
   }
+  for (int round = 0; round < 2; round++) { /* round 0 warms up: pool, modules, caches */
+    int count = round == 0 ? 100 : calls;
+    if (round == 1) start = bench_now();
+    for (i = 0; i < count; i++) {
+      if (path < 2) {
+        if (issue(&t) != 0) goto done;
+      } else {
+        dlop_array *out = NULL;
+        if (bench_function_call(function, &x, 1, NULL, &out, error, sizeof(error)) != DLOP_OK)
+          goto done;
+        dlop_array_release(last); /* the previous result goes when the new one arrives */
+        last = out;
+      }
+    }
+    if (path < 2 ? cuda_stream_wait(t.stream, error, sizeof(error)) != 0
+                 : dlop_array_synchronize(last) != DLOP_OK) {
+      if (path == 2) snprintf(error, sizeof(error), "%s", dlop_last_error());
+      goto done;
+    }
+  }
+  per_call = (bench_now() - start) / calls;
+  printf("dlop-bench op=exp dtype=float32 n=%lld path=%s device=cuda metric=host_time_per_call "
+         "seconds=%.3e\n",
+         (long long)n, paths[path], per_call);
+  printf("# call cost: exp float32 n=%-7lld %-20s %6.2f us/call\n", (long long)n, paths[path],
+         per_call * 1e6);
+  ok = 1;
+done:
+  if (!ok) fprintf(stderr, "dlop-bench-gpu: call cost (%s, n=%lld): %s\n", paths[path],
+                   (long long)n, error);
+  if (prepared) bench_kernel_release(&kernel);
+  dlop_array_release(last);
+  if (function) dlop_function_destroy(function);
   dlop_array_release(x);
   dlop_array_release(y);
+  free(host);
+  return ok ? 0 : 1;
+}
+
+static int bench_overhead(const options *o, dlop_device device, dlop_stream *dstream) {
+  static const int64_t sizes[2] = {1024, 230400};
+  int failures = 0;
+  (void)o;
+  printf("# call cost: host time per call, 2000 calls back to back then one wait; goal for "
+         "function-own-stream at n=230400: <= 4.5 us\n");
+  for (int s = 0; s < 2; s++)
+    for (int path = 0; path < 3; path++) failures += overhead_point(device, dstream, sizes[s], path);
   return failures;
 }
 

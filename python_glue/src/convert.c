@@ -14,12 +14,26 @@ typedef struct buffer_owner {
   Py_buffer view;
 } buffer_owner;
 
+/* Set while this thread, holding the GIL, releases arrays (dlop_py_release_holding_gil): the
+ * deleter then skips PyGILState_Ensure, which is a measurable part of a small call. */
+static _Thread_local int releasing_with_gil;
+
+void dlop_py_release_holding_gil(dlop_array *array) {
+  releasing_with_gil = 1;
+  dlop_array_release(array);
+  releasing_with_gil = 0;
+}
+
 static void release_buffer(void *context) {
   buffer_owner *owner = context;
-  /* The last reference may go on a thread that does not hold the GIL (a worker, a callback). */
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PyBuffer_Release(&owner->view);
-  PyGILState_Release(gil);
+  if (releasing_with_gil) {
+    PyBuffer_Release(&owner->view);
+  } else {
+    /* The last reference may go on a thread without the GIL (a worker, a stream callback). */
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyBuffer_Release(&owner->view);
+    PyGILState_Release(gil);
+  }
   free(owner);
 }
 
@@ -448,8 +462,10 @@ PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
   }
 
   PyObject *source = Py_NewRef(object);
-  int is_device_array = Py_IS_TYPE(object, state->array_type) || has_attribute(object, state->str_dlpack) ||
-                        has_attribute(object, state->str_cai);
+  /* Host data has a buffer (NumPy also has __dlpack__, but NumPy converts dtypes itself). */
+  int is_device_array = Py_IS_TYPE(object, state->array_type) ||
+                        (!PyObject_CheckBuffer(object) && (has_attribute(object, state->str_dlpack) ||
+                                                           has_attribute(object, state->str_cai)));
   if (dtype != DLOP_DTYPE_INVALID && !is_device_array) {
     /* Host data (NumPy, lists): NumPy converts the dtype (a copy only when it differs). */
     PyObject *numpy = dlop_py_numpy(state);

@@ -173,7 +173,7 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
     }
   }
 done:
-  for (int32_t i = 0; i < converted; i++) dlop_array_release(inputs[i]);
+  for (int32_t i = 0; i < converted; i++) dlop_py_release_holding_gil(inputs[i]);
   if (inputs != stack) PyMem_Free(inputs);
   return result;
 }

@@ -107,6 +107,8 @@ PyObject *dlop_py_device_str(dlop_device device);
 int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
 /* The same for buffer-protocol objects only: 1 when object has no buffer (nothing set). */
 int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
+/* dlop_array_release for a caller holding the GIL (faster deleters for wrapped buffers). */
+void dlop_py_release_holding_gil(dlop_array *array);
 PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
 

@@ -29,8 +29,8 @@ def _fixture_plugin() -> Path:
     """The test fixture plugin with parameters (fixture_scale: y = scale * x, negated when
     negate is set), built into <build>/tests/fixtures/good.so."""
     candidates = []
-    if os.environ.get("DLOP_TEST_FIXTURE_DIR"):
-        candidates.append(Path(os.environ["DLOP_TEST_FIXTURE_DIR"]) / "good.so")
+    if os.environ.get("DLOP_FIXTURE_DIR"):  # set by tests/python/CMakeLists.txt
+        candidates.append(Path(os.environ["DLOP_FIXTURE_DIR"]) / "good.so")
     if os.environ.get("DLOP_BUILD_DIR"):
         candidates.append(Path(os.environ["DLOP_BUILD_DIR"]) / "tests" / "fixtures" / "good.so")
     # The build tree's package lives in <build>/python/dlop.

@@ -28,6 +28,8 @@ static struct {
   cu_result (*graph_exec_destroy)(cu_handle);
   cu_result (*graph_destroy)(cu_handle);
   cu_result (*stream_synchronize)(cu_handle);
+  cu_result (*graph_get_nodes)(cu_handle, cu_handle *, size_t *);
+  cu_result (*ctx_synchronize)(void);
   cu_result (*error_name)(cu_result, const char **);
   cu_handle contexts[64];
 } cu;
@@ -63,6 +65,8 @@ static int cu_load(char *error, size_t size) {
       {"cuGraphExecDestroy", (void **)&cu.graph_exec_destroy},
       {"cuGraphDestroy", (void **)&cu.graph_destroy},
       {"cuStreamSynchronize", (void **)&cu.stream_synchronize},
+      {"cuGraphGetNodes", (void **)&cu.graph_get_nodes},
+      {"cuCtxSynchronize", (void **)&cu.ctx_synchronize},
       {"cuGetErrorName", (void **)&cu.error_name},
   };
   for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
@@ -143,6 +147,43 @@ void check_cuda_pop(void) {
   if (cu.loaded) cu.ctx_pop(&old);
 }
 
+/* After a capture: the graph must hold the run's work, and only the graph's replay may write
+ * the outputs. Work the thunk launched on another stream (the legacy default stream 0, its own
+ * stream) ran at once instead of being captured: the graph is then empty, or the outputs,
+ * poisoned again here after the whole device is idle, stay poisoned after the replay. */
+static int graph_holds_the_work(check_prepared *p, check_buffer *outputs, cu_handle graph,
+                                void *stream, char *error, size_t size) {
+  int64_t elements = 0;
+  for (int32_t o = 0; o < p->num_outputs; o++) elements += outputs[o].numel;
+  size_t nodes = 0;
+  cu_result result = cu.graph_get_nodes(graph, NULL, &nodes);
+  if (result != 0) {
+    snprintf(error, size, "cuGraphGetNodes failed: %s", cu_error(result));
+    return DLOP_CUDA_ERROR;
+  }
+  if (nodes == 0 && elements > 0) {
+    snprintf(error, size, "the capture recorded no work on the given stream (args->stream) for "
+             "%lld output elements: the run launched its kernels elsewhere, such as the legacy "
+             "default stream 0; launch only on args->stream", (long long)elements);
+    return DLOP_CUDA_ERROR;
+  }
+  if ((result = cu.ctx_synchronize()) != 0) {
+    snprintf(error, size, "cuCtxSynchronize after the capture failed: %s", cu_error(result));
+    return DLOP_CUDA_ERROR;
+  }
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    int status = dlop_host_api_table()->cuda_memcpy_async(outputs[o].memory, outputs[o].image,
+                                                          outputs[o].bytes, stream);
+    if (status == DLOP_OK) status = dlop_host_api_table()->cuda_stream_synchronize(stream);
+    if (status != DLOP_OK) {
+      snprintf(error, size, "poisoning output %d again after the capture failed: %s", (int)o,
+               dlop_last_error());
+      return status;
+    }
+  }
+  return DLOP_OK;
+}
+
 int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs,
                          void *stream, char *error, size_t size) {
   dlop_tensor in[CHECK_MAX_OPERANDS], out[CHECK_MAX_OPERANDS];
@@ -182,6 +223,8 @@ int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *
                "graph cannot hold: an allocation, a synchronization, or work on another stream)",
                cu_error(result));
       status = DLOP_CUDA_ERROR;
+    } else if ((status = graph_holds_the_work(p, outputs, graph, stream, error, size)) != DLOP_OK) {
+      /* reported by graph_holds_the_work */
     } else if ((result = cu.graph_instantiate(&exec, graph, 0)) != 0) {
       snprintf(error, size, "cuGraphInstantiate failed: %s", cu_error(result));
       status = DLOP_CUDA_ERROR;

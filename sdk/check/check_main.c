@@ -33,12 +33,15 @@ static int add_case(const dlop_op_desc *op, dlop_device device, int dtype) {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: dlop check PLUGIN.so [--device cpu|cuda|all] [--op NAME] [--dtype D] [--seed N]\n"
+          "                  [--param NAME=VALUE]...\n"
           "  Certifies a plugin file against the dlop ABI contract (docs/compliance.md).\n"
           "  --device  devices to check (default all: CUDA checks are skipped with a note when\n"
           "            no GPU is usable; --device cuda then exits 77, or 1 with DLOP_REQUIRE_GPU=1)\n"
           "  --op      check only this op\n"
           "  --dtype   check only this dtype (float32, int64, ...)\n"
-          "  --seed    seed of the random inputs (default 1)\n");
+          "  --seed    seed of the random inputs (default 1)\n"
+          "  --param   check with this parameter value instead of its default (repeatable;\n"
+          "            ints as 0,2; bools as true/false); applies to every op declaring NAME\n");
 }
 
 static int parse_dtype(const char *text) {
@@ -90,6 +93,20 @@ static int parse_options(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(arg, "--param") == 0) {
+      const char *equals = strchr(value, '=');
+      if (equals == NULL || equals == value) {
+        fprintf(stderr, "dlop check: error: --param takes NAME=VALUE (got '%s')\n", value);
+        return 2;
+      }
+      if (check_opts.num_params == 32) {
+        fprintf(stderr, "dlop check: error: at most 32 --param options\n");
+        return 2;
+      }
+      check_opts.param_names[check_opts.num_params] = strndup(value, (size_t)(equals - value));
+      check_opts.param_values[check_opts.num_params] = equals + 1;
+      check_opts.num_params++;
+      i++;
     } else if (arg[0] == '-') {
       fprintf(stderr, "dlop check: error: unknown option '%s'\n", arg);
       usage(stderr);
@@ -106,6 +123,44 @@ static int parse_options(int argc, char **argv) {
     fprintf(stderr, "dlop check: error: which plugin file? (got none)\n");
     usage(stderr);
     return 2;
+  }
+  return 0;
+}
+
+/* Every --param must name a parameter of a checked op and parse as its kind: a typo would
+ * otherwise check the defaults while the author believes otherwise. */
+static int check_params_given(void) {
+  for (int k = 0; k < check_opts.num_params; k++) {
+    int declared = 0;
+    for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++) {
+      const dlop_op_desc *op = dlop_plugin_op(check_plugin, i);
+      if (check_opts.op_filter && strcmp(check_opts.op_filter, op->name) != 0) continue;
+      for (int32_t p = 0; p < op->num_params; p++) {
+        if (strcmp(op->params[p].name, check_opts.param_names[k]) != 0) continue;
+        dlop_param_value value;
+        int64_t ints[16];
+        char error[512];
+        if (check_parse_param(&op->params[p], check_opts.param_values[k], &value, ints, 16,
+                              error, sizeof error) != DLOP_OK) {
+          fprintf(stderr, "dlop check: error: --param for op %s: %s\n", op->name, error);
+          return 2;
+        }
+        declared = 1;
+      }
+    }
+    if (!declared) {
+      fprintf(stderr, "dlop check: error: --param %s: no checked op of %s declares a parameter "
+              "named '%s'", check_opts.param_names[k], check_opts.plugin_path,
+              check_opts.param_names[k]);
+      for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++) {
+        const dlop_op_desc *op = dlop_plugin_op(check_plugin, i);
+        fprintf(stderr, "%s op %s:", i ? ";" : " (", op->name);
+        for (int32_t p = 0; p < op->num_params; p++) fprintf(stderr, " %s", op->params[p].name);
+        if (op->num_params == 0) fprintf(stderr, " no parameters");
+      }
+      fprintf(stderr, "%s\n", dlop_plugin_op_count(check_plugin) ? ")" : "");
+      return 2;
+    }
   }
   return 0;
 }
@@ -150,6 +205,8 @@ int main(int argc, char **argv) {
     snprintf(check_load_error, sizeof check_load_error, "%s", dlop_last_error());
     check_plugin = NULL;
   }
+
+  if (check_plugin != NULL && (status = check_params_given()) != 0) return status;
 
   char reason[512] = "";
   int cuda_usable = 0, declares_cuda = 0;

@@ -1,23 +1,89 @@
 /* check_node.c — calling an op's make_node and infer_shape the way a host does (struct_size
- * set, the declared parameter defaults, an error buffer), and the shapes the checks walk. */
+ * set, the declared parameter defaults or --param values, an error buffer). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_suite.h"
-
-/* 0-d, empty, one element, odd sizes of ranks 1..4, and (last) a large odd size. */
-const check_shape check_shapes[] = {
-    {0, {0}},        {1, {0}},       {1, {1}},          {1, {7}},     {3, {3, 0, 5}},
-    {2, {5, 3}},     {3, {2, 3, 5}}, {4, {2, 1, 3, 4}}, {1, {1048579}},
-};
-const int check_shape_count = (int)(sizeof check_shapes / sizeof check_shapes[0]);
 
 int32_t check_num_inputs(const dlop_op_desc *op) {
   return op->num_inputs == DLOP_VARIADIC ? 2 : op->num_inputs;
 }
 
+int check_parse_param(const dlop_param_decl *decl, const char *text, dlop_param_value *value,
+                      int64_t *ints, int max_ints, char *error, size_t error_size) {
+  char *end = NULL;
+  memset(value, 0, sizeof *value);
+  value->kind = decl->kind;
+  value->count = 1;
+  switch (decl->kind) {
+  case DLOP_PARAM_BOOL:
+    if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0) value->u.i = 1;
+    else if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0) value->u.i = 0;
+    else break;
+    return DLOP_OK;
+  case DLOP_PARAM_INT:
+    errno = 0;
+    value->u.i = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno) break;
+    return DLOP_OK;
+  case DLOP_PARAM_FLOAT:
+    value->u.f = strtod(text, &end);
+    if (end == text || *end != '\0') break;
+    return DLOP_OK;
+  case DLOP_PARAM_STRING:
+    value->u.s = text;
+    return DLOP_OK;
+  case DLOP_PARAM_INTS: {
+    int count = 0;
+    const char *at = text;
+    while (*at != '\0') { /* "" is the empty list */
+      if (count == max_ints) {
+        snprintf(error, error_size, "parameter %s takes at most %d integers here (got '%s')",
+                 decl->name, max_ints, text);
+        return DLOP_INVALID_ARGUMENT;
+      }
+      errno = 0;
+      ints[count] = strtoll(at, &end, 10);
+      if (end == at || errno || (*end != ',' && *end != '\0')) {
+        snprintf(error, error_size, "parameter %s takes comma-separated integers such as 0,2 "
+                 "(got '%s')", decl->name, text);
+        return DLOP_INVALID_ARGUMENT;
+      }
+      count++;
+      at = *end == ',' ? end + 1 : end;
+    }
+    value->count = count;
+    value->u.ints = ints;
+    return DLOP_OK;
+  }
+  default:
+    snprintf(error, error_size, "parameter %s has kind %d, which this suite cannot parse",
+             decl->name, (int)decl->kind);
+    return DLOP_INVALID_ARGUMENT;
+  }
+  static const char *expected[] = {"", "true, false, 1 or 0", "an integer", "a number"};
+  snprintf(error, error_size, "parameter %s takes %s (got '%s')", decl->name,
+           expected[decl->kind], text);
+  return DLOP_INVALID_ARGUMENT;
+}
+
 const dlop_param_value *check_default_params(const dlop_op_desc *op) {
   static dlop_param_value values[64];
-  for (int32_t i = 0; i < op->num_params && i < 64; i++) values[i] = op->params[i].default_value;
+  static int64_t ints[64][16];
+  for (int32_t i = 0; i < op->num_params && i < 64; i++) {
+    values[i] = op->params[i].default_value;
+    /* the last --param of this name wins; main() has parsed every one already */
+    for (int k = 0; k < check_opts.num_params; k++) {
+      char error[256];
+      dlop_param_value given;
+      if (strcmp(check_opts.param_names[k], op->params[i].name) == 0 &&
+          check_parse_param(&op->params[i], check_opts.param_values[k], &given, ints[i], 16,
+                            error, sizeof error) == DLOP_OK)
+        values[i] = given;
+    }
+  }
   return op->num_params > 0 ? values : NULL;
 }
 

@@ -2,6 +2,7 @@
  * check, the device, the dtype and the shape, so a plugin author knows where to look. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "check_suite.h"
 
@@ -23,6 +24,29 @@ const char *check_device_text(dlop_device device) {
   return device.type == DLOP_DEVICE_CUDA ? "cuda:0" : "cpu";
 }
 
+static check_shape reported;
+static int have_reported;
+
+void check_report_shapes(const check_shape *shape) {
+  have_reported = shape != NULL;
+  if (shape) reported = *shape;
+}
+
+/* "(5, 3) x (3, 7)" when shape/ndim is input 0's shape of the reported per-input shapes. */
+static int per_input_text(const int64_t *shape, int32_t ndim, char *buffer, size_t size) {
+  if (!have_reported || !reported.per_input || ndim != reported.ndim ||
+      memcmp(shape, reported.dims, sizeof(int64_t) * (size_t)ndim) != 0)
+    return 0;
+  size_t used = 0;
+  for (int32_t i = 0; i < reported.num_inputs && i < CHECK_MAX_OPERANDS && used < size; i++) {
+    char text[DLOP_MAX_NDIM * 22 + 4];
+    used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? " x " : "",
+                             check_shape_text(reported.in_dims[i], reported.in_ndim[i], text,
+                                              sizeof text));
+  }
+  return 1;
+}
+
 void check_fail(const check_case *c, const char *check, const int64_t *shape, int32_t ndim,
                 const char *format, ...) {
   char message[3072], where[256] = "";
@@ -32,9 +56,12 @@ void check_fail(const check_case *c, const char *check, const int64_t *shape, in
              dlop_dtype_name((dlop_dtype)c->dtype));
   used = (size_t)snprintf(message, sizeof message, "op %s, check %s%s", c->op->name, check, where);
   if (shape != NULL && used < sizeof message) {
-    char text[DLOP_MAX_NDIM * 22 + 4];
-    used += (size_t)snprintf(message + used, sizeof message - used, ", shape %s",
-                             check_shape_text(shape, ndim, text, sizeof text));
+    char text[CHECK_MAX_OPERANDS * (4 * 22 + 8)];
+    if (per_input_text(shape, ndim, text, sizeof text))
+      used += (size_t)snprintf(message + used, sizeof message - used, ", shapes %s", text);
+    else
+      used += (size_t)snprintf(message + used, sizeof message - used, ", shape %s",
+                               check_shape_text(shape, ndim, text, sizeof text));
   }
   if (used < sizeof message) used += (size_t)snprintf(message + used, sizeof message - used, ": ");
   if (used < sizeof message) {

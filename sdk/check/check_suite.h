@@ -20,6 +20,9 @@ typedef struct check_options {
   const char *op_filter; /* NULL: every op */
   int dtype_filter;      /* a dlop_dtype, or -1 for every declared one */
   uint64_t seed;
+  int num_params; /* --param name=value, in command-line order */
+  const char *param_names[32];
+  const char *param_values[32];
 } check_options;
 
 extern check_options check_opts;
@@ -46,14 +49,23 @@ void check_note(const check_case *c, const char *check, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 const char *check_shape_text(const int64_t *shape, int32_t ndim, char *buffer, size_t size);
 const char *check_device_text(dlop_device device);
+struct check_shape;
+/* The shapes failure lines name from now on when they name input 0's (per-input shapes are
+ * printed as "shapes (5, 3) x (3, 7)"). */
+void check_report_shapes(const struct check_shape *shape);
 
 /* ---- nodes (check_node.c) ---------------------------------------------------------------- */
 
 /* Number of inputs the suite gives the op (2 for variadic ops). */
 int32_t check_num_inputs(const dlop_op_desc *op);
-/* The op's declared defaults, in declaration order (static storage, op->num_params values). */
+/* The op's parameters in declaration order: the declared defaults, with the --param values
+ * given for this op's names (static storage, op->num_params values). */
 const dlop_param_value *check_default_params(const dlop_op_desc *op);
 /* Call make_node / infer_shape with struct_size set, the defaults and an error buffer. */
+/* Parse text as a value of decl's kind (bool: true/false/1/0; int; float; string; ints:
+ * comma-separated integers, at most max_ints, stored in ints). DLOP_OK, or a message in error. */
+int check_parse_param(const dlop_param_decl *decl, const char *text, dlop_param_value *value,
+                      int64_t *ints, int max_ints, char *error, size_t error_size);
 int check_call_make_node(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
                          dlop_type *outputs, char *error, size_t error_size);
 int check_call_infer_shape(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
@@ -61,15 +73,60 @@ int check_call_infer_shape(const dlop_op_desc *op, const dlop_type *inputs, int3
 /* A type of dtype and rank ndim with the given dims, or all unknown when unknown is set. */
 dlop_type check_type(int dtype, int32_t ndim, const int64_t *dims, int unknown);
 
-/* The concrete shapes every run-time check walks through (0-d, empty, one element, odd,
- * large >= 2^20 + 3 elements). */
+/* Concrete input shapes for one run. Input 0's shape is in ndim/dims (what failure lines name);
+ * per_input set: every input has its own shape in in_ndim/in_dims (a matmul's (m, k) x (k, n)),
+ * else every input has input 0's. no_unknown: make_node refuses these ranks with unknown dims,
+ * so thunks for them are made with known dims only. */
 typedef struct check_shape {
   int32_t ndim;
   int64_t dims[4];
+  int32_t per_input;
+  int32_t num_inputs; /* with per_input: how many inputs in_ndim/in_dims describe */
+  int32_t no_unknown;
+  int32_t in_ndim[CHECK_MAX_OPERANDS];
+  int64_t in_dims[CHECK_MAX_OPERANDS][4];
 } check_shape;
-extern const check_shape check_shapes[];
-extern const int check_shape_count;
-#define CHECK_LARGE_SHAPE_INDEX (check_shape_count - 1)
+
+/* Input i's rank and dims in shape. */
+const int64_t *check_input_dims(const check_shape *shape, int32_t i, int32_t *ndim);
+/* Input i's type: dtype, the shape's rank, its dims or all DLOP_DIM_UNKNOWN. */
+dlop_type check_input_type(int dtype, const check_shape *shape, int32_t i, int unknown);
+int64_t check_input_numel(const check_shape *shape, int32_t i);
+
+/* ---- input signatures (check_signature.c) -------------------------------------------------- */
+
+/* A candidate signature: per input a rank and per dim a symbol (dims with one symbol are equal
+ * in every instance) or CHECK_DIM_ONE (a literal 1: a broadcast dim). */
+#define CHECK_DIM_ONE (-1)
+#define CHECK_MAX_SYMBOLS 4
+typedef struct check_signature {
+  const char *family; /* "same shape", "broadcast", "matmul" */
+  int32_t num_inputs;
+  int32_t ndim[CHECK_MAX_OPERANDS];
+  int8_t dims[CHECK_MAX_OPERANDS][4];
+  int32_t num_symbols;
+  int32_t no_unknown; /* make_node accepts it with known dims only */
+} check_signature;
+
+#define CHECK_MAX_SIGNATURES 32
+/* The candidates make_node accepts for op and dtype (known dims; no_unknown set when it
+ * refuses them with unknown dims). Returns the count; refusals go into report (may be NULL). */
+int check_signatures(const dlop_op_desc *op, int dtype, check_signature *accepted,
+                     int *candidates, char *report, size_t report_size);
+/* One signature's concrete shapes with symbol values. */
+check_shape check_instantiate(const check_signature *s, const int64_t *values);
+const char *check_signature_text(const check_signature *s, char *buffer, size_t size);
+/* The concrete shapes every run-time check of case c walks through, derived from the accepted
+ * signatures (0-sized, one element, odd, and last a large one of >= 2^20 + 3 elements). Fails
+ * the test (naming check) when make_node accepts no candidate for the case's dtype. */
+const check_shape *check_case_shapes(const check_case *c, const char *check, int *count);
+/* A shape of the case's preferred signature (rank 1 when accepted) whose largest operand has
+ * about target elements: its first symbol scaled, the others small and odd. */
+check_shape check_sized_shape(const check_case *c, const char *check, int64_t target);
+/* Indices (into check_case_shapes) of up to max shapes whose inputs all have 2+ elements. */
+int check_nontrivial_shapes(const check_shape *shapes, int count, int *indices, int max);
+/* The first, middle and last (the large one) of those: three indices, fewer if there are not. */
+int check_pick_three(const check_shape *shapes, int count, int *indices);
 
 /* ---- thunks (check_thunk.c) -------------------------------------------------------------- */
 

@@ -32,14 +32,16 @@ START_TEST(cuda_matches_cpu) {
   check_case cpu = *c;
   cpu.device.type = DLOP_DEVICE_CPU;
   cpu.device.id = 0;
-  for (int s = 0; s < check_shape_count; s++) {
+  int count;
+  const check_shape *shapes = check_case_shapes(c, check, &count);
+  for (int s = 0; s < count; s++) {
     check_prepared pc, pg;
     check_run_result rc, rg;
-    check_prepare(&cpu, check, &check_shapes[s], 0, &pc);
+    check_prepare(&cpu, check, &shapes[s], 0, &pc);
     check_run_once(&pc, CHECK_CONTIGUOUS, 70, 0, &rc);
     check_release(&pc);
     check_require_ok(&pc, check, &rc);
-    check_prepare(c, check, &check_shapes[s], s % 2, &pg);
+    check_prepare(c, check, &shapes[s], s % 2, &pg);
     check_run_once(&pg, CHECK_CONTIGUOUS, 70, 1, &rg);
     check_release(&pg);
     check_require_ok(&pg, check, &rg);
@@ -58,11 +60,13 @@ START_TEST(cuda_graph_capture) {
     check_note(c, check, "skipped: the op does not declare DLOP_OP_CUDA_GRAPH_SAFE");
     return;
   }
-  static const int shapes[] = {3, 6, 8};
-  for (int s = 0; s < 3; s++) {
+  int count, picked[3];
+  const check_shape *shapes = check_case_shapes(c, check, &count);
+  int picks = check_pick_three(shapes, count, picked);
+  for (int s = 0; s < picks; s++) {
     check_prepared p;
     check_run_result plain, captured;
-    check_prepare(c, check, &check_shapes[shapes[s]], 0, &p);
+    check_prepare(c, check, &shapes[picked[s]], 0, &p);
     check_run_once(&p, CHECK_CONTIGUOUS, 80, 0, &plain);
     check_require_ok(&p, check, &plain);
     /* same inputs, outputs poisoned again, then one run captured and replayed */
@@ -76,11 +80,24 @@ START_TEST(cuda_graph_capture) {
                         p.concrete_outputs[o].ndim, p.concrete_outputs[o].shape,
                         CHECK_CONTIGUOUS, NULL, poison, stream);
     }
+    /* No cached blocks: an allocation inside the captured run must reach the driver, which
+     * global capture mode refuses, instead of being served silently from the pool. */
+    if (dlop_memory_release_cached(c->device) != DLOP_OK)
+      check_fail(c, check, NULL, 0, "dlop_memory_release_cached failed: %s", dlop_last_error());
+    dlop_memory_stats before = {sizeof before, 0, 0, 0, 0, 0, 0}, after = before;
+    dlop_memory_stats_get(c->device, &before);
     char error[1024];
     int status = check_cuda_graph_run(&p, captured.in, captured.out, stream, error, sizeof error);
     if (status != DLOP_OK)
       check_fail(c, check, p.shape.dims, p.shape.ndim, "the op declares DLOP_OP_CUDA_GRAPH_SAFE "
                  "but capturing a run into a CUDA graph failed: %s", error);
+    dlop_memory_stats_get(c->device, &after);
+    if (after.driver_allocations != before.driver_allocations)
+      check_fail(c, check, p.shape.dims, p.shape.ndim, "the op declares DLOP_OP_CUDA_GRAPH_SAFE "
+                 "but its run allocated memory while captured (%llu driver allocations): a graph "
+                 "replays the allocation's address, not the allocation; allocate in make_thunk "
+                 "or ask for a workspace", (unsigned long long)(after.driver_allocations -
+                                                                  before.driver_allocations));
     for (int32_t o = 0; o < p.num_outputs; o++) {
       unsigned char *bytes = check_buffer_download(&captured.out[o], stream);
       check_buffer_extract(&captured.out[o], bytes, captured.values[o]);
@@ -99,7 +116,7 @@ END_TEST
 START_TEST(device_memory_back_to_baseline) {
   const check_case *c = check_case_at(_i);
   const char *check = "device_memory_back_to_baseline";
-  const check_shape shape = {1, {4099}};
+  const check_shape shape = check_sized_shape(c, check, 4099);
   check_prepared p;
   check_run_result r;
   /* buffers first, so only what make_thunk, the run and destroy do is measured */

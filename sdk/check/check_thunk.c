@@ -30,8 +30,10 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
     check_fail(c, check, NULL, 0, "this suite drives ops of up to %d inputs and 1 to %d outputs "
                "(the op has %d and %d)", CHECK_MAX_OPERANDS, CHECK_MAX_OPERANDS,
                (int)p->num_inputs, (int)p->num_outputs);
+  if (shape->no_unknown) static_unknown = 0; /* make_node takes these ranks with known dims only */
+  check_report_shapes(shape);
   for (int32_t i = 0; i < p->num_inputs; i++)
-    p->inputs[i] = check_type(c->dtype, shape->ndim, shape->dims, static_unknown);
+    p->inputs[i] = check_input_type(c->dtype, shape, i, static_unknown);
   int status = check_call_make_node(op, p->inputs, p->num_inputs, p->outputs, error, sizeof error);
   if (status != DLOP_OK)
     check_fail(c, check, shape->dims, shape->ndim,
@@ -40,7 +42,7 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
                error[0] ? error : "(no message)");
   dlop_type concrete[CHECK_MAX_OPERANDS];
   for (int32_t i = 0; i < p->num_inputs; i++)
-    concrete[i] = check_type(c->dtype, shape->ndim, shape->dims, 0);
+    concrete[i] = check_input_type(c->dtype, shape, i, 0);
   for (int32_t o = 0; o < p->num_outputs; o++) {
     if (p->outputs[o].dtype < 0 || p->outputs[o].dtype >= DLOP_DTYPE_COUNT ||
         p->outputs[o].ndim < 0 || p->outputs[o].ndim > DLOP_MAX_NDIM)

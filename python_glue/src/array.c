@@ -73,14 +73,16 @@ PyObject *dlop_py_array_new(dlop_py_state *state, dlop_array *array) {
     return NULL;
   }
   self->array = array;
+  self->readonly = 0;
   return (PyObject *)self;
 }
 
 static void array_dealloc(PyObject *object) {
   dlop_py_array *self = (dlop_py_array *)object;
   PyTypeObject *type = Py_TYPE(object);
-  /* Releasing may run a wrapped buffer's deleter, which takes the GIL itself (it is held). */
-  if (self->array) dlop_array_release(self->array);
+  /* Releasing may run a wrapped buffer's deleter; it is told that this thread holds the GIL
+   * (and a foreign CUDA wrap lets it go while it waits for the GPU). */
+  if (self->array) dlop_py_release_holding_gil(self->array);
   freefunc free_object = (freefunc)PyType_GetSlot(type, Py_tp_free);
   free_object(object);
   Py_DECREF(type);
@@ -188,6 +190,12 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     dims[t->ndim + i] = (Py_ssize_t)((t->strides ? t->strides[i] : expected) * (int64_t)item);
     expected *= t->shape[i];
   }
+  if (((dlop_py_array *)self)->readonly && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+    PyMem_Free(dims);
+    PyErr_SetString(PyExc_BufferError,
+                    "this dlop.Array borrows read-only memory; a writable buffer was asked");
+    return -1;
+  }
   int contiguous = dlop_tensor_is_contiguous(t);
   if (!contiguous && (flags & PyBUF_STRIDES) != PyBUF_STRIDES) {
     PyMem_Free(dims);
@@ -198,7 +206,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   view->obj = Py_NewRef(self);
   view->len = (Py_ssize_t)(dlop_tensor_numel(t) * (int64_t)item);
   view->itemsize = (Py_ssize_t)item;
-  view->readonly = 0;
+  view->readonly = ((dlop_py_array *)self)->readonly;
   view->ndim = t->ndim;
   view->format = (flags & PyBUF_FORMAT) ? (char *)format : NULL;
   view->shape = dims;
@@ -287,6 +295,7 @@ static PyObject *array_to(PyObject *self, PyObject *device_object) {
   if (dlop_py_parse_device(state, device_object, &device) < 0) return NULL;
   dlop_device here = dlop_array_device(array);
   if (here.type == device.type && here.id == device.id) return Py_NewRef(self);
+  /* A copy is our own memory: writable, whatever the source was. */
   int status = dlop_device_check(device);
   if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
   dlop_array *copy = NULL;

@@ -19,9 +19,11 @@ typedef struct buffer_owner {
 static _Thread_local int releasing_with_gil;
 
 void dlop_py_release_holding_gil(dlop_array *array) {
+  /* Saved and restored, not reset: a deleter may run Python code that releases arrays too. */
+  int outer = releasing_with_gil;
   releasing_with_gil = 1;
   dlop_array_release(array);
-  releasing_with_gil = 0;
+  releasing_with_gil = outer;
 }
 
 static void release_buffer(void *context) {
@@ -60,7 +62,8 @@ static dlop_dtype format_dtype(const char *format, Py_ssize_t itemsize) {
   }
 }
 
-int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
+static int buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array,
+                           int *readonly) {
   if (!PyObject_CheckBuffer(object)) return 1;
   buffer_owner *owner = malloc(sizeof *owner);
   if (owner == NULL) {
@@ -104,11 +107,16 @@ int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array *
     dlop_py_raise(state, status, "wrapping a buffer");
     goto fail;
   }
+  if (readonly) *readonly = view->readonly != 0;
   return 0;
 fail:
   PyBuffer_Release(view);
   free(owner);
   return -1;
+}
+
+int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
+  return buffer_to_array(state, object, array, NULL);
 }
 
 /* ---- foreign device memory ------------------------------------------------------------- */
@@ -129,11 +137,18 @@ static void release_foreign(void *context) {
   foreign_owner *owner = context;
   /* The extension's streams live for the whole process (see module_free), so this is safe
    * even after the module is gone. */
-  if (owner->stream) (void)dlop_stream_synchronize(owner->stream);
+  if (owner->stream) {
+    /* Waiting for the GPU with the GIL held would stall every other Python thread. */
+    PyThreadState *saved = releasing_with_gil ? PyEval_SaveThread() : NULL;
+    (void)dlop_stream_synchronize(owner->stream);
+    if (saved) PyEval_RestoreThread(saved);
+  }
   /* DLPack deleters take the GIL themselves when they need it (the spec requires it). */
   if (owner->legacy && owner->legacy->deleter) owner->legacy->deleter(owner->legacy);
   if (owner->versioned && owner->versioned->deleter) owner->versioned->deleter(owner->versioned);
-  if (owner->producer) {
+  if (owner->producer && releasing_with_gil) {
+    Py_DECREF(owner->producer);
+  } else if (owner->producer) {
     PyGILState_STATE gil = PyGILState_Ensure();
     Py_DECREF(owner->producer);
     PyGILState_Release(gil);
@@ -143,7 +158,8 @@ static void release_foreign(void *context) {
 
 static PyObject *versioned_max(void) { return Py_BuildValue("(ii)", DLOP_DLPACK_MAJOR, 1); }
 
-int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array) {
+int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array,
+                        int *readonly) {
   PyObject *device = PyObject_CallMethod(producer, "__dlpack_device__", NULL);
   if (device == NULL) return -1;
   int device_type = 0, device_id = 0;
@@ -220,6 +236,8 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
   }
   Py_DECREF(capsule); /* consumed: the managed tensor is ours until we call its deleter */
   owner->stream = stream;
+  /* Only versioned tensors can say read-only; legacy ones are writable by the spec. */
+  int read_only = owner->versioned && (owner->versioned->flags & DLOP_DLPACK_FLAG_READ_ONLY);
   int status = dlop_array_wrap(tensor, release_foreign, owner, array);
   if (status != DLOP_OK) {
     dlop_py_raise(state, status, "wrapping a DLPack tensor");
@@ -227,6 +245,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
     release_foreign(owner);
     return -1;
   }
+  if (readonly) *readonly = read_only;
   return 0;
 fail_unowned:
   free(owner);
@@ -275,7 +294,7 @@ static int tuple_int64(PyObject *tuple, int64_t *values, int *count, const char 
 }
 
 int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interface,
-                     dlop_array **array) {
+                     dlop_array **array, int *readonly) {
   if (!PyDict_Check(interface)) {
     dlop_py_raisef(state, DLOP_INVALID_ARGUMENT, "__cuda_array_interface__ of %R is not a dict",
                    producer);
@@ -311,6 +330,12 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
   }
   if (strides_obj && strides_obj != Py_None) {
     if (tuple_int64(strides_obj, strides, &nstrides, "strides", state) < 0) return -1;
+    if (nstrides != ndim) {
+      dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                     "__cuda_array_interface__ of %R has %d strides for %d dimensions; expected "
+                     "one stride (bytes) per dimension, or None", producer, nstrides, ndim);
+      return -1;
+    }
     size_t item = dlop_dtype_size(dtype);
     for (int i = 0; i < nstrides; i++) {
       if (strides[i] % (int64_t)item != 0) {
@@ -324,6 +349,8 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
   }
   void *data = PyLong_AsVoidPtr(PyTuple_GetItem(data_obj, 0));
   if (data == NULL && PyErr_Occurred()) return -1;
+  int read_only = PyObject_IsTrue(PyTuple_GetItem(data_obj, 1));
+  if (read_only < 0) return -1;
   int64_t numel = 1;
   for (int i = 0; i < ndim; i++) numel *= shape[i];
   int32_t device_id = 0;
@@ -369,6 +396,7 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
     dlop_py_raise(state, status, "wrapping a __cuda_array_interface__ array");
     return -1;
   }
+  if (readonly) *readonly = read_only;
   return 0;
 }
 
@@ -384,19 +412,22 @@ static int has_attribute(PyObject *object, PyObject *name) {
   return 1;
 }
 
-int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
+int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array **array,
+                              int *readonly) {
+  if (readonly) *readonly = 0;
   if (Py_IS_TYPE(object, state->array_type)) {
     *array = ((dlop_py_array *)object)->array;
     dlop_array_retain(*array);
+    if (readonly) *readonly = ((dlop_py_array *)object)->readonly;
     return 0;
   }
-  int result = dlop_py_buffer_to_array(state, object, array);
+  int result = buffer_to_array(state, object, array, readonly);
   if (result <= 0) return result;
   if (has_attribute(object, state->str_dlpack) && has_attribute(object, state->str_dlpack_device))
-    return dlop_py_from_dlpack(state, object, array);
+    return dlop_py_from_dlpack(state, object, array, readonly);
   PyObject *interface = PyObject_GetAttr(object, state->str_cai);
   if (interface != NULL) {
-    result = dlop_py_from_cai(state, object, interface, array);
+    result = dlop_py_from_cai(state, object, interface, array, readonly);
     Py_DECREF(interface);
     return result;
   }
@@ -406,13 +437,17 @@ int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array)
   if (numpy == NULL) return -1;
   PyObject *converted = PyObject_CallMethod(numpy, "asarray", "O", object);
   if (converted == NULL) return -1;
-  result = dlop_py_buffer_to_array(state, converted, array);
+  result = buffer_to_array(state, converted, array, readonly);
   Py_DECREF(converted);
   if (result == 1) {
     dlop_py_raisef(state, DLOP_TYPE_ERROR, "cannot make a dlop array from %R", object);
     return -1;
   }
   return result;
+}
+
+int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
+  return dlop_py_to_array_readonly(state, object, array, NULL);
 }
 
 /* asarray(obj, device=None, dtype=None) */
@@ -474,7 +509,8 @@ PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (source == NULL) return NULL;
   }
   dlop_array *array = NULL;
-  int result = dlop_py_to_array(state, source, &array);
+  int readonly = 0;
+  int result = dlop_py_to_array_readonly(state, source, &array, &readonly);
   Py_DECREF(source);
   if (result < 0) return NULL;
   if (dtype != DLOP_DTYPE_INVALID && dlop_array_dtype(array) != dtype) {
@@ -496,6 +532,9 @@ PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
     dlop_array_release(array);
     if (status != DLOP_OK) return dlop_py_raise(state, status, "asarray: moving to the device");
     array = copy;
+    readonly = 0; /* a fresh copy of our own */
   }
-  return dlop_py_array_new(state, array);
+  PyObject *wrapped = dlop_py_array_new(state, array);
+  if (wrapped != NULL) ((dlop_py_array *)wrapped)->readonly = readonly;
+  return wrapped;
 }

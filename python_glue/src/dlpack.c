@@ -84,7 +84,15 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   int versioned = 0;
   if (max_version != Py_None) {
     long major = 0, minor = 0;
-    if (!PyArg_ParseTuple(max_version, "ll", &major, &minor)) return NULL;
+    if (!PyTuple_Check(max_version) || !PyArg_ParseTuple(max_version, "ll", &major, &minor)) {
+      if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_SystemError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "__dlpack__: max_version is %R; expected a (major, minor) tuple of ints",
+                     max_version);
+      }
+      return NULL;
+    }
     versioned = major >= 1;
   }
   int copied = 0;
@@ -92,8 +100,14 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   dlop_array_retain(exported);
   if (dl_device != Py_None) {
     int type = 0, id = 0;
-    if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) {
+    if (!PyTuple_Check(dl_device) || !PyArg_ParseTuple(dl_device, "ii", &type, &id)) {
       dlop_array_release(exported);
+      if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_SystemError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "__dlpack__: dl_device is %R; expected a (device_type, device_id) tuple",
+                     dl_device);
+      }
       return NULL;
     }
     if (type != device.type || id != device.id) {
@@ -149,14 +163,29 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
       }
     }
   } else if (device.type == DLOP_DEVICE_CPU && stream != Py_None && !copied) {
-    long long handle = PyLong_AsLongLong(stream);
-    if (handle == -1 && PyErr_Occurred()) PyErr_Clear();
-    else if (handle != -1) {
+    /* The array API: CPU arrays have no stream; only None (and -1, "no sync") are accepted. */
+    long long handle = PyLong_Check(stream) ? PyLong_AsLongLong(stream) : 0;
+    if (handle == -1 && PyErr_Occurred()) {
       dlop_array_release(exported);
-      PyErr_Format(PyExc_BufferError, "__dlpack__: stream=%lld was given for a CPU array; "
-                   "expected None", handle);
       return NULL;
     }
+    if (handle != -1) {
+      dlop_array_release(exported);
+      PyErr_Format(PyExc_BufferError, "__dlpack__: stream=%R was given for a CPU array; "
+                   "expected None", stream);
+      return NULL;
+    }
+  }
+
+  /* Read-only memory goes out read-only: the versioned flag, and no legacy capsule at all
+   * (legacy DLPack cannot say read-only; NumPy refuses the same way). A copy is writable. */
+  int readonly = ((dlop_py_array *)self)->readonly && !copied;
+  if (readonly && !versioned) {
+    dlop_array_release(exported);
+    PyErr_SetString(PyExc_BufferError,
+                    "__dlpack__: this dlop.Array borrows read-only memory, which a legacy DLPack "
+                    "capsule cannot mark; ask with max_version=(1, 0) or higher, or copy=True");
+    return NULL;
   }
 
   export_block *block = calloc(1, sizeof *block);
@@ -182,7 +211,8 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     block->managed.versioned.version.minor = DLOP_DLPACK_MINOR;
     block->managed.versioned.manager_ctx = block;
     block->managed.versioned.deleter = delete_versioned;
-    block->managed.versioned.flags = copied ? DLOP_DLPACK_FLAG_IS_COPIED : 0;
+    block->managed.versioned.flags = (copied ? DLOP_DLPACK_FLAG_IS_COPIED : 0) |
+                                     (readonly ? DLOP_DLPACK_FLAG_READ_ONLY : 0);
     capsule = PyCapsule_New(&block->managed.versioned, "dltensor_versioned",
                             capsule_destructor_versioned);
   } else {
@@ -247,7 +277,8 @@ PyObject *dlop_py_array_cai(PyObject *self, void *closure) {
     }
   }
   PyObject *result = Py_BuildValue("{s:N,s:s,s:(N,O),s:i,s:N}", "shape", shape, "typestr", typestr,
-                                   "data", PyLong_FromVoidPtr(dlop_tensor_base(t)), Py_False,
+                                   "data", PyLong_FromVoidPtr(dlop_tensor_base(t)),
+                                   ((dlop_py_array *)self)->readonly ? Py_True : Py_False,
                                    "version", 3, "strides", strides);
   if (result == NULL) return NULL;
   /* Version 3: with writes pending, name the stream the consumer must wait for. */

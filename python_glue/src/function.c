@@ -287,11 +287,13 @@ static PyObject *function_get_device(PyObject *object, void *closure) {
 }
 static PyObject *function_get_inputs(PyObject *object, void *closure) {
   PyObject *value = ((dlop_py_function *)object)->inputs;
-  return PySequence_List(value ? value : Py_None);
+  if (value == NULL || !PyTuple_Check(value)) return PyList_New(0); /* cleared or not set */
+  return PySequence_List(value);
 }
 static PyObject *function_get_outputs(PyObject *object, void *closure) {
   dlop_py_function *self = (dlop_py_function *)object;
-  if (self->outputs == NULL) Py_RETURN_NONE;
+  if (self->outputs == NULL || !PyTuple_Check(self->outputs) || PyTuple_Size(self->outputs) == 0)
+    Py_RETURN_NONE;
   if (self->return_list) return PySequence_List(self->outputs);
   return Py_NewRef(PyTuple_GetItem(self->outputs, 0));
 }

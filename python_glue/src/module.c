@@ -152,14 +152,11 @@ static int module_clear(PyObject *module) {
 }
 
 static void module_free(void *module) {
-  dlop_py_state *state = dlop_py_state_of_module((PyObject *)module);
+  /* The streams are deliberately not destroyed: arrays wrapping DLPack / CAI memory keep a
+   * plain pointer to them (convert.c's release_foreign synchronizes on it) and may outlive the
+   * module, e.g. inside a PyTorch tensor at interpreter exit. One stream per used device per
+   * module instance lives until the process ends. */
   module_clear((PyObject *)module);
-  if (state == NULL) return;
-  /* Arrays with work pending keep references of their own, so this never cuts work short. */
-  for (int i = 0; i < DLOP_PY_MAX_DEVICES; i++) {
-    dlop_stream_destroy(state->streams[i]);
-    state->streams[i] = NULL;
-  }
 }
 
 static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, (void *)module_exec}, {0, NULL}};

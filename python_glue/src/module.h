@@ -57,6 +57,9 @@ typedef struct dlop_py_state {
 typedef struct dlop_py_array {
   PyObject_HEAD
   dlop_array *array;
+  /* Borrowed from a read-only producer (a read-only NumPy array, bytes, a DLPack tensor flagged
+   * read-only, CAI data (ptr, True)): exported read-only too, never as writable memory. */
+  int readonly;
 } dlop_py_array;
 
 /* dlop._C.Function: a compiled function, called through vectorcall. */
@@ -105,6 +108,9 @@ PyObject *dlop_py_device_str(dlop_device device);
  * (NumPy; no copy), __dlpack__ or __cuda_array_interface__ (no copy). Nothing is moved between
  * devices here. -1 with an exception set on failure. */
 int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
+/* The same, also saying whether the producer lent the memory read-only (*readonly). */
+int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array **array,
+                              int *readonly);
 /* The same for buffer-protocol objects only: 1 when object has no buffer (nothing set). */
 int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
 /* dlop_array_release for a caller holding the GIL (faster deleters for wrapped buffers). */
@@ -118,9 +124,10 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
 PyObject *dlop_py_array_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *dlop_py_array_cai(PyObject *self, void *closure);
 /* Importing one DLPack capsule from producer (a new reference to its array). */
-int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array);
+int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array,
+                        int *readonly);
 int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interface,
-                     dlop_array **array);
+                     dlop_array **array, int *readonly);
 
 /* ---- graph.c, function.c ---- */
 int dlop_py_add_graph_type(PyObject *module, dlop_py_state *state);

@@ -153,3 +153,64 @@ def test_function_results_feed_numpy_without_copy():
     view[0] = 123.0
     assert r.numpy()[0] == 123.0
     assert f(r).numpy()[0] == 246.0      # a dlop.Array goes back in without conversion
+
+
+def test_read_only_memory_stays_read_only():
+    host = np.arange(4, dtype=np.float32)
+    host.flags.writeable = False
+    a = dlop.asarray(host)
+    assert np.asarray(a).flags.writeable is False       # buffer protocol says read-only
+    assert memoryview(a).readonly
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(a)[0] = 1.0
+    # DLPack: the versioned capsule carries READ_ONLY (NumPy makes its view read-only); a
+    # legacy capsule cannot say so and is refused, as NumPy does.
+    n = np.from_dlpack(a)
+    assert n.flags.writeable is False
+    with pytest.raises(BufferError, match="read-only"):
+        a.__dlpack__()
+    np.testing.assert_array_equal(np.from_dlpack(a, copy=True), host)
+    # Re-wrapping keeps the flag; bytes are read-only too.
+    assert np.asarray(dlop.asarray(a)).flags.writeable is False
+    assert memoryview(dlop.asarray(b"abc")).readonly
+    # Writable sources stay writable.
+    assert np.asarray(dlop.asarray(np.ones(2))).flags.writeable is True
+
+
+def test_read_only_dlpack_import_is_honoured():
+    host = np.arange(3, dtype=np.float64)
+    host.flags.writeable = False
+    source = dlop.asarray(host)
+    b = dlop.asarray(VersionedProducer(source))           # a versioned capsule flagged read-only
+    assert np.asarray(b).flags.writeable is False
+    writable = dlop.asarray(VersionedProducer(dlop.asarray(np.ones(2))))
+    assert np.asarray(writable).flags.writeable is True
+
+
+def test_dlpack_argument_errors_name_what_was_expected():
+    a = dlop.asarray(np.ones(2, dtype=np.float32))
+    with pytest.raises(TypeError, match=r"max_version is \[1, 0\]; expected a \(major, minor\)"):
+        a.__dlpack__(max_version=[1, 0])
+    with pytest.raises(TypeError, match="dl_device is 'cpu'; expected a"):
+        a.__dlpack__(dl_device="cpu")
+    with pytest.raises(BufferError, match="stream='x' was given for a CPU array; expected None"):
+        a.__dlpack__(stream="x")
+    a.__dlpack__(stream=None)
+    a.__dlpack__(stream=-1)                             # "no synchronization" is harmless
+
+
+class FakeCai:
+    """A __cuda_array_interface__ producer with a malformed interface (checked before any
+    CUDA call, so this runs without a GPU)."""
+
+    def __init__(self, interface):
+        self.__cuda_array_interface__ = interface
+
+
+def test_cuda_array_interface_strides_must_match_shape():
+    bad = FakeCai({"shape": (2, 3), "typestr": "<f4", "data": (0, False), "strides": (12,),
+                   "version": 3})
+    with pytest.raises(dlop.InvalidArgumentError, match="1 strides for 2 dimensions"):
+        dlop.asarray(bad)
+    with pytest.raises(dlop.DlopTypeError, match="typestr '>f4'"):
+        dlop.asarray(FakeCai({"shape": (2,), "typestr": ">f4", "data": (0, False), "version": 3}))

@@ -3,6 +3,7 @@ import and one op run there (from another directory, so the source tree is not i
 Slow (a whole CMake build): labelled python;slow.  Needs PyPI for scikit-build-core and numpy,
 or DLOP_WHEELHOUSE holding their wheels; without either it skips and says so."""
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -23,8 +24,21 @@ x = dlop.vector("x", dtype="float32")
 f = dlop.function([x], dlop.ops.exp(dlop.ops.double(x)))
 r = f(np.arange(3, dtype=np.float32))
 assert np.allclose(r.numpy(), np.exp(2 * np.arange(3, dtype=np.float32)))
+# The wheel's plugins carry CUDA kernels when the build found nvcc (PATH or /usr/local/cuda/bin,
+# as scripts/build does): op.dtypes["cuda"] is empty only for a CPU-only build.
+if os.environ.get("DLOP_EXPECT_CUDA_KERNELS") == "1":
+    assert dlop.ops.exp.dtypes["cuda"], dlop.ops.exp.dtypes
 print("smoke ok", dlop.__version__, r.numpy())
 """
+
+
+def nvcc_available(path: str) -> bool:
+    """Whether the CMake build (find_program(nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME)) will
+    find nvcc with this PATH."""
+    cuda_home = os.environ.get("CUDA_HOME")
+    return (shutil.which("nvcc", path=path) is not None
+            or Path("/usr/local/cuda/bin/nvcc").exists()
+            or (cuda_home is not None and Path(cuda_home, "bin", "nvcc").exists()))
 
 
 def pip_source_args() -> list:
@@ -45,6 +59,10 @@ def test_pip_install_into_fresh_venv(tmp_path):
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(os.cpu_count() or 2)
+    # Like a user's shell: /usr/local/cuda/bin not on PATH; the build must still find nvcc there.
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d.rstrip("/") != "/usr/local/cuda/bin")
+    env["DLOP_EXPECT_CUDA_KERNELS"] = "1" if nvcc_available(env["PATH"]) else "0"
     install = subprocess.run([python, "-m", "pip", "install", "-q", *pip_source_args(), str(SOURCE)],
                              capture_output=True, text=True, env=env, timeout=540)
     assert install.returncode == 0, install.stdout[-4000:] + install.stderr[-4000:]

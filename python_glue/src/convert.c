@@ -234,6 +234,17 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
     Py_DECREF(capsule);
     return -1;
   }
+  if ((int)tensor->device.type != device_type || (int)tensor->device.id != device_id) {
+    /* Our stream handshake was for the device __dlpack_device__ named: refuse a mismatch. */
+    dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                   "__dlpack__ of %R gave a tensor on device (%d, %d) but __dlpack_device__ said "
+                   "(%d, %d); expected the same device", producer, (int)tensor->device.type,
+                   (int)tensor->device.id, device_type, device_id);
+    owner->stream = NULL;
+    release_foreign(owner); /* renamed above: the deleter is ours to call */
+    Py_DECREF(capsule);
+    return -1;
+  }
   Py_DECREF(capsule); /* consumed: the managed tensor is ours until we call its deleter */
   owner->stream = stream;
   /* Only versioned tensors can say read-only; legacy ones are writable by the spec. */

@@ -214,3 +214,17 @@ def test_cuda_array_interface_strides_must_match_shape():
         dlop.asarray(bad)
     with pytest.raises(dlop.DlopTypeError, match="typestr '>f4'"):
         dlop.asarray(FakeCai({"shape": (2,), "typestr": ">f4", "data": (0, False), "version": 3}))
+
+
+class LyingDevice(VersionedProducer):
+    """__dlpack_device__ names another device than the capsule's tensor has."""
+
+    def __dlpack_device__(self):
+        return (1, 3)
+
+
+def test_dlpack_device_mismatch_is_refused_and_the_tensor_freed():
+    host = np.arange(3, dtype=np.float32)
+    with pytest.raises(dlop.InvalidArgumentError, match=r"device \(1, 0\) but __dlpack_device__ said \(1, 3\)"):
+        dlop.asarray(LyingDevice(dlop.asarray(host)))
+    host.resize(0, refcheck=True)      # fails if the refused tensor still held the buffer

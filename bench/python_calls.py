@@ -130,10 +130,9 @@ class Driver:
         self.check(self.cuda.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def bare_launch(self, data: np.ndarray) -> tuple[Callable[[], None], Callable[[], np.ndarray],
-                                                     Callable[[int], float], Callable[[], None]]:
-        """(launch, result, device_us, free): one cuLaunchKernel per call of a PTX exp kernel on
-        a stream of its own, with its argument array built once, as a C host would; device_us(n)
-        is the GPU's own time per kernel over n back-to-back launches (CUDA events)."""
+                                                     Callable[[], None]]:
+        """(launch, result, free): one cuLaunchKernel per call of a PTX exp kernel on a stream
+        of its own, with its argument array built once, as a C host would."""
         cu, check = self.cuda, self.check
         module, kernel, stream = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         x, y = ctypes.c_uint64(), ctypes.c_uint64()
@@ -166,24 +165,6 @@ class Driver:
                                      ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
             return out
 
-        def device_us(calls: int) -> float:
-            start, end = ctypes.c_void_p(), ctypes.c_void_p()
-            elapsed = ctypes.c_float()
-            check(cu.cuEventCreate(ctypes.byref(start), 0), "cuEventCreate")
-            check(cu.cuEventCreate(ctypes.byref(end), 0), "cuEventCreate")
-            try:
-                check(cu.cuEventRecord(start, stream), "cuEventRecord")
-                for _ in range(calls):
-                    launch()
-                check(cu.cuEventRecord(end, stream), "cuEventRecord")
-                check(cu.cuEventSynchronize(end), "cuEventSynchronize")
-                check(cu.cuEventElapsedTime(ctypes.byref(elapsed), start, end),
-                      "cuEventElapsedTime")
-            finally:
-                cu.cuEventDestroy_v2(start)
-                cu.cuEventDestroy_v2(end)
-            return elapsed.value * 1e3 / calls
-
         def free() -> None:
             self.synchronize()
             cu.cuMemFree_v2(x)
@@ -191,7 +172,7 @@ class Driver:
             cu.cuStreamDestroy_v2(stream)
             cu.cuModuleUnload(module)
 
-        return launch, result, device_us, free
+        return launch, result, free
 
 
 def check_exp(name: str, got: np.ndarray, data: np.ndarray, rtol: float = 2e-6) -> None:
@@ -225,16 +206,12 @@ def bench_gpu(args: argparse.Namespace) -> str:
     except Exception as error:  # noqa: BLE001 — one failure must not hide the other figures
         record("gpu", "dlop", None, "failed: %s" % error)
 
-    launch, result, device_us, free = driver.bare_launch(data)
+    launch, result, free = driver.bare_launch(data)
     try:
         launch()
         check_exp("bare launch", result(), data, rtol=1e-5)  # ex2.approx: a few ulp
         record("gpu", "bare launch", per_call_us(launch, sync, **timing),
                "ctypes cuLaunchKernel, PTX kernel")
-        # When this is close to the host figures, the calls are limited by the GPU, not Python.
-        record("gpu", "bare GPU", statistics.median(device_us(args.calls)
-                                                    for _ in range(args.repeats)),
-               "GPU time per kernel of the bare launches, back to back (CUDA events)")
     finally:
         free()
 

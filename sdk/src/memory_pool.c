@@ -1,9 +1,11 @@
 /* memory_pool.c — caching allocators: one for host memory and one per CUDA device, so that in
  * steady state a repeated call makes no cuMemAlloc / malloc. Sizes are rounded to classes and
  * freed blocks are kept up to a cap on cached bytes; on CUDA a block freed with one user stream
- * is reused at once on that stream, and otherwise only after the events recorded at the free on
- * every stream that used it have completed. */
+ * is reused at once on that stream, and another stream gets it only after an event on every
+ * stream that used it has completed. Those events are recorded lazily: not at the free (the hot
+ * path of every run) but when another stream first asks for the block. */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,17 +23,30 @@
 #define DLOP_POOL_SMALL_GRANULE ((size_t)512)
 #define DLOP_POOL_LARGE_GRANULE ((size_t)2 << 20) /* above: whole 2 MiB chunks */
 
-/* A freed CUDA block may still be used by work on every stream that read or wrote it: one
- * event per such stream, recorded at the free. Identity is the dlop_stream id, never the raw
- * CUstream value (a destroyed stream's handle can come back for a new stream); 0 is "unknown"
- * (a plugin's raw CUstream, the default stream), which always waits for the events. */
+/* A freed CUDA block may still be used by work on every stream that read or wrote it. Identity
+ * is the dlop_stream id, never the raw CUstream value (a destroyed stream's handle can come back
+ * for a new stream); 0 is "unknown" (a plugin's raw CUstream, the default stream).
+ * A user that is a dlop stream is kept LAZY at the free: the block holds a reference to the
+ * stream (so its CUstream stays valid) and records no event. Reuse on that same stream needs
+ * nothing (stream order). Only when another stream wants the block, or the block goes back to
+ * the driver, is the event recorded on the user's stream: an event recorded later completes
+ * after all earlier work on that stream, so waiting for it is conservative and correct. An
+ * unknown user (no reference can be held on its stream) gets its event at the free, as before. */
+enum { USER_DONE = 0, USER_LAZY = 1, USER_PENDING = 2 };
+
+typedef struct pool_user {
+  uint64_t stream_id;  /* 0: unknown */
+  CUstream handle;
+  dlop_stream *stream; /* LAZY: a reference, dropped once the event is recorded */
+  int state;           /* USER_DONE, USER_LAZY or USER_PENDING (event recorded, not seen done) */
+} pool_user;
+
 typedef struct pool_block {
   void *pointer;
-  size_t size;                           /* rounded size, what the driver allocated */
-  uint64_t stream_id;                    /* sole user at the last free (CUDA), or 0 */
-  int num_events;                        /* events recorded at the last free */
+  size_t size;                            /* rounded size, what the driver allocated */
+  int num_users;                          /* users at the last free (CUDA) */
+  pool_user users[DLOP__MEMORY_MAX_USERS];
   CUevent events[DLOP__MEMORY_MAX_USERS]; /* created when first needed, kept for reuse */
-  int event_pending[DLOP__MEMORY_MAX_USERS]; /* recorded, not yet seen complete */
   struct pool_block *next;
 } pool_block;
 
@@ -47,7 +62,8 @@ typedef struct memory_pool {
 static memory_pool cpu_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .device = {DLOP_DEVICE_CPU, 0}};
 static pthread_once_t cpu_pool_once = PTHREAD_ONCE_INIT;
-static memory_pool *cuda_pools[DLOP_POOL_MAX_CUDA_DEVICES];
+/* Written once under cuda_pools_lock; read without it by frees, which need no context. */
+static _Atomic(memory_pool *) cuda_pools[DLOP_POOL_MAX_CUDA_DEVICES];
 static pthread_mutex_t cuda_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t round_size(size_t bytes) {
@@ -140,6 +156,7 @@ static void format_device(dlop_device device, char *text, size_t size) {
  * (nothing changes when it already is, as inside a function run). Whatever the status, the
  * caller ends with dlop__cuda_restore_after(scope, ...), so its own context comes back. */
 static int get_pool(dlop_device device, memory_pool **pool, dlop__cuda_scope *scope) {
+  *pool = NULL;
   scope->previous = NULL;
   scope->changed = 0;
   if (device.type == DLOP_DEVICE_CPU) {
@@ -157,14 +174,14 @@ static int get_pool(dlop_device device, memory_pool **pool, dlop__cuda_scope *sc
     return dlop__error(DLOP_NO_DEVICE, "memory: CUDA device %d is beyond the %d dlop supports",
                        (int)device.id, DLOP_POOL_MAX_CUDA_DEVICES);
   pthread_mutex_lock(&cuda_pools_lock);
-  memory_pool *found = cuda_pools[device.id];
+  memory_pool *found = atomic_load(&cuda_pools[device.id]);
   if (found == NULL) {
     found = calloc(1, sizeof *found);
     if (found != NULL) {
       pthread_mutex_init(&found->lock, NULL);
       found->device = device;
       found->max_cached = cap_for(device);
-      cuda_pools[device.id] = found;
+      atomic_store(&cuda_pools[device.id], found);
     }
   }
   pthread_mutex_unlock(&cuda_pools_lock);
@@ -195,10 +212,16 @@ static void driver_free(memory_pool *pool, pool_block *block) {
     /* Under the pool lock: this waits only when a block is trimmed or released while work on
      * it is still in flight, which the cap / out-of-memory paths accept as the price of
      * correctness (the memory must not go back to the driver before the work is done). */
-    for (int e = 0; e < DLOP__MEMORY_MAX_USERS; e++) {
-      if (block->event_pending[e]) dlop__cuda.cuEventSynchronize(block->events[e]);
-      if (block->events[e]) dlop__cuda.cuEventDestroy(block->events[e]);
+    for (int u = 0; u < block->num_users; u++) {
+      pool_user *user = &block->users[u];
+      if (user->state == USER_PENDING) dlop__cuda.cuEventSynchronize(block->events[u]);
+      if (user->state == USER_LAZY) dlop__cuda.cuStreamSynchronize(user->handle);
+      user->state = USER_DONE;
+      dlop_stream_destroy(user->stream); /* see drop_user_streams on the lock order */
+      user->stream = NULL;
     }
+    for (int e = 0; e < DLOP__MEMORY_MAX_USERS; e++)
+      if (block->events[e]) dlop__cuda.cuEventDestroy(block->events[e]);
     CUresult result = dlop__cuda.cuMemFree((CUdeviceptr)(uintptr_t)block->pointer);
     if (result != DLOP_CUDA_SUCCESS)
       dlop__warn("cuMemFree(%p) on cuda:%d failed: %s", block->pointer, (int)pool->device.id,
@@ -236,17 +259,54 @@ static void trim_cached_locked(memory_pool *pool) {
   }
 }
 
+/* Drop the stream references a block's users still hold. Called with the pool lock held:
+ * dlop_stream_destroy takes only the live-stream lock (never a pool lock), so the order is
+ * always pool lock -> live-stream lock; at a stream's last reference it also destroys the
+ * CUstream, which the driver defers until the stream's work is done. */
+static void drop_user_streams(pool_block *block) {
+  for (int u = 0; u < block->num_users; u++) {
+    dlop_stream_destroy(block->users[u].stream);
+    block->users[u].stream = NULL;
+  }
+  block->num_users = 0;
+}
+
+/* Record the event of user u on its stream now (it completes after everything enqueued there
+ * so far, the work before the free included). Where no event can be made or recorded, wait for
+ * the stream instead, which is always correct. The device's context is current (alloc path). */
+static void record_user_event(pool_block *block, int u) {
+  pool_user *user = &block->users[u];
+  CUresult result = DLOP_CUDA_SUCCESS;
+  if (block->events[u] == NULL)
+    result = dlop__cuda.cuEventCreate(&block->events[u], DLOP_CU_EVENT_DISABLE_TIMING);
+  if (result == DLOP_CUDA_SUCCESS) result = dlop__cuda.cuEventRecord(block->events[u], user->handle);
+  if (result == DLOP_CUDA_SUCCESS) {
+    user->state = USER_PENDING;
+  } else {
+    CUresult waited = dlop__cuda.cuStreamSynchronize(user->handle);
+    if (waited != DLOP_CUDA_SUCCESS)
+      dlop__warn("the pool could neither record an event (%s) nor wait for a stream (%s); the "
+                 "block is treated as free", dlop__cuda_result_text(result),
+                 dlop__cuda_result_text(waited));
+    user->state = USER_DONE;
+  }
+  dlop_stream_destroy(user->stream); /* the event (or the wait) stands for the stream now */
+  user->stream = NULL;
+}
+
 /* May a cached block be handed out for work on the stream with id stream_id now? At once on
- * the block's sole user stream (stream order covers it); otherwise when every event recorded
- * at the free has completed. An event seen complete is remembered, so a later allocation does
- * not query it again; the query stops at the first incomplete event. */
+ * the block's sole user stream (stream order covers it); otherwise when every user's event has
+ * completed, recording the lazy ones first. An event seen complete is remembered, so a later
+ * allocation does not query it again; the query stops at the first incomplete event. */
 static int block_ready_for(pool_block *block, uint64_t stream_id, int cuda) {
   if (!cuda) return 1;
-  if (stream_id != 0 && block->num_events == 1 && block->stream_id == stream_id) return 1;
-  for (int e = 0; e < block->num_events; e++) {
-    if (!block->event_pending[e]) continue;
-    if (dlop__cuda.cuEventQuery(block->events[e]) != DLOP_CUDA_SUCCESS) return 0;
-    block->event_pending[e] = 0;
+  if (stream_id != 0 && block->num_users == 1 && block->users[0].stream_id == stream_id) return 1;
+  for (int u = 0; u < block->num_users; u++)
+    if (block->users[u].state == USER_LAZY) record_user_event(block, u);
+  for (int u = 0; u < block->num_users; u++) {
+    if (block->users[u].state != USER_PENDING) continue;
+    if (dlop__cuda.cuEventQuery(block->events[u]) != DLOP_CUDA_SUCCESS) return 0;
+    block->users[u].state = USER_DONE;
   }
   return 1;
 }
@@ -267,6 +327,7 @@ static pool_block *take_cached_locked(memory_pool *pool, size_t size, uint64_t s
   pool_block *block = *best;
   *best = block->next;
   pool->bytes_cached -= block->size;
+  if (cuda) drop_user_streams(block); /* handed out: its old users no longer matter */
   return block;
 }
 
@@ -351,48 +412,38 @@ int dlop__memory_alloc_on(dlop_device device, size_t bytes, dlop_stream *stream,
   return memory_alloc(device, bytes, dlop__stream_id(stream), pointer);
 }
 
-/* Record one event per user stream (handles[i], ids[i]); with none, on the default stream.
- * Where an event cannot be made, wait for that stream instead, which is always correct. */
-static void mark_free_locked(pool_block *block, const CUstream *handles, const uint64_t *ids,
-                             int count) {
-  CUstream none = NULL;
-  uint64_t unknown = 0;
+/* The block's users at this free, taken over from the caller (a LAZY user brings a stream
+ * reference). An unknown user (no dlop stream to hold) gets its event now; with no users at
+ * all, an event on the default stream. Lock held; for unknown users the context is current. */
+static void mark_free_locked(pool_block *block, const pool_user *users, int count) {
+  static const pool_user default_stream = {0, NULL, NULL, USER_DONE};
   if (count == 0) {
-    handles = &none;
-    ids = &unknown;
+    users = &default_stream;
     count = 1;
   }
-  block->num_events = 0;
-  block->stream_id = count == 1 ? ids[0] : 0;
-  for (int e = 0; e < DLOP__MEMORY_MAX_USERS; e++) block->event_pending[e] = 0;
-  for (int i = 0; i < count; i++) {
-    int e = block->num_events;
-    CUresult result = DLOP_CUDA_ERROR_OUT_OF_MEMORY;
-    if (e < DLOP__MEMORY_MAX_USERS) {
-      result = DLOP_CUDA_SUCCESS;
-      if (block->events[e] == NULL)
-        result = dlop__cuda.cuEventCreate(&block->events[e], DLOP_CU_EVENT_DISABLE_TIMING);
-      if (result == DLOP_CUDA_SUCCESS) result = dlop__cuda.cuEventRecord(block->events[e], handles[i]);
-    }
-    if (result == DLOP_CUDA_SUCCESS) {
-      block->event_pending[e] = 1;
-      block->num_events++;
-    } else {
-      dlop__cuda.cuStreamSynchronize(handles[i]);
-    }
+  block->num_users = count;
+  for (int u = 0; u < count; u++) {
+    block->users[u] = users[u];
+    block->users[u].state = USER_LAZY;
+    if (users[u].stream == NULL) record_user_event(block, u);
   }
-  /* A waited-for sole stream leaves no event: the block is free for every stream. */
-  if (block->num_events == 0) block->stream_id = 0;
+  /* A sole user whose stream was waited for leaves nothing: the block is free for all. */
+  if (count == 1 && block->users[0].state == USER_DONE) block->num_users = 0;
 }
 
+/* Move a freed block from in-use to the cache. With may_call_driver 0 (a free with only lazy
+ * users, which runs without making the device's context current) the cap is not enforced
+ * here: *over_cap tells the caller to trim with the context current. */
 static int free_to_pool(memory_pool *pool, dlop_device device, void *pointer,
-                        const CUstream *handles, const uint64_t *ids, int count) {
+                        const pool_user *users, int count, int may_call_driver, int *over_cap) {
+  *over_cap = 0;
   pthread_mutex_lock(&pool->lock);
   pool_block **link = &pool->in_use[bucket_of(pointer)];
   while (*link && (*link)->pointer != pointer) link = &(*link)->next;
   pool_block *block = *link;
   if (block == NULL) {
     pthread_mutex_unlock(&pool->lock);
+    for (int u = 0; u < count; u++) dlop_stream_destroy(users[u].stream);
     char where[32];
     format_device(device, where, sizeof where);
     return dlop__error(DLOP_INVALID_ARGUMENT,
@@ -404,37 +455,68 @@ static int free_to_pool(memory_pool *pool, dlop_device device, void *pointer,
   pool->bytes_in_use -= block->size;
 
   /* Mark where the work using the block ends, so other streams can tell when it is free. */
-  if (device.type == DLOP_DEVICE_CUDA) mark_free_locked(block, handles, ids, count);
+  if (device.type == DLOP_DEVICE_CUDA) mark_free_locked(block, users, count);
   block->next = pool->cached;
   pool->cached = block;
   pool->bytes_cached += block->size;
-  trim_cached_locked(pool);
+  if (may_call_driver) trim_cached_locked(pool);
+  else *over_cap = pool->bytes_cached > pool->max_cached;
   pthread_mutex_unlock(&pool->lock);
   return DLOP_OK;
 }
 
-static int memory_free(dlop_device device, void *pointer, const CUstream *handles,
-                       const uint64_t *ids, int count) {
-  if (pointer == NULL) return DLOP_OK;
+/* The pool of a CUDA device that has one, without touching the driver (NULL: none yet). */
+static memory_pool *existing_cuda_pool(dlop_device device) {
+  if (device.type != DLOP_DEVICE_CUDA || device.id < 0 || device.id >= DLOP_POOL_MAX_CUDA_DEVICES)
+    return NULL;
+  return atomic_load(&cuda_pools[device.id]);
+}
+
+/* Takes over users' stream references whatever the outcome. */
+static int memory_free(dlop_device device, void *pointer, const pool_user *users, int count) {
+  int over_cap = 0;
+  if (pointer == NULL) {
+    for (int u = 0; u < count; u++) dlop_stream_destroy(users[u].stream);
+    return DLOP_OK;
+  }
   if (device.type == DLOP_DEVICE_CPU) /* get_pool also serves every CPU id from this pool */
-    return free_to_pool(host_pool(), device, pointer, handles, ids, count);
-  memory_pool *pool;
+    return free_to_pool(host_pool(), device, pointer, users, count, 1, &over_cap);
+  int lazy = count > 0;
+  for (int u = 0; u < count; u++)
+    if (users[u].stream == NULL) lazy = 0;
+  memory_pool *pool = existing_cuda_pool(device);
+  if (lazy && pool != NULL) {
+    /* Only lazy users: no driver call, so no context is needed (steady-state releases). */
+    int status = free_to_pool(pool, device, pointer, users, count, 0, &over_cap);
+    if (status != DLOP_OK || !over_cap) return status;
+    dlop__cuda_scope scope;
+    status = get_pool(device, &pool, &scope);
+    if (status == DLOP_OK) {
+      pthread_mutex_lock(&pool->lock);
+      trim_cached_locked(pool);
+      pthread_mutex_unlock(&pool->lock);
+    }
+    return dlop__cuda_restore_after(&scope, status);
+  }
   dlop__cuda_scope scope;
   int status = get_pool(device, &pool, &scope);
-  if (status == DLOP_OK) status = free_to_pool(pool, device, pointer, handles, ids, count);
+  if (status == DLOP_OK)
+    status = free_to_pool(pool, device, pointer, users, count, 1, &over_cap);
+  else
+    for (int u = 0; u < count; u++) dlop_stream_destroy(users[u].stream);
   return dlop__cuda_restore_after(&scope, status);
 }
 
 int dlop_memory_free(dlop_device device, void *pointer, void *stream) {
-  CUstream handle = (CUstream)stream;
-  uint64_t id = device.type == DLOP_DEVICE_CUDA ? dlop__stream_id_of_handle(stream) : 0;
-  return memory_free(device, pointer, &handle, &id, 1);
+  /* A raw CUstream: the pool cannot hold its stream, so the event is recorded at once. */
+  pool_user user = {0, (CUstream)stream, NULL, USER_DONE};
+  if (device.type == DLOP_DEVICE_CUDA) user.stream_id = dlop__stream_id_of_handle(stream);
+  return memory_free(device, pointer, &user, 1);
 }
 
 int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *const *users,
                             int count) {
-  CUstream handles[DLOP__MEMORY_MAX_USERS];
-  uint64_t ids[DLOP__MEMORY_MAX_USERS];
+  pool_user kept[DLOP__MEMORY_MAX_USERS];
   int n = 0;
   for (int i = 0; i < count; i++) {
     if (users[i] == NULL) continue;
@@ -444,11 +526,18 @@ int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *cons
         dlop__warn("freeing %p: waiting for a user stream failed: %s", pointer, dlop_last_error());
       continue;
     }
-    handles[n] = (CUstream)dlop_stream_handle(users[i]);
-    ids[n] = dlop__stream_id(users[i]);
+    kept[n].stream_id = dlop__stream_id(users[i]);
+    kept[n].handle = (CUstream)dlop_stream_handle(users[i]);
+    kept[n].state = USER_LAZY;
+    /* A CPU "stream" has no work to wait for; a CUDA one is held until its event is recorded. */
+    kept[n].stream = NULL;
+    if (device.type == DLOP_DEVICE_CUDA && kept[n].handle != NULL) {
+      dlop__stream_retain(users[i]);
+      kept[n].stream = users[i];
+    }
     n++;
   }
-  return memory_free(device, pointer, handles, ids, n);
+  return memory_free(device, pointer, kept, n);
 }
 
 int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {

@@ -166,10 +166,28 @@ static int check_params_given(void) {
 }
 
 /* Suites for one op: op-level tests, then a TCase per (device, dtype). */
+/* Check keeps the suite and test-case name pointers until srunner_free: copies live here and are
+ * freed after it, so the suite itself leaks nothing (it runs under valgrind in ctest). */
+#define CHECK_MAX_NAMES 1024
+static char *check_names[CHECK_MAX_NAMES];
+static int check_name_count;
+
+static const char *kept_name(const char *name) {
+  if (check_name_count == CHECK_MAX_NAMES) return "(too many test cases)";
+  char *copy = strdup(name);
+  if (copy == NULL) return "(out of memory)";
+  check_names[check_name_count++] = copy;
+  return copy;
+}
+
+static void free_names(void) {
+  while (check_name_count > 0) free(check_names[--check_name_count]);
+}
+
 static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
   char name[256];
   snprintf(name, sizeof name, "op %s", op->name);
-  Suite *suite = suite_create(strdup(name));
+  Suite *suite = suite_create(kept_name(name));
   dlop_device cpu = {DLOP_DEVICE_CPU, 0}, cuda = {DLOP_DEVICE_CUDA, 0};
   TCase *tc = tcase_create("op");
   tcase_set_timeout(tc, 60);
@@ -184,7 +202,7 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
       if (check_opts.dtype_filter >= 0 && dtype != check_opts.dtype_filter) continue;
       snprintf(name, sizeof name, "%s %s", device == 0 ? "cpu" : "cuda:0",
                dlop_dtype_name((dlop_dtype)dtype));
-      tc = tcase_create(strdup(name));
+      tc = tcase_create(kept_name(name));
       tcase_set_timeout(tc, 120);
       int index = add_case(op, device == 0 ? cpu : cuda, dtype);
       check_add_node_tests(tc, index);
@@ -266,6 +284,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, " %s", dlop_plugin_op(check_plugin, i)->name);
       fprintf(stderr, "\n");
       srunner_free(runner);
+      free_names();
       return 2;
     }
   }
@@ -275,6 +294,7 @@ int main(int argc, char **argv) {
   srunner_run_all(runner, CK_NORMAL);
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
+  free_names();
   if (failed == 0 && check_opts.want_cuda && declares_cuda && !cuda_usable)
     printf("dlop check: passed on the CPU; CUDA was not checked (%s)\n", reason);
   return failed == 0 ? 0 : 1;

@@ -62,6 +62,27 @@ static dlop_dtype format_dtype(const char *format, Py_ssize_t itemsize) {
   }
 }
 
+static int has_attribute(PyObject *object, PyObject *name);
+
+/* True for an object that describes device memory: it has __cuda_array_interface__, or its
+ * __dlpack_device__() names a device other than the CPU (NumPy's says CPU). No exception set. */
+static int is_device_producer(dlop_py_state *state, PyObject *object) {
+  PyObject *saved_type, *saved_value, *saved_traceback;
+  PyErr_Fetch(&saved_type, &saved_value, &saved_traceback); /* keep the caller's error */
+  int device = has_attribute(object, state->str_cai);
+  if (!device) {
+    PyObject *where = PyObject_CallMethodObjArgs(object, state->str_dlpack_device, NULL);
+    if (where != NULL && PyTuple_Check(where) && PyTuple_Size(where) == 2) {
+      long type = PyLong_AsLong(PyTuple_GetItem(where, 0));
+      device = type != -1 && type != 1; /* kDLCPU */
+    }
+    Py_XDECREF(where);
+    PyErr_Clear();
+  }
+  PyErr_Restore(saved_type, saved_value, saved_traceback);
+  return device;
+}
+
 static int buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array,
                            int *readonly) {
   if (!PyObject_CheckBuffer(object)) return 1;
@@ -72,6 +93,12 @@ static int buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **
   }
   if (PyObject_GetBuffer(object, &owner->view, PyBUF_RECORDS_RO) < 0) {
     free(owner);
+    /* CuPy and JAX arrays have a buffer slot that refuses device memory: such an object is
+     * taken through DLPack or __cuda_array_interface__ instead (the caller tries those next). */
+    if (is_device_producer(state, object)) {
+      PyErr_Clear();
+      return 1;
+    }
     return -1;
   }
   Py_buffer *view = &owner->view;
@@ -511,7 +538,8 @@ PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
   /* Host data has a buffer (NumPy also has __dlpack__, but NumPy converts dtypes itself). */
   int is_device_array = Py_IS_TYPE(object, state->array_type) ||
                         (!PyObject_CheckBuffer(object) && (has_attribute(object, state->str_dlpack) ||
-                                                           has_attribute(object, state->str_cai)));
+                                                           has_attribute(object, state->str_cai))) ||
+                        is_device_producer(state, object); /* CuPy, JAX: a buffer slot that refuses */
   if (dtype != DLOP_DTYPE_INVALID && !is_device_array) {
     /* Host data (NumPy, lists): NumPy converts the dtype (a copy only when it differs). */
     PyObject *numpy = dlop_py_numpy(state);

@@ -55,7 +55,11 @@ typedef struct memory_pool {
   dlop_device device;
   pool_block *cached;                       /* free blocks kept for reuse */
   pool_block *in_use[DLOP_POOL_BUCKETS];    /* handed-out blocks, hashed by pointer */
-  uint64_t bytes_in_use, bytes_cached, peak_bytes_in_use, driver_allocations, driver_frees;
+  /* Atomic: the host pool's per-thread caches hand blocks out and take them back without the
+   * lock. bytes_cached counts the shared list (under the lock); a host thread's parked blocks
+   * are counted in its cache and added by dlop_memory_stats_get. */
+  _Atomic uint64_t bytes_in_use, peak_bytes_in_use;
+  uint64_t bytes_cached, driver_allocations, driver_frees;
   uint64_t max_cached; /* cap on bytes_cached (UINT64_MAX: none); set when the pool is made */
 } memory_pool;
 
@@ -331,8 +335,24 @@ static pool_block *take_cached_locked(memory_pool *pool, size_t size, uint64_t s
   return block;
 }
 
+/* In-use bytes up, and the peak with them (exact under concurrency: the peak sees every
+ * total that fetch_add produced). */
+static void count_in_use(memory_pool *pool, uint64_t size) {
+  uint64_t now = atomic_fetch_add_explicit(&pool->bytes_in_use, size, memory_order_relaxed) + size;
+  uint64_t peak = atomic_load_explicit(&pool->peak_bytes_in_use, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&pool->peak_bytes_in_use, &peak, now,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+  }
+}
+
+typedef struct thread_cache thread_cache;
+static void publish_outstanding(thread_cache *cache, int slot, pool_block *block);
+
+/* A cached block that fits, or a new one from the driver; registered as in use in the pool's
+ * table, or in this thread's cache slot `slot` when cache is not NULL (host pool). */
 static int alloc_from_pool(memory_pool *pool, dlop_device device, size_t bytes,
-                           uint64_t stream_id, void **pointer) {
+                           uint64_t stream_id, thread_cache *cache, int slot, void **pointer) {
   char where[32];
   format_device(device, where, sizeof where);
   size_t size = round_size(bytes);
@@ -357,7 +377,7 @@ static int alloc_from_pool(memory_pool *pool, dlop_device device, size_t bytes,
       result = driver_alloc(pool, size, &address);
     }
     if (result != DLOP_CUDA_SUCCESS) {
-      uint64_t in_use = pool->bytes_in_use;
+      uint64_t in_use = atomic_load(&pool->bytes_in_use);
       free(block);
       pthread_mutex_unlock(&pool->lock);
       if (result == DLOP_CUDA_ERROR_OUT_OF_MEMORY)
@@ -372,11 +392,14 @@ static int alloc_from_pool(memory_pool *pool, dlop_device device, size_t bytes,
     block->size = size;
     pool->driver_allocations++;
   }
-  size_t bucket = bucket_of(block->pointer);
-  block->next = pool->in_use[bucket];
-  pool->in_use[bucket] = block;
-  pool->bytes_in_use += block->size;
-  if (pool->bytes_in_use > pool->peak_bytes_in_use) pool->peak_bytes_in_use = pool->bytes_in_use;
+  if (cache != NULL) {
+    publish_outstanding(cache, slot, block);
+  } else {
+    size_t bucket = bucket_of(block->pointer);
+    block->next = pool->in_use[bucket];
+    pool->in_use[bucket] = block;
+  }
+  count_in_use(pool, block->size);
   *pointer = block->pointer;
   pthread_mutex_unlock(&pool->lock);
   return DLOP_OK;
@@ -388,16 +411,206 @@ static memory_pool *host_pool(void) {
   return &cpu_pool;
 }
 
+/* ---- the host pool's per-thread cache -------------------------------------------------------
+ * Every CPU call allocates and frees its outputs, so small host blocks skip the pool's lock
+ * and its in-use table: each thread parks a few freed blocks of its own and keeps the blocks it
+ * handed out in slots of its own, which only it fills. Another thread freeing such a block
+ * claims its slot with a compare-and-swap under the pool lock, then the block is free like any
+ * other. A thread's cache goes back to the shared pool when the thread exits (pthread key
+ * destructor) or calls dlop_memory_release_cached. Used only when the cap on cached bytes is at
+ * least 64 MiB, since parked blocks (at most 8 x 64 KiB per thread) are not trimmed by others. */
+#define THREAD_CACHE_MAX_BLOCK ((size_t)64 << 10)
+#define THREAD_CACHE_PARKED 8
+#define THREAD_CACHE_SLOTS 16
+#define THREAD_CACHE_MIN_CAP ((uint64_t)64 << 20)
+
+struct thread_cache {
+  pool_block *parked[THREAD_CACHE_PARKED]; /* free blocks; only the owner touches these */
+  int num_parked;
+  _Atomic uint64_t parked_bytes;           /* written by the owner, read by stats (lock held) */
+  _Atomic(void *) keys[THREAD_CACHE_SLOTS]; /* keys[i]: the data pointer of slots[i] */
+  _Atomic(pool_block *) slots[THREAD_CACHE_SLOTS]; /* in-use blocks; only the owner fills one */
+  int state; /* 0: not registered, 1: in the registry, -1: not used on this thread */
+  thread_cache *previous, *next; /* the registry, under cpu_pool.lock */
+};
+
+static _Thread_local thread_cache local_cache;
+static thread_cache *cache_registry;
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+static int cache_key_made;
+
+/* Published with release order: a thread that claims the slot sees the block's fields. */
+static void publish_outstanding(thread_cache *cache, int slot, pool_block *block) {
+  atomic_store_explicit(&cache->keys[slot], block->pointer, memory_order_relaxed);
+  atomic_store_explicit(&cache->slots[slot], block, memory_order_release);
+}
+
+/* The block behind pointer if one of cache's slots holds it, taken out of the slot. */
+static pool_block *claim_outstanding(thread_cache *cache, void *pointer) {
+  for (int i = 0; i < THREAD_CACHE_SLOTS; i++) {
+    if (atomic_load_explicit(&cache->keys[i], memory_order_relaxed) != pointer) continue;
+    pool_block *block = atomic_load_explicit(&cache->slots[i], memory_order_acquire);
+    /* Only the owner fills a slot, and it writes the key first: a non-NULL block here is the
+     * one the key names. The swap decides between two threads freeing it at once. */
+    if (block != NULL &&
+        atomic_compare_exchange_strong_explicit(&cache->slots[i], &block, NULL,
+                                                memory_order_acq_rel, memory_order_relaxed))
+      return block;
+  }
+  return NULL;
+}
+
+/* Every thread's parked bytes (lock held: the registry does not change meanwhile). */
+static uint64_t parked_bytes_locked(void) {
+  uint64_t total = 0;
+  for (thread_cache *cache = cache_registry; cache; cache = cache->next)
+    total += atomic_load_explicit(&cache->parked_bytes, memory_order_relaxed);
+  return total;
+}
+
+/* cache's parked blocks to the shared list (lock held; called by the owner thread only). */
+static void unpark_locked(thread_cache *cache) {
+  for (int i = 0; i < cache->num_parked; i++) {
+    pool_block *block = cache->parked[i];
+    block->next = cpu_pool.cached;
+    cpu_pool.cached = block;
+    cpu_pool.bytes_cached += block->size;
+  }
+  cache->num_parked = 0;
+  atomic_store_explicit(&cache->parked_bytes, 0, memory_order_relaxed);
+}
+
+/* Thread exit: parked blocks to the shared cache, blocks still in use to the shared table
+ * (another thread may free them later), and out of the registry. */
+static void flush_thread_cache(void *argument) {
+  thread_cache *cache = argument;
+  pthread_mutex_lock(&cpu_pool.lock);
+  unpark_locked(cache);
+  for (int i = 0; i < THREAD_CACHE_SLOTS; i++) {
+    pool_block *block = atomic_exchange(&cache->slots[i], NULL);
+    if (block == NULL) continue;
+    size_t bucket = bucket_of(block->pointer);
+    block->next = cpu_pool.in_use[bucket];
+    cpu_pool.in_use[bucket] = block;
+  }
+  if (cache->previous) cache->previous->next = cache->next;
+  else cache_registry = cache->next;
+  if (cache->next) cache->next->previous = cache->previous;
+  cache->previous = cache->next = NULL;
+  trim_cached_locked(&cpu_pool);
+  pthread_mutex_unlock(&cpu_pool.lock);
+  /* Arrays released by later destructors of this thread register the cache again (the key's
+   * destructors run repeatedly while values are set). */
+  cache->state = 0;
+}
+
+static void make_cache_key(void) {
+  cache_key_made = pthread_key_create(&cache_key, flush_thread_cache) == 0;
+}
+
+/* This thread's cache, registered at its first use; NULL when the cap is too small for it or
+ * no exit destructor could be set (then its blocks would leak at the thread's exit). */
+static thread_cache *my_cache(memory_pool *pool) {
+  thread_cache *cache = &local_cache;
+  if (cache->state == 1) return cache;
+  if (cache->state < 0 || pool->max_cached < THREAD_CACHE_MIN_CAP) return NULL;
+  pthread_once(&cache_key_once, make_cache_key);
+  if (!cache_key_made || pthread_setspecific(cache_key, cache) != 0) {
+    cache->state = -1;
+    return NULL;
+  }
+  pthread_mutex_lock(&pool->lock);
+  cache->previous = NULL;
+  cache->next = cache_registry;
+  if (cache_registry) cache_registry->previous = cache;
+  cache_registry = cache;
+  pthread_mutex_unlock(&pool->lock);
+  cache->state = 1;
+  return cache;
+}
+
+static int host_alloc(dlop_device device, size_t bytes, void **pointer) {
+  memory_pool *pool = host_pool();
+  size_t size = round_size(bytes);
+  thread_cache *cache = size != 0 && size <= THREAD_CACHE_MAX_BLOCK ? my_cache(pool) : NULL;
+  int slot = -1;
+  for (int i = 0; cache != NULL && i < THREAD_CACHE_SLOTS; i++)
+    if (atomic_load_explicit(&cache->slots[i], memory_order_relaxed) == NULL) {
+      slot = i;
+      break;
+    }
+  if (slot < 0) return alloc_from_pool(pool, device, bytes, 0, NULL, 0, pointer);
+  for (int i = cache->num_parked - 1; i >= 0; i--) {
+    pool_block *block = cache->parked[i];
+    if (block->size != size) continue;
+    cache->parked[i] = cache->parked[--cache->num_parked];
+    atomic_store_explicit(&cache->parked_bytes,
+                          atomic_load_explicit(&cache->parked_bytes, memory_order_relaxed) - size,
+                          memory_order_relaxed);
+    publish_outstanding(cache, slot, block);
+    count_in_use(pool, size);
+    *pointer = block->pointer;
+    return DLOP_OK;
+  }
+  return alloc_from_pool(pool, device, bytes, 0, cache, slot, pointer);
+}
+
+static int host_free(dlop_device device, void *pointer) {
+  memory_pool *pool = host_pool();
+  thread_cache *cache = local_cache.state == 1 ? &local_cache : NULL;
+  pool_block *block = cache ? claim_outstanding(cache, pointer) : NULL;
+  int locked = 0;
+  if (block == NULL) {
+    /* Not handed out by this thread's cache: the shared table, then the other threads'. */
+    pthread_mutex_lock(&pool->lock);
+    locked = 1;
+    pool_block **link = &pool->in_use[bucket_of(pointer)];
+    while (*link && (*link)->pointer != pointer) link = &(*link)->next;
+    block = *link;
+    if (block != NULL) *link = block->next;
+    for (thread_cache *other = cache_registry; block == NULL && other; other = other->next)
+      block = claim_outstanding(other, pointer);
+    if (block == NULL) {
+      pthread_mutex_unlock(&pool->lock);
+      char where[32];
+      format_device(device, where, sizeof where);
+      return dlop__error(DLOP_INVALID_ARGUMENT,
+                         "dlop_memory_free: %p was not allocated by the dlop pool of %s (or was "
+                         "freed already)",
+                         pointer, where);
+    }
+  }
+  atomic_fetch_sub_explicit(&pool->bytes_in_use, block->size, memory_order_relaxed);
+  if (cache != NULL && block->size <= THREAD_CACHE_MAX_BLOCK &&
+      cache->num_parked < THREAD_CACHE_PARKED) {
+    cache->parked[cache->num_parked++] = block;
+    atomic_store_explicit(&cache->parked_bytes,
+                          atomic_load_explicit(&cache->parked_bytes, memory_order_relaxed) +
+                              block->size,
+                          memory_order_relaxed);
+    if (locked) pthread_mutex_unlock(&pool->lock);
+    return DLOP_OK;
+  }
+  if (!locked) pthread_mutex_lock(&pool->lock);
+  block->next = pool->cached;
+  pool->cached = block;
+  pool->bytes_cached += block->size;
+  trim_cached_locked(pool);
+  pthread_mutex_unlock(&pool->lock);
+  return DLOP_OK;
+}
+
 static int memory_alloc(dlop_device device, size_t bytes, uint64_t stream_id, void **pointer) {
   if (pointer == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
   *pointer = NULL;
   if (device.type == DLOP_DEVICE_CPU) /* get_pool also serves every CPU id from this pool */
-    return alloc_from_pool(host_pool(), device, bytes, stream_id, pointer);
+    return host_alloc(device, bytes, pointer);
   memory_pool *pool;
   dlop__cuda_scope scope;
   int status = get_pool(device, &pool, &scope);
-  if (status == DLOP_OK) status = alloc_from_pool(pool, device, bytes, stream_id, pointer);
+  if (status == DLOP_OK) status = alloc_from_pool(pool, device, bytes, stream_id, NULL, 0, pointer);
   return dlop__cuda_restore_after(&scope, status);
 }
 
@@ -452,7 +665,7 @@ static int free_to_pool(memory_pool *pool, dlop_device device, void *pointer,
                        pointer, where);
   }
   *link = block->next;
-  pool->bytes_in_use -= block->size;
+  atomic_fetch_sub_explicit(&pool->bytes_in_use, block->size, memory_order_relaxed);
 
   /* Mark where the work using the block ends, so other streams can tell when it is free. */
   if (device.type == DLOP_DEVICE_CUDA) mark_free_locked(block, users, count);
@@ -480,7 +693,7 @@ static int memory_free(dlop_device device, void *pointer, const pool_user *users
     return DLOP_OK;
   }
   if (device.type == DLOP_DEVICE_CPU) /* get_pool also serves every CPU id from this pool */
-    return free_to_pool(host_pool(), device, pointer, users, count, 1, &over_cap);
+    return host_free(device, pointer);
   int lazy = count > 0;
   for (int u = 0; u < count; u++)
     if (users[u].stream == NULL) lazy = 0;
@@ -552,9 +765,9 @@ int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats) {
   memset(&result, 0, sizeof result);
   result.struct_size = sizeof result;
   pthread_mutex_lock(&pool->lock);
-  result.bytes_in_use = pool->bytes_in_use;
-  result.bytes_cached = pool->bytes_cached;
-  result.peak_bytes_in_use = pool->peak_bytes_in_use;
+  result.bytes_in_use = atomic_load(&pool->bytes_in_use);
+  result.bytes_cached = pool->bytes_cached + (pool == &cpu_pool ? parked_bytes_locked() : 0);
+  result.peak_bytes_in_use = atomic_load(&pool->peak_bytes_in_use);
   result.driver_allocations = pool->driver_allocations;
   result.driver_frees = pool->driver_frees;
   pthread_mutex_unlock(&pool->lock);
@@ -571,6 +784,9 @@ int dlop_memory_release_cached(dlop_device device) {
   int status = get_pool(device, &pool, &scope);
   if (status == DLOP_OK) {
     pthread_mutex_lock(&pool->lock);
+    /* The calling thread's parked blocks go too; other threads' stay with them (only the
+     * owner touches its parked list without the lock) and come back at those threads' exit. */
+    if (pool == &cpu_pool) unpark_locked(&local_cache);
     release_cached_locked(pool);
     pthread_mutex_unlock(&pool->lock);
   }

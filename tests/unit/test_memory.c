@@ -1,8 +1,10 @@
 /* test_memory.c — the host caching pool: statistics move as expected, a repeated alloc/free of
  * the same sizes makes no new system allocation in steady state, release_cached empties the
  * cache, the cap on cached bytes (default and DLOP_POOL_MAX_CACHED_BYTES), bad frees are
- * reported, and several threads can allocate at once. */
+ * reported, several threads can allocate at once, and the per-thread cache of small host blocks
+ * (cross-thread frees, exact statistics, release_cached, a thread's exit). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +256,154 @@ START_TEST(test_threads) {
 }
 END_TEST
 
+/* ---- the per-thread cache of small host blocks ---------------------------------------------- */
+
+/* Blocks handed between threads: a producer allocates, the main thread frees half of them while
+ * the producer is alive (claimed from its cache's slots) and half after it exited (moved to the
+ * shared table then). Every free succeeds once, a second free of each is refused, and the
+ * statistics come back exactly. */
+typedef struct handoff {
+  void *blocks[24];
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int produced, may_exit;
+} handoff;
+
+static void *producer(void *argument) {
+  handoff *h = argument;
+  for (int i = 0; i < 24; i++) {
+    if (dlop_memory_alloc(cpu, 1000 + (size_t)(i % 3) * 4096, NULL, &h->blocks[i]) != DLOP_OK)
+      return (void *)1;
+    memset(h->blocks[i], i, 1000);
+  }
+  /* Keep one freed block parked here: it must reach the shared cache at this thread's exit. */
+  void *parked;
+  if (dlop_memory_alloc(cpu, 3000, NULL, &parked) != DLOP_OK) return (void *)1;
+  if (dlop_memory_free(cpu, parked, NULL) != DLOP_OK) return (void *)1;
+  pthread_mutex_lock(&h->lock);
+  h->produced = 1;
+  pthread_cond_broadcast(&h->changed);
+  while (!h->may_exit) pthread_cond_wait(&h->changed, &h->lock);
+  pthread_mutex_unlock(&h->lock);
+  return NULL;
+}
+
+START_TEST(test_thread_cache_cross_thread_free) {
+  dlop_memory_stats before = stats_now();
+  handoff h = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+  pthread_t thread;
+  ck_assert_int_eq(pthread_create(&thread, NULL, producer, &h), 0);
+  pthread_mutex_lock(&h.lock);
+  while (!h.produced) pthread_cond_wait(&h.changed, &h.lock);
+  pthread_mutex_unlock(&h.lock);
+  uint64_t held = 0;
+  for (int i = 0; i < 24; i++) held += (1000 + (uint64_t)(i % 3) * 4096 + 511) / 512 * 512;
+  ck_assert_uint_eq(stats_now().bytes_in_use, before.bytes_in_use + held);
+  for (int i = 0; i < 12; i++) { /* the producer is alive: its slots hold these */
+    ck_assert_int_eq(((unsigned char *)h.blocks[i])[999], (unsigned char)i);
+    DLOP_CK_OK(dlop_memory_free(cpu, h.blocks[i], NULL));
+    ck_assert_int_eq(dlop_memory_free(cpu, h.blocks[i], NULL), DLOP_INVALID_ARGUMENT);
+  }
+  pthread_mutex_lock(&h.lock);
+  h.may_exit = 1;
+  pthread_cond_broadcast(&h.changed);
+  pthread_mutex_unlock(&h.lock);
+  void *result;
+  pthread_join(thread, &result);
+  ck_assert_msg(result == NULL, "the producer failed: %s", dlop_last_error());
+  for (int i = 12; i < 24; i++) { /* the producer has exited: its blocks went to the table */
+    ck_assert_int_eq(((unsigned char *)h.blocks[i])[0], (unsigned char)i);
+    DLOP_CK_OK(dlop_memory_free(cpu, h.blocks[i], NULL));
+    ck_assert_int_eq(dlop_memory_free(cpu, h.blocks[i], NULL), DLOP_INVALID_ARGUMENT);
+  }
+  dlop_memory_stats after = stats_now();
+  ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  after = stats_now();
+  ck_assert_uint_eq(after.bytes_cached, 0); /* the exited thread's parked block included */
+  ck_assert_uint_eq(after.bytes_in_use, 0);
+  ck_assert_uint_eq(after.driver_frees, after.driver_allocations);
+}
+END_TEST
+
+/* On one thread: the statistics count parked blocks as cached and handed-out ones as in use,
+ * byte for byte; steady state makes no system call; release_cached empties this thread's
+ * parked blocks too. */
+START_TEST(test_thread_cache_stats_exact) {
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  dlop_memory_stats start = stats_now();
+  void *p[5];
+  for (int i = 0; i < 5; i++) DLOP_CK_OK(dlop_memory_alloc(cpu, 100 + (size_t)i * 1000, NULL, &p[i]));
+  uint64_t sizes = 512 + 1536 + 2560 + 3584 + 4608; /* each rounded up to 512 bytes */
+  dlop_memory_stats busy = stats_now();
+  ck_assert_uint_eq(busy.bytes_in_use, start.bytes_in_use + sizes);
+  ck_assert_uint_ge(busy.peak_bytes_in_use, busy.bytes_in_use);
+  for (int i = 0; i < 5; i++) DLOP_CK_OK(dlop_memory_free(cpu, p[i], NULL));
+  dlop_memory_stats idle = stats_now();
+  ck_assert_uint_eq(idle.bytes_in_use, start.bytes_in_use);
+  ck_assert_uint_eq(idle.bytes_cached, start.bytes_cached + sizes);
+  for (int round = 0; round < 100; round++) {
+    for (int i = 0; i < 5; i++)
+      DLOP_CK_OK(dlop_memory_alloc(cpu, 100 + (size_t)i * 1000, NULL, &p[i]));
+    for (int i = 4; i >= 0; i--) DLOP_CK_OK(dlop_memory_free(cpu, p[i], NULL));
+  }
+  dlop_memory_stats steady = stats_now();
+  ck_assert_uint_eq(steady.driver_allocations, idle.driver_allocations);
+  ck_assert_uint_eq(steady.bytes_cached, idle.bytes_cached);
+  ck_assert_uint_eq(steady.peak_bytes_in_use, busy.peak_bytes_in_use);
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  dlop_memory_stats empty = stats_now();
+  ck_assert_uint_eq(empty.bytes_cached, 0);
+  ck_assert_uint_eq(empty.driver_frees, empty.driver_allocations);
+}
+END_TEST
+
+/* Many threads allocating and freeing small blocks of others: a block is never handed to two
+ * holders at once (each holder's pattern survives), and in-use bytes come back to zero. */
+typedef struct exchange {
+  _Atomic(void *) mailbox[16];
+  int failed;
+} exchange;
+
+static void *swapper(void *argument) {
+  exchange *x = argument;
+  for (int i = 0; i < 3000; i++) {
+    void *mine;
+    if (dlop_memory_alloc(cpu, 64 + (size_t)(i % 4) * 600, NULL, &mine) != DLOP_OK) return (void *)1;
+    memset(mine, 0x5A, 64);
+    void *theirs = atomic_exchange(&x->mailbox[i % 16], mine);
+    if (theirs == NULL) continue;
+    for (int b = 0; b < 64; b++)
+      if (((unsigned char *)theirs)[b] != 0x5A) return (void *)1;
+    memset(theirs, 0, 64); /* a second holder of this block would now see its pattern broken */
+    if (dlop_memory_free(cpu, theirs, NULL) != DLOP_OK) return (void *)1;
+  }
+  return NULL;
+}
+
+START_TEST(test_thread_cache_many_threads_free_each_others_blocks) {
+  dlop_memory_stats before = stats_now();
+  exchange x;
+  memset(&x, 0, sizeof x);
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, swapper, &x), 0);
+  for (int i = 0; i < 4; i++) {
+    void *result;
+    pthread_join(threads[i], &result);
+    ck_assert_msg(result == NULL, "thread %d failed: %s", i, dlop_last_error());
+  }
+  for (int i = 0; i < 16; i++) {
+    void *left = atomic_load(&x.mailbox[i]);
+    if (left) DLOP_CK_OK(dlop_memory_free(cpu, left, NULL));
+  }
+  ck_assert_uint_eq(stats_now().bytes_in_use, before.bytes_in_use);
+  DLOP_CK_OK(dlop_memory_release_cached(cpu));
+  dlop_memory_stats after = stats_now();
+  ck_assert_uint_eq(after.bytes_cached, 0);
+  ck_assert_uint_eq(after.driver_frees, after.driver_allocations);
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("memory");
   TCase *tc = tcase_create("memory");
@@ -268,6 +418,9 @@ int main(void) {
   tcase_add_test(tc, test_bad_free_and_arguments);
   tcase_add_test(tc, test_host_table_memory);
   tcase_add_test(tc, test_threads);
+  tcase_add_test(tc, test_thread_cache_cross_thread_free);
+  tcase_add_test(tc, test_thread_cache_stats_exact);
+  tcase_add_test(tc, test_thread_cache_many_threads_free_each_others_blocks);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

@@ -408,9 +408,13 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
   int in_run = status == DLOP_OK && run.handle != NULL;
   if (in_run) dlop__cuda_run_begin(function->device.id, (CUstream)run.handle, &saved_run);
   if (status == DLOP_OK) status = allocate_scratch(&run, local_scratch, sizeof local_scratch);
+  /* A write still pending on another stream must finish before our stream reads it. Only
+   * CUDA has such writes: inputs are on the function's device, and a CPU array's pending
+   * stream (runs record only their own device's streams) is a CPU stream, whose work is
+   * already done; skipping the look saves a lock per input on every CPU call. */
+  int cuda = function->device.type == DLOP_DEVICE_CUDA;
   for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
-    /* a write still pending on another stream must finish before our stream reads it */
-    dlop_stream *pending = dlop_array_stream(inputs[i]);
+    dlop_stream *pending = cuda ? dlop_array_stream(inputs[i]) : NULL;
     if (pending != NULL && pending != run.stream) status = dlop_array_synchronize(inputs[i]);
     run.slots[i] = inputs[i];
   }
@@ -427,10 +431,19 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     dlop__function_remember_stream(function, run.stream);
   }
   if (status == DLOP_OK) {
-    /* outputs that are inputs or constants come back retained, not copied */
+    /* A node output's reference moves from the run to the caller (no retain and release);
+     * outputs that are inputs or constants, or a slot given out twice, come back retained. */
     for (i = 0; i < num_outputs; i++) {
-      outputs[i] = run.slots[function->output_slots[i]];
-      dlop_array_retain(outputs[i]);
+      int32_t slot = function->output_slots[i];
+      dlop_array *array = run.slots[slot];
+      int32_t j;
+      for (j = 0; array == NULL && j < i; j++)
+        if (function->output_slots[j] == slot) array = outputs[j]; /* moved already */
+      outputs[i] = array;
+      if (slot >= function->first_node_slot && run.slots[slot] != NULL)
+        run.slots[slot] = NULL; /* moved: free_scratch does not release it */
+      else
+        dlop_array_retain(array);
     }
   }
   free_scratch(&run);

@@ -7,6 +7,8 @@ device ("cpu", "cuda", "cuda:1"); ops applied to concrete arrays run at once.  A
 """
 from __future__ import annotations
 
+import atexit
+
 from . import _C
 from ._C import (
     Array,
@@ -37,6 +39,11 @@ __all__ = [
 
 __version__ = _C.version()
 
+# Foreign CUDA inputs (PyTorch, CuPy, JAX, Numba) go back to their producers once dlop's work
+# on them is done, at later calls; at exit everything still queued goes back while those
+# libraries are alive (atexit hooks run before modules are torn down).
+atexit.register(_C.release_foreign_at_exit)
+
 
 def asarray(obj, device: str | None = None, dtype=None) -> Array:
     """A dlop.Array for obj without copying when it already lives on ``device``.
@@ -61,5 +68,10 @@ def cuda_device_count() -> int:
 
 
 def synchronize(device: str = "cuda") -> None:
-    """Wait until the work dlop enqueued on ``device`` has finished."""
+    """Wait until the work dlop enqueued on ``device`` has finished.
+
+    Foreign CUDA inputs (PyTorch, CuPy, JAX, Numba arrays passed to functions, ops or
+    ``asarray``) whose release was deferred until that work finished are handed back to their
+    producers here too.
+    """
     _C.synchronize(device)

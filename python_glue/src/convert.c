@@ -149,31 +149,27 @@ int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array *
 /* ---- foreign device memory ------------------------------------------------------------- */
 
 /* What a DLPack or CAI wrap owns. On CUDA our kernels may still read the memory when the last
- * reference goes, so the deleter first waits for the extension's stream on that device (all
- * dlop work from Python goes there), then hands the memory back to its producer. Synchronizing
- * is chosen over keeping the producer alive from outputs: an output can die before the work
- * that read the input has finished, and the producer's allocator may reuse the memory at once. */
-typedef struct foreign_owner {
+ * reference goes, so the memory goes back to its producer only after the extension's stream on
+ * that device (all dlop work from Python goes there) has passed the point where the wrap was
+ * released: deferred.c records a stream marker there and gives the owner back at a later poll,
+ * without blocking the host. Waiting for our stream is chosen over keeping the producer alive
+ * from outputs: an output can die before the work that read the input has finished, and the
+ * producer's allocator may reuse the memory at once. */
+struct dlop_py_foreign_owner {
   dlop_stream *stream;                         /* the extension's stream, or NULL (CPU) */
   dlop_dl_managed_tensor *legacy;              /* DLPack legacy, or */
   dlop_dl_managed_tensor_versioned *versioned; /* DLPack versioned, or */
   PyObject *producer;                          /* CAI: a reference to the producer */
-} foreign_owner;
+  const void *data;                            /* the first byte, and */
+  size_t bytes;                                /* the size, for the queue's bound */
+};
+typedef dlop_py_foreign_owner foreign_owner;
 
-static void release_foreign(void *context) {
-  foreign_owner *owner = context;
-  /* The extension's streams live for the whole process (see module_free), so this is safe
-   * even after the module is gone. */
-  if (owner->stream) {
-    /* Waiting for the GPU with the GIL held would stall every other Python thread. */
-    PyThreadState *saved = releasing_with_gil ? PyEval_SaveThread() : NULL;
-    (void)dlop_stream_synchronize(owner->stream);
-    if (saved) PyEval_RestoreThread(saved);
-  }
+void dlop_py_foreign_give_back(foreign_owner *owner, int holding_gil) {
   /* DLPack deleters take the GIL themselves when they need it (the spec requires it). */
   if (owner->legacy && owner->legacy->deleter) owner->legacy->deleter(owner->legacy);
   if (owner->versioned && owner->versioned->deleter) owner->versioned->deleter(owner->versioned);
-  if (owner->producer && releasing_with_gil) {
+  if (owner->producer && holding_gil) {
     Py_DECREF(owner->producer);
   } else if (owner->producer) {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -181,6 +177,31 @@ static void release_foreign(void *context) {
     PyGILState_Release(gil);
   }
   free(owner);
+}
+
+static void release_foreign(void *context) {
+  foreign_owner *owner = context;
+  int holding_gil = releasing_with_gil;
+  /* The extension's streams live for the whole process (see module_free), so this is safe
+   * even after the module is gone. Queuing needs no GIL: any thread may release a wrap. */
+  if (owner->stream &&
+      dlop_py_defer_release(owner->stream, owner, owner->data, owner->bytes, holding_gil) == 0)
+    return;
+  if (owner->stream) {
+    /* No queue (interpreter exit) or no marker: wait here, as the queue would have. Waiting
+     * for the GPU with the GIL held would stall every other Python thread. */
+    PyThreadState *saved = holding_gil ? PyEval_SaveThread() : NULL;
+    (void)dlop_stream_synchronize(owner->stream);
+    if (saved) PyEval_RestoreThread(saved);
+  }
+  dlop_py_foreign_give_back(owner, holding_gil);
+}
+
+/* Remember the wrap's memory for the queue's bound (the same memory is counted once). */
+static void note_extent(foreign_owner *owner, const dlop_array *array) {
+  const dlop_tensor *tensor = dlop_array_tensor(array);
+  owner->data = (const char *)tensor->data + tensor->byte_offset;
+  owner->bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
 }
 
 static PyObject *versioned_max(void) { return Py_BuildValue("(ii)", DLOP_DLPACK_MAJOR, 1); }
@@ -283,6 +304,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
     release_foreign(owner);
     return -1;
   }
+  note_extent(owner, *array);
   if (readonly) *readonly = read_only;
   return 0;
 fail_unowned:
@@ -434,6 +456,7 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
     dlop_py_raise(state, status, "wrapping a __cuda_array_interface__ array");
     return -1;
   }
+  note_extent(owner, *array);
   if (readonly) *readonly = read_only;
   return 0;
 }
@@ -492,6 +515,7 @@ int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array)
 PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames) {
   dlop_py_state *state = dlop_py_state_of_module(module);
+  dlop_py_deferred_poll();
   PyObject *values[3] = {NULL, Py_None, Py_None};
   static const char *names[3] = {"obj", "device", "dtype"};
   if (nargs > 3) {

@@ -117,6 +117,7 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
   dlop_py_function *self = (dlop_py_function *)callable;
   dlop_py_state *state = state_of(callable);
   Py_ssize_t nargs = DLOP_PY_NARGS(nargsf);
+  dlop_py_deferred_poll(); /* foreign inputs of earlier calls whose work is done go back */
   if (kwnames != NULL && PyTuple_Size(kwnames) > 0)
     return dlop_py_raisef(state, DLOP_TYPE_ERROR,
                           "a dlop function takes its %d inputs by position, not by keyword",

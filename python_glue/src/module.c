@@ -1,5 +1,7 @@
 /* module.c — dlop._C: multi-phase initialization (PEP 489), the module state every part reads
  * through its type or module, and the extension's one stream per CUDA device. */
+#include <stdio.h>
+
 #include "module.h"
 
 static struct PyModuleDef dlop_py_module_def;
@@ -63,6 +65,7 @@ static PyObject *py_synchronize(PyObject *module, PyObject *text) {
   dlop_py_state *state = dlop_py_state_of_module(module);
   dlop_device device;
   if (dlop_py_parse_device(state, text, &device) < 0) return NULL;
+  dlop_py_deferred_poll();
   if (device.type != DLOP_DEVICE_CUDA) Py_RETURN_NONE;
   dlop_stream *stream;
   if (dlop_py_stream(state, device, &stream) < 0) return NULL;
@@ -71,6 +74,26 @@ static PyObject *py_synchronize(PyObject *module, PyObject *text) {
   status = dlop_stream_synchronize(stream);
   Py_END_ALLOW_THREADS
   if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  /* Everything the device's queued foreign memory waited for is done: give it all back. */
+  status = dlop_py_deferred_drain(device.id);
+  if (status != DLOP_OK)
+    return dlop_py_raise(state, status, "giving foreign CUDA memory back to its producer");
+  Py_RETURN_NONE;
+}
+
+/* pending_foreign_releases() -> int: foreign CUDA inputs (DLPack, CAI) whose memory waits for
+ * dlop's work before it goes back to its producer. */
+static PyObject *py_pending_foreign_releases(PyObject *module, PyObject *unused) {
+  return PyLong_FromSize_t(dlop_py_deferred_count());
+}
+
+/* Registered with atexit by the package: give every queued foreign input back while the
+ * producers' libraries are still alive, and wait at once for any released later. */
+static PyObject *py_release_foreign_at_exit(PyObject *module, PyObject *unused) {
+  int status = dlop_py_deferred_close();
+  if (status != DLOP_OK)
+    return dlop_py_raise(dlop_py_state_of_module(module), status,
+                         "giving foreign CUDA memory back at exit");
   Py_RETURN_NONE;
 }
 
@@ -94,6 +117,11 @@ static PyMethodDef module_methods[] = {
      "Wait until the work dlop enqueued on a device has finished."},
     {"stream_handle", py_stream_handle, METH_O,
      "The CUstream (as an int) dlop enqueues its work on for a device; 0 for the CPU."},
+    {"pending_foreign_releases", py_pending_foreign_releases, METH_NOARGS,
+     "Foreign CUDA inputs (DLPack, __cuda_array_interface__) not yet given back to their "
+     "producers because dlop's work on them may be pending (a debug query)."},
+    {"release_foreign_at_exit", py_release_foreign_at_exit, METH_NOARGS,
+     "Wait for and give back every queued foreign input, and stop queuing (run at exit)."},
     {"asarray", (PyCFunction)(void (*)(void))dlop_py_asarray, METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, device=None, dtype=None) -> Array (see dlop.asarray)."},
     {NULL, NULL, 0, NULL}};
@@ -152,10 +180,14 @@ static int module_clear(PyObject *module) {
 }
 
 static void module_free(void *module) {
+  /* Foreign inputs still queued go back now (the package's atexit hook normally did this
+   * already); releases after this wait at once. */
+  if (dlop_py_deferred_close() != DLOP_OK)
+    fprintf(stderr, "dlop: giving foreign CUDA memory back at exit: %s\n", dlop_last_error());
   /* The streams are deliberately not destroyed: arrays wrapping DLPack / CAI memory keep a
-   * plain pointer to them (convert.c's release_foreign synchronizes on it) and may outlive the
-   * module, e.g. inside a PyTorch tensor at interpreter exit. One stream per used device per
-   * module instance lives until the process ends. */
+   * plain pointer to them (convert.c's release_foreign records markers on it or synchronizes
+   * it) and may outlive the module, e.g. inside a PyTorch tensor at interpreter exit. One
+   * stream per used device per module instance lives until the process ends. */
   module_clear((PyObject *)module);
 }
 

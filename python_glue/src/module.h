@@ -118,6 +118,31 @@ void dlop_py_release_holding_gil(dlop_array *array);
 PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
 
+/* What a DLPack or CAI wrap owns (convert.c). */
+typedef struct dlop_py_foreign_owner dlop_py_foreign_owner;
+/* Hand the memory back to its producer (DLPack deleter, or Py_DECREF of the CAI producer) and
+ * free owner. holding_gil: the caller holds the GIL (otherwise it is taken for Py_DECREF). */
+void dlop_py_foreign_give_back(dlop_py_foreign_owner *owner, int holding_gil);
+
+/* ---- deferred.c: giving foreign CUDA memory back without waiting ---- */
+/* Queue owner to be given back once the work enqueued so far on stream has finished (a
+ * stream marker); needs no GIL. 0 when queued; -1 (nothing set) when the caller must wait and
+ * give back itself: the queue is closed (interpreter exit) or the marker could not be
+ * recorded. May first wait for and give back the oldest entries when the queue is over its
+ * bound (1024 owners or 1 GiB of distinct memory). */
+int dlop_py_defer_release(dlop_stream *stream, dlop_py_foreign_owner *owner, const void *data,
+                          size_t bytes, int holding_gil);
+/* With the GIL: give back the queued owners whose work has finished, oldest first, never
+ * waiting. One relaxed atomic load when nothing is queued. */
+void dlop_py_deferred_poll(void);
+/* With the GIL: wait for and give back every owner queued for a CUDA device (all devices when
+ * device_id < 0), waiting without the GIL. A dlop status: the first failed wait's. */
+int dlop_py_deferred_drain(int device_id);
+/* Owners queued now (debug: dlop._C.pending_foreign_releases()). */
+size_t dlop_py_deferred_count(void);
+/* Interpreter exit: drain everything and stop queuing (later releases wait at once). */
+int dlop_py_deferred_close(void);
+
 /* ---- dlpack.c: exporting ---- */
 PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);

@@ -1,9 +1,11 @@
 /* interop.c — ordering dlop's CUDA work with other libraries' streams (DLPack's stream argument,
  * __cuda_array_interface__'s "stream"): one event recorded on one side, waited for on the other,
- * so neither the host nor the other library's stream ever blocks. */
+ * so neither the host nor the other library's stream ever blocks; and stream markers, which let
+ * a caller hand borrowed memory back once the work that read it is done, without waiting. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda_driver.h"
 #include "internal.h"
@@ -113,4 +115,162 @@ int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id) {
                        "(cuPointerGetAttribute: %s)", pointer, dlop__cuda_result_text(result));
   *device_id = ordinal;
   return DLOP_OK;
+}
+
+/* ---- stream markers --------------------------------------------------------------------- */
+
+/* A point in a stream's work: a CUDA event recorded there (NULL event: a CPU stream, whose
+ * work is synchronous, so the marker is complete at once). */
+struct dlop_stream_marker {
+  dlop_device device;
+  CUevent event;
+  struct dlop_stream_marker *next; /* in the cache of destroyed markers */
+};
+
+/* Destroyed markers keep their events for the next record on the same device, so a marker per
+ * call (the Python front end records one per foreign CUDA input) costs no cuEventCreate. */
+#define MARKER_CACHE_MAX 64
+static struct {
+  pthread_mutex_t lock;
+  dlop_stream_marker *head;
+  int count;
+} marker_cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+static dlop_stream_marker *take_cached_marker(dlop_device device) {
+  pthread_mutex_lock(&marker_cache.lock);
+  dlop_stream_marker **link = &marker_cache.head;
+  while (*link && ((*link)->device.type != device.type || (*link)->device.id != device.id))
+    link = &(*link)->next;
+  dlop_stream_marker *found = *link;
+  if (found) {
+    *link = found->next;
+    marker_cache.count--;
+  }
+  pthread_mutex_unlock(&marker_cache.lock);
+  return found;
+}
+
+/* Destroy the marker's event in its device's context (for a marker the cache cannot keep). */
+static void destroy_marker_event(dlop_stream_marker *marker) {
+  if (marker->event == NULL) return;
+  dlop__cuda_scope scope;
+  if (dlop__cuda_use_device(marker->device.id, &scope) != DLOP_OK) {
+    dlop__warn("destroying a stream marker: %s", dlop_last_error());
+    return;
+  }
+  CUresult result = dlop__cuda.cuEventDestroy(marker->event);
+  if (result != DLOP_CUDA_SUCCESS)
+    dlop__warn("destroying a stream marker: cuEventDestroy: %s", dlop__cuda_result_text(result));
+  (void)dlop__cuda_restore_context(&scope);
+  marker->event = NULL;
+}
+
+int dlop_stream_marker_record(dlop_stream *stream, dlop_stream_marker **marker) {
+  if (marker == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_marker_record: marker is NULL");
+  *marker = NULL;
+  if (stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_marker_record: stream is NULL");
+  dlop_device device = dlop_stream_device(stream);
+  void *handle = dlop_stream_handle(stream);
+  dlop_stream_marker *created = handle ? take_cached_marker(device) : NULL;
+  if (created == NULL) {
+    created = calloc(1, sizeof *created);
+    if (created == NULL)
+      return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_stream_marker_record: no memory for a marker");
+    created->device = device;
+  }
+  if (handle == NULL) { /* the CPU: nothing is ever pending */
+    *marker = created;
+    return DLOP_OK;
+  }
+  int status = dlop__cuda_ensure();
+  if (status != DLOP_OK) {
+    free(created);
+    return status;
+  }
+  dlop__cuda_scope scope;
+  status = dlop__cuda_use_device(device.id, &scope);
+  if (status != DLOP_OK) {
+    dlop_stream_marker_destroy(created);
+    return status;
+  }
+  CUresult result = DLOP_CUDA_SUCCESS;
+  if (created->event == NULL) {
+    result = dlop__cuda.cuEventCreate(&created->event, DLOP_CU_EVENT_DISABLE_TIMING);
+    if (result != DLOP_CUDA_SUCCESS) {
+      created->event = NULL;
+      status = dlop__cuda_fail(result, "dlop_stream_marker_record: cuEventCreate");
+    }
+  }
+  if (status == DLOP_OK) {
+    result = dlop__cuda.cuEventRecord(created->event, (CUstream)handle);
+    if (result != DLOP_CUDA_SUCCESS)
+      status = dlop__cuda_fail(result, "dlop_stream_marker_record: cuEventRecord");
+  }
+  status = dlop__cuda_restore_after(&scope, status);
+  if (status != DLOP_OK) {
+    /* An event whose record failed may be in any state: never cache it. */
+    destroy_marker_event(created);
+    free(created);
+    return status;
+  }
+  *marker = created;
+  return DLOP_OK;
+}
+
+int dlop_stream_marker_query(const dlop_stream_marker *marker, int *done) {
+  if (done == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_marker_query: done is NULL");
+  *done = 0;
+  if (marker == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_marker_query: marker is NULL");
+  if (marker->event == NULL) {
+    *done = 1;
+    return DLOP_OK;
+  }
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(marker->device.id, &scope);
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuEventQuery(marker->event);
+  if (result == DLOP_CUDA_SUCCESS) *done = 1;
+  else if (result != DLOP_CUDA_ERROR_NOT_READY)
+    status = dlop__cuda_fail(result, "dlop_stream_marker_query: cuEventQuery");
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+int dlop_stream_marker_wait(const dlop_stream_marker *marker) {
+  if (marker == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_marker_wait: marker is NULL");
+  if (marker->event == NULL) return DLOP_OK;
+  dlop__cuda_scope scope;
+  int status = dlop__cuda_use_device(marker->device.id, &scope);
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuEventSynchronize(marker->event);
+  if (result != DLOP_CUDA_SUCCESS)
+    status = dlop__cuda_fail(result, "dlop_stream_marker_wait: cuEventSynchronize");
+  return dlop__cuda_restore_after(&scope, status);
+}
+
+dlop_device dlop_stream_marker_device(const dlop_stream_marker *marker) {
+  dlop_device none = {DLOP_DEVICE_CPU, 0};
+  return marker ? marker->device : none;
+}
+
+void dlop_stream_marker_destroy(dlop_stream_marker *marker) {
+  if (marker == NULL) return;
+  if (marker->event != NULL) {
+    /* Re-recording a cached event later is fine even if this record is still pending. */
+    pthread_mutex_lock(&marker_cache.lock);
+    int kept = marker_cache.count < MARKER_CACHE_MAX;
+    if (kept) {
+      marker->next = marker_cache.head;
+      marker_cache.head = marker;
+      marker_cache.count++;
+    }
+    pthread_mutex_unlock(&marker_cache.lock);
+    if (kept) return;
+    destroy_marker_event(marker);
+  }
+  free(marker);
 }

@@ -228,3 +228,23 @@ def test_dlpack_device_mismatch_is_refused_and_the_tensor_freed():
     with pytest.raises(dlop.InvalidArgumentError, match=r"device \(1, 0\) but __dlpack_device__ said \(1, 3\)"):
         dlop.asarray(LyingDevice(dlop.asarray(host)))
     host.resize(0, refcheck=True)      # fails if the refused tensor still held the buffer
+
+
+def test_cpu_inputs_go_back_at_once_with_nothing_queued():
+    """Only foreign CUDA inputs wait in the deferred-release queue; NumPy buffers and CPU
+    DLPack tensors go back to their producer when the call ends, as before."""
+    import sys
+    x = dlop.vector("x", dtype="float64")
+    f = dlop.function([x], dlop.ops.exp(dlop.ops.double(x)), device="cpu")
+    host = np.linspace(0, 1, 50)
+    before = sys.getrefcount(host)
+    for _ in range(20):
+        np.testing.assert_allclose(f(host).numpy(), np.exp(2 * host))
+        np.testing.assert_allclose(f(VersionedProducer(host)).numpy(), np.exp(2 * host))
+        np.testing.assert_allclose(f(LegacyProducer(host)).numpy(), np.exp(2 * host))
+        dlop.asarray(VersionedProducer(host))
+        assert dlop._C.pending_foreign_releases() == 0
+    # Every buffer view and DLPack capsule let go of host when its call ended.
+    assert sys.getrefcount(host) == before
+    dlop.synchronize("cpu")
+    assert dlop._C.pending_foreign_releases() == 0

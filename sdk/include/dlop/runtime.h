@@ -118,7 +118,7 @@ int dlop_array_synchronize(const dlop_array *array);
 /* ---- interop: ordering work with other CUDA libraries (interop.c) ------------------------ */
 /* For DLPack's stream argument and __cuda_array_interface__'s "stream": raw CUstream handles
  * from PyTorch, CuPy, JAX or Numba. 1 is CUDA's legacy default stream and 2 the per-thread
- * default stream, as in DLPack. Nothing here blocks the host. */
+ * default stream, as in DLPack. Nothing here blocks the host but dlop_stream_marker_wait. */
 
 /* Make the foreign CUstream consumer_stream wait, on the GPU, for every pending write to array
  * (an event recorded on the array's stream). DLOP_OK and nothing done when no write is pending
@@ -130,6 +130,25 @@ int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);
 /* The CUDA ordinal of the device that owns the device (or managed) memory at pointer;
  * DLOP_INVALID_ARGUMENT naming the pointer when the driver does not know it. */
 int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);
+
+/* A stream marker: a point in a dlop stream's work (on CUDA an event recorded after everything
+ * enqueued so far). It lets a caller that lent memory to dlop (a DLPack or
+ * __cuda_array_interface__ wrap) give it back to its producer once the work that read it has
+ * finished, polling instead of blocking the host. On a CPU stream (work is synchronous) a
+ * marker is complete at once. Markers may be used from any thread, one thread at a time each. */
+typedef struct dlop_stream_marker dlop_stream_marker;
+/* Record a new marker after the work enqueued so far on stream (one event record; events are
+ * reused from destroyed markers of the same device). */
+int dlop_stream_marker_record(dlop_stream *stream, dlop_stream_marker **marker);
+/* *done = 1 when all work before the marker has finished, 0 while some is pending; never
+ * blocks. A failure (a CUDA error from earlier work, say) sets *done = 0. */
+int dlop_stream_marker_query(const dlop_stream_marker *marker, int *done);
+/* Block the calling thread until the work before the marker has finished. */
+int dlop_stream_marker_wait(const dlop_stream_marker *marker);
+/* The device of the stream the marker was recorded on (CPU for NULL). */
+dlop_device dlop_stream_marker_device(const dlop_stream_marker *marker);
+/* Free a marker (NULL is fine). Pending work is neither waited for nor cancelled. */
+void dlop_stream_marker_destroy(dlop_stream_marker *marker);
 
 #ifdef __cplusplus
 }

@@ -186,7 +186,7 @@ int dlop_stream_marker_record(dlop_stream *stream, dlop_stream_marker **marker) 
   }
   int status = dlop__cuda_ensure();
   if (status != DLOP_OK) {
-    free(created);
+    dlop_stream_marker_destroy(created);
     return status;
   }
   dlop__cuda_scope scope;

@@ -1,9 +1,11 @@
 """test_gpu_interop.py — dlop on CUDA with the GPU frameworks: CuPy, PyTorch and JAX through
 DLPack in both directions with streams, __cuda_array_interface__ producers (CuPy, and a
-Numba-style object), float64 on the GPU, results left on the device, and device-mismatch
-errors.  Without a usable GPU every test skips with dlop's reason; DLOP_REQUIRE_GPU=1 turns
+Numba-style object), float64 on the GPU, results left on the device, device-mismatch
+errors, and the deferred release of foreign inputs (no GPU wait per call; the memory goes back
+to its producer only after dlop's work on it is done; synchronize empties the queue).  Without a usable GPU every test skips with dlop's reason; DLOP_REQUIRE_GPU=1 turns
 that into a failure.  A framework that is not installed skips its own tests."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -185,3 +187,116 @@ def test_dlpack_stream_argument_semantics():
     host = np.from_dlpack(r, device="cpu") if hasattr(np, "from_dlpack") else None
     if host is not None:
         np.testing.assert_allclose(host, np.exp(np.full(10, 2.0, dtype=np.float32)), rtol=1e-6)
+
+
+# ---- deferred release of foreign CUDA inputs ---------------------------------------------
+
+BIG = 1 << 26                                       # 256 MiB of float32: ~0.1 ms per kernel
+
+
+def torch_cuda():
+    torch = framework("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    return torch
+
+
+def test_torch_inputs_do_not_synchronize_per_call():
+    torch = torch_cuda()
+    f = exp_double()
+    t = torch.rand(BIG, device="cuda")
+    r = f(t)                                        # warm up: pool blocks, modules, events
+    dlop.synchronize()
+    start = time.perf_counter()
+    r = f(t)
+    dlop.synchronize()
+    one_call = time.perf_counter() - start          # host + GPU time of one call
+    start = time.perf_counter()
+    for _ in range(200):
+        r = f(t)
+    loop = time.perf_counter() - start
+    ours = torch.cuda.ExternalStream(dlop._C.stream_handle("cuda:0"))
+    pending_work = not ours.query()
+    queued = dlop._C.pending_foreign_releases()
+    dlop.synchronize()
+    # Waiting per call would take at least 200 kernel times; the host only enqueues.
+    assert loop < 0.25 * 200 * one_call, (loop, one_call)
+    assert pending_work, "dlop's stream was idle right after the loop: the calls waited"
+    assert queued > 0, "no input release was deferred"
+    assert dlop._C.pending_foreign_releases() == 0  # synchronize gave everything back
+    torch.testing.assert_close(torch.from_dlpack(r), torch.exp(2 * t))
+
+
+def test_torch_memory_reused_by_the_producer_right_after_the_call():
+    torch = torch_cuda()
+    f = exp_double()
+    results = []
+    for i in range(4):
+        t = torch.rand(BIG, device="cuda") + i
+        expected = torch.exp(2 * t)
+        r = f(t)
+        del t                                       # torch may hand this block out again ...
+        junk = [torch.full((BIG,), 1e6, device="cuda") for _ in range(3)]   # ... to these
+        results.append((r, expected))
+        del junk
+    for r, expected in results:
+        torch.testing.assert_close(torch.from_dlpack(r), expected)
+    dlop.synchronize()
+    assert dlop._C.pending_foreign_releases() == 0
+
+
+def test_torch_queue_is_bounded_in_bytes():
+    torch = torch_cuda()
+    f = exp_double()
+    dlop.synchronize()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(40):                             # fresh 256 MiB tensors: 10 GiB unbounded
+        r = f(torch.rand(BIG, device="cuda"))
+    peak = torch.cuda.max_memory_allocated() - base
+    # At most 1 GiB queued, plus the tensor of the call and torch's temporaries.
+    assert peak <= 8 * 4 * BIG, f"torch held {peak / 2**30:.2f} GiB of inputs dlop had released"
+    assert dlop._C.pending_foreign_releases() <= 5
+    dlop.synchronize()
+    assert dlop._C.pending_foreign_releases() == 0
+    del r
+
+
+def test_cupy_and_cai_memory_reused_by_the_producer_right_after_the_call():
+    cp = framework("cupy")
+    f = exp_double()
+    results = []
+    for i in range(3):
+        x = cp.random.random(BIG, dtype=cp.float32) + i
+        expected = cp.exp(2 * x)
+        results.append((f(x), expected))           # DLPack
+        del x
+        junk = [cp.full(BIG, 1e6, dtype=cp.float32) for _ in range(3)]
+        del junk
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            y = cp.random.random(BIG, dtype=cp.float32) - i
+            expected_y = cp.exp(2 * y)
+        producer = NumbaStyle(y, stream.ptr)       # __cuda_array_interface__
+        results.append((f(producer), expected_y))
+        del y, producer
+        with stream:
+            junk = [cp.full(BIG, -1e6, dtype=cp.float32) for _ in range(3)]
+        del junk
+        stream.synchronize()
+    for r, expected in results:
+        cp.testing.assert_allclose(cp.from_dlpack(r), expected, rtol=1e-6)
+    dlop.synchronize()
+    assert dlop._C.pending_foreign_releases() == 0
+
+
+def test_eager_ops_and_asarray_release_foreign_inputs_too():
+    torch = torch_cuda()
+    t = torch.rand(4096, device="cuda")
+    r = dlop.ops.exp(t)                             # eager op on a torch tensor
+    a = dlop.asarray(t)
+    del a                                           # the wrap goes back after our stream
+    dlop.synchronize()
+    assert dlop._C.pending_foreign_releases() == 0
+    torch.testing.assert_close(torch.from_dlpack(r), torch.exp(t))

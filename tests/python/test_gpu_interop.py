@@ -159,6 +159,15 @@ def test_torch_dlpack_both_ways_with_streams():
         exp_double(device="cpu")(x)
 
 
+def x64_enabled(jax):
+    """JAX's float64 switch as a context manager: jax.enable_x64 since JAX 0.8 (the H200's 0.11
+    has no jax.experimental.enable_x64), jax.experimental.enable_x64 before."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    import jax.experimental
+    return jax.experimental.enable_x64()
+
+
 def test_jax_dlpack_both_ways():
     jax = framework("jax")
     jnp = framework("jax.numpy")
@@ -172,7 +181,7 @@ def test_jax_dlpack_both_ways():
     back = jnp.from_dlpack(r)
     np.testing.assert_allclose(np.asarray(back), np.exp(2 * np.asarray(x)), rtol=1e-6)
     x64 = np.linspace(0, 1, 5)
-    with jax.experimental.enable_x64():
+    with x64_enabled(jax):
         y = jax.device_put(jnp.asarray(x64), gpu)
         np.testing.assert_allclose(np.asarray(jnp.from_dlpack(exp_double("float64")(y))), np.exp(2 * x64))
 

@@ -25,17 +25,6 @@ static const char *shown(const char *name, char *buffer, size_t size) {
   return buffer;
 }
 
-static const char *param_kind_name(int32_t kind) {
-  switch (kind) {
-    case DLOP_PARAM_BOOL: return "bool";
-    case DLOP_PARAM_INT: return "int";
-    case DLOP_PARAM_FLOAT: return "float";
-    case DLOP_PARAM_STRING: return "string";
-    case DLOP_PARAM_INTS: return "ints";
-    default: return "unknown";
-  }
-}
-
 int dlop__validate_plugin_desc(const char *path, const dlop_plugin_desc *desc, uint32_t host_abi) {
   char name[80];
   if (desc == NULL)
@@ -81,8 +70,8 @@ static int validate_default(const char *path, const char *where, const dlop_para
     return dlop__error(DLOP_INVALID_PLUGIN,
                        "%s: %s: default value has kind %s (%d) but the parameter is declared %s "
                        "(%d): they must match",
-                       path, where, param_kind_name(value->kind), (int)value->kind,
-                       param_kind_name(param->kind), (int)param->kind);
+                       path, where, dlop_param_kind_name(value->kind), (int)value->kind,
+                       dlop_param_kind_name(param->kind), (int)param->kind);
   if (param->kind == DLOP_PARAM_BOOL && value->u.i != 0 && value->u.i != 1)
     return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s: bool default is %lld: expected 0 or 1", path,
                        where, (long long)value->u.i);

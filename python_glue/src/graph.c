@@ -110,17 +110,6 @@ static PyObject *graph_constant(PyObject *object, PyObject *args) {
   return remember(self, var);
 }
 
-static const char *kind_name(int kind) {
-  switch (kind) {
-    case DLOP_PARAM_BOOL: return "bool";
-    case DLOP_PARAM_INT: return "int";
-    case DLOP_PARAM_FLOAT: return "float";
-    case DLOP_PARAM_STRING: return "string";
-    case DLOP_PARAM_INTS: return "ints";
-    default: return "unknown";
-  }
-}
-
 /* One Python value to a parameter of the declared kind; ints arrays go to *storage (freed by
  * the caller). */
 static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlop_param_decl *decl,
@@ -175,7 +164,7 @@ static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlo
     default: break;
   }
   dlop_py_raisef(state, DLOP_TYPE_ERROR, "op '%s' parameter '%s' takes a %s, not %R", op->name,
-                 decl->name, kind_name(decl->kind), value);
+                 decl->name, dlop_param_kind_name(decl->kind), value);
   return -1;
 }
 

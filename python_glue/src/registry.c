@@ -2,17 +2,6 @@
  * load_errors() and op_infos(); the dlop package turns these into objects and dlop.ops. */
 #include "module.h"
 
-static const char *kind_name(int kind) {
-  switch (kind) {
-    case DLOP_PARAM_BOOL: return "bool";
-    case DLOP_PARAM_INT: return "int";
-    case DLOP_PARAM_FLOAT: return "float";
-    case DLOP_PARAM_STRING: return "string";
-    case DLOP_PARAM_INTS: return "ints";
-    default: return "unknown";
-  }
-}
-
 static PyObject *param_value(const dlop_param_value *value) {
   switch (value->kind) {
     case DLOP_PARAM_BOOL: return PyBool_FromLong((long)value->u.i);
@@ -47,7 +36,7 @@ static PyObject *op_info(const dlop_op_desc *op) {
   for (int32_t p = 0; params && p < op->num_params; p++) {
     const dlop_param_decl *decl = &op->params[p];
     PyObject *item = Py_BuildValue("{s:s,s:s,s:N,s:s}", "name", decl->name, "kind",
-                                   kind_name(decl->kind), "default", param_value(&decl->default_value),
+                                   dlop_param_kind_name(decl->kind), "default", param_value(&decl->default_value),
                                    "doc", decl->doc ? decl->doc : "");
     if (item == NULL || PyList_SetItem(params, p, item) < 0) Py_CLEAR(params);
   }

@@ -42,17 +42,6 @@ static void print_abi(unsigned abi) {
   printf("%u.%u", DLOP_ABI_VERSION_MAJOR_OF(abi), DLOP_ABI_VERSION_MINOR_OF(abi));
 }
 
-static const char *param_kind_name(int32_t kind) {
-  switch (kind) {
-    case DLOP_PARAM_BOOL: return "bool";
-    case DLOP_PARAM_INT: return "int";
-    case DLOP_PARAM_FLOAT: return "float";
-    case DLOP_PARAM_STRING: return "string";
-    case DLOP_PARAM_INTS: return "ints";
-    default: return "unknown";
-  }
-}
-
 static void print_param_value(const dlop_param_value *value) {
   switch (value->kind) {
     case DLOP_PARAM_BOOL: printf("%s", value->u.i ? "true" : "false"); break;
@@ -130,7 +119,7 @@ static int command_list(void) {
       if (op->num_params == 0) printf(" none");
       for (int32_t k = 0; k < op->num_params; k++) {
         const dlop_param_decl *param = &op->params[k];
-        printf("%s %s (%s, default ", k ? "," : "", param->name, param_kind_name(param->kind));
+        printf("%s %s (%s, default ", k ? "," : "", param->name, dlop_param_kind_name(param->kind));
         print_param_value(&param->default_value);
         printf(")");
       }
@@ -178,7 +167,7 @@ static int command_info(const char *name) {
   printf("\n  parameters:%s\n", op->num_params == 0 ? " none" : "");
   for (int32_t k = 0; k < op->num_params; k++) {
     const dlop_param_decl *param = &op->params[k];
-    printf("    %s: %s, default ", param->name, param_kind_name(param->kind));
+    printf("    %s: %s, default ", param->name, dlop_param_kind_name(param->kind));
     print_param_value(&param->default_value);
     if (param->doc && param->doc[0]) printf(" — %s", param->doc);
     printf("\n");

@@ -6,17 +6,6 @@
 
 #include "graph_internal.h"
 
-static const char *param_kind_name(int32_t kind) {
-  switch (kind) {
-    case DLOP_PARAM_BOOL: return "bool";
-    case DLOP_PARAM_INT: return "int";
-    case DLOP_PARAM_FLOAT: return "float";
-    case DLOP_PARAM_STRING: return "string";
-    case DLOP_PARAM_INTS: return "ints";
-    default: return "invalid";
-  }
-}
-
 /* "axis (int), keepdims (bool)" or "none" — for messages about unknown parameters. */
 static void declared_list(const dlop_op_desc *op, char *buffer, size_t size) {
   size_t used = 0;
@@ -28,7 +17,7 @@ static void declared_list(const dlop_op_desc *op, char *buffer, size_t size) {
   }
   for (i = 0; i < op->num_params && used + 1 < size; i++) {
     dlop__format(buffer + used, size - used, "%s%s (%s)", i > 0 ? ", " : "", op->params[i].name,
-                 param_kind_name(op->params[i].kind));
+                 dlop_param_kind_name(op->params[i].kind));
     used += strlen(buffer + used);
   }
 }
@@ -82,7 +71,7 @@ static int check_value(const dlop_op_desc *op, const dlop_param_decl *decl,
   if (value->kind != decl->kind)
     return dlop__error(
         DLOP_INVALID_ARGUMENT, "op '%s': parameter '%s' is declared as %s but the value given is %s",
-        op->name, decl->name, param_kind_name(decl->kind), param_kind_name(value->kind));
+        op->name, decl->name, dlop_param_kind_name(decl->kind), dlop_param_kind_name(value->kind));
   switch (value->kind) {
     case DLOP_PARAM_BOOL:
       if (value->u.i != 0 && value->u.i != 1)

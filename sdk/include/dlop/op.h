@@ -22,6 +22,18 @@ typedef enum dlop_param_kind {
   DLOP_PARAM_INTS = 5    /* u.ints, count values (axes, shapes) */
 } dlop_param_kind;
 
+/* "bool", "int", "float", "string", "ints" (as docs and messages spell kinds); "unknown" else. */
+static inline const char *dlop_param_kind_name(int32_t kind) {
+  switch (kind) {
+    case DLOP_PARAM_BOOL: return "bool";
+    case DLOP_PARAM_INT: return "int";
+    case DLOP_PARAM_FLOAT: return "float";
+    case DLOP_PARAM_STRING: return "string";
+    case DLOP_PARAM_INTS: return "ints";
+    default: return "unknown";
+  }
+}
+
 /* One parameter value. Frozen layout (travels in arrays, in declaration order). */
 typedef struct dlop_param_value {
   int32_t kind;  /* dlop_param_kind */

@@ -186,22 +186,10 @@ static int graph_holds_the_work(check_prepared *p, check_buffer *outputs, cu_han
 
 int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs,
                          void *stream, char *error, size_t size) {
-  dlop_tensor in[CHECK_MAX_OPERANDS], out[CHECK_MAX_OPERANDS];
-  char run_error[1024] = "";
-  for (int32_t i = 0; i < p->num_inputs; i++) in[i] = inputs[i].tensor;
-  for (int32_t o = 0; o < p->num_outputs; o++) out[o] = outputs[o].tensor;
+  char run_error[1024];
+  check_run_tensors tensors;
   dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.inputs = in;
-  args.num_inputs = p->num_inputs;
-  args.outputs = out;
-  args.num_outputs = p->num_outputs;
-  args.stream = stream;
-  args.workspace = p->workspace;
-  args.workspace_bytes = p->workspace ? p->thunk.workspace_bytes : 0;
-  args.error = run_error;
-  args.error_size = sizeof run_error;
+  check_run_args_fill(p, inputs, outputs, stream, &tensors, run_error, sizeof run_error, &args);
   if (check_cuda_push(p->c->device.id, error, size) != DLOP_OK) return DLOP_NO_DEVICE;
   cu_handle graph = NULL, exec = NULL;
   int status = DLOP_OK;

@@ -14,24 +14,30 @@ void *check_stream(const check_case *c) {
   return dlop_stream_handle(stream);
 }
 
+void check_run_args_fill(const check_prepared *p, const check_buffer *inputs,
+                         const check_buffer *outputs, void *stream, check_run_tensors *tensors,
+                         char *error, size_t error_size, dlop_run_args *args) {
+  for (int32_t i = 0; i < p->num_inputs; i++) tensors->in[i] = inputs[i].tensor;
+  for (int32_t o = 0; o < p->num_outputs; o++) tensors->out[o] = outputs[o].tensor;
+  memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  args->inputs = tensors->in;
+  args->num_inputs = p->num_inputs;
+  args->outputs = tensors->out;
+  args->num_outputs = p->num_outputs;
+  args->stream = stream;
+  args->workspace = p->workspace;
+  args->workspace_bytes = p->workspace ? p->thunk.workspace_bytes : 0;
+  args->error = error;
+  args->error_size = error_size;
+  error[0] = '\0';
+}
+
 int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, void *stream,
               char *error, size_t error_size) {
-  dlop_tensor in[CHECK_MAX_OPERANDS], out[CHECK_MAX_OPERANDS];
-  for (int32_t i = 0; i < p->num_inputs; i++) in[i] = inputs[i].tensor;
-  for (int32_t o = 0; o < p->num_outputs; o++) out[o] = outputs[o].tensor;
+  check_run_tensors tensors;
   dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.inputs = in;
-  args.num_inputs = p->num_inputs;
-  args.outputs = out;
-  args.num_outputs = p->num_outputs;
-  args.stream = stream;
-  args.workspace = p->workspace;
-  args.workspace_bytes = p->workspace ? p->thunk.workspace_bytes : 0;
-  args.error = error;
-  args.error_size = error_size;
-  error[0] = '\0';
+  check_run_args_fill(p, inputs, outputs, stream, &tensors, error, error_size, &args);
   if (p->c->device.type != DLOP_DEVICE_CUDA) return p->thunk.run(p->thunk.state, &args);
   if (check_cuda_push(p->c->device.id, error, error_size) != DLOP_OK) return DLOP_NO_DEVICE;
   int status = p->thunk.run(p->thunk.state, &args);

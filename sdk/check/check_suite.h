@@ -205,6 +205,14 @@ int64_t check_compare(const void *expected, const void *actual, int dtype, int64
 
 /* The device's stream for the suite's runs: a non-default CUDA stream (NULL on the CPU). */
 void *check_stream(const check_case *c);
+/* The tensors a run's arguments point to (they must outlive the run). */
+typedef struct check_run_tensors {
+  dlop_tensor in[CHECK_MAX_OPERANDS], out[CHECK_MAX_OPERANDS];
+} check_run_tensors;
+/* The run arguments of one call of p's thunk on these buffers (error emptied first). */
+void check_run_args_fill(const check_prepared *p, const check_buffer *inputs,
+                         const check_buffer *outputs, void *stream, check_run_tensors *tensors,
+                         char *error, size_t error_size, dlop_run_args *args);
 /* Run the thunk on input and output buffers with the case's stream and wait for it; returns
  * the thunk's status with its message in error. On CUDA the device's primary context is
  * current during the run, as the host guarantees. */

@@ -1,0 +1,175 @@
+/* test_interop_cuda.c — the interop API on a GPU: a stream marker is pending while work before
+ * it runs and complete after dlop_stream_marker_wait; dlop_stream_wait_foreign and
+ * dlop_array_wait_on_stream make the other stream wait on the GPU (proved with markers); and
+ * dlop_cuda_pointer_device names the GPU that owns a pointer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device cuda0 = {DLOP_DEVICE_CUDA, 0};
+enum { N = 1 << 26, LONG_RUNS = 200 };
+
+typedef struct fixture {
+  dlop_graph *graph;
+  dlop_function *exp;
+  dlop_array *input;
+} fixture;
+
+/* exp over N float32 on cuda:0: about 0.13 ms a run on an H200, so LONG_RUNS runs keep the GPU
+ * busy for tens of milliseconds while the host enqueues them in about one. */
+static void setup(fixture *f) {
+  dlop_test_load_bundled_plugins();
+  int64_t shape[1] = {N};
+  dlop_var *x, *y;
+  DLOP_CK_OK(dlop_graph_create(&f->graph));
+  DLOP_CK_OK(dlop_graph_input(f->graph, "x", DLOP_FLOAT32, 1, shape, &x));
+  DLOP_CK_OK(dlop_graph_apply(f->graph, "exp", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_function_compile(f->graph, &x, 1, &y, 1, cuda0, &f->exp));
+  DLOP_CK_OK(dlop_array_empty(cuda0, DLOP_FLOAT32, 1, shape, &f->input));
+  float *host = malloc(sizeof(float) * N);
+  ck_assert_ptr_nonnull(host);
+  for (int64_t i = 0; i < N; i++) host[i] = (float)(i % 7) * 0.25f;
+  dlop_array *upload = NULL;
+  DLOP_CK_OK(dlop_array_from_host(cuda0, DLOP_FLOAT32, 1, shape, host, &upload));
+  dlop_array_release(f->input);
+  f->input = upload;
+  DLOP_CK_OK(dlop_array_synchronize(f->input));
+  free(host);
+}
+
+static void teardown(fixture *f) {
+  dlop_array_release(f->input);
+  dlop_function_destroy(f->exp);
+  dlop_graph_destroy(f->graph);
+}
+
+/* Enqueue LONG_RUNS runs on stream; returns the last output (the caller releases it). */
+static dlop_array *keep_busy(fixture *f, dlop_stream *stream) {
+  dlop_array *out = NULL;
+  for (int r = 0; r < LONG_RUNS; r++) {
+    if (out) dlop_array_release(out);
+    DLOP_CK_OK(dlop_function_run(f->exp, &f->input, 1, &out, 1, stream));
+  }
+  return out;
+}
+
+static void check_exp_values(dlop_array *out) {
+  float *host = malloc(sizeof(float) * N);
+  ck_assert_ptr_nonnull(host);
+  DLOP_CK_OK(dlop_array_to_host(out, host, sizeof(float) * N));
+  for (int64_t i = 0; i < N; i += 4099) {
+    float want = expf((float)(i % 7) * 0.25f);
+    ck_assert_msg(fabsf(host[i] - want) <= 1e-6f * want, "exp at %lld: %g, expected %g",
+                  (long long)i, host[i], want);
+  }
+  free(host);
+}
+
+START_TEST(test_marker_pending_then_complete) {
+  fixture f;
+  setup(&f);
+  dlop_stream *stream = NULL;
+  DLOP_CK_OK(dlop_stream_create(cuda0, &stream));
+  dlop_array *out = keep_busy(&f, stream);
+  dlop_stream_marker *marker = NULL;
+  DLOP_CK_OK(dlop_stream_marker_record(stream, &marker));
+  ck_assert_int_eq(dlop_stream_marker_device(marker).type, DLOP_DEVICE_CUDA);
+  int done = -1;
+  DLOP_CK_OK(dlop_stream_marker_query(marker, &done));
+  ck_assert_msg(done == 0, "a marker after %d long runs was already complete", LONG_RUNS);
+  DLOP_CK_OK(dlop_stream_marker_wait(marker));
+  DLOP_CK_OK(dlop_stream_marker_query(marker, &done));
+  ck_assert_int_eq(done, 1);
+  dlop_stream_marker_destroy(marker);
+  check_exp_values(out);
+  dlop_array_release(out);
+  dlop_stream_destroy(stream);
+  teardown(&f);
+}
+END_TEST
+
+/* After `waiter` was made to wait for `busy` (one of the two calls under test), a marker on the
+ * waiter completes only after the busy stream's earlier work: once it has passed, a marker that
+ * was recorded on the busy stream before the wait must be complete too. */
+static void check_waited(dlop_stream_marker *before, dlop_stream *waiter) {
+  int done = -1;
+  DLOP_CK_OK(dlop_stream_marker_query(before, &done));
+  ck_assert_msg(done == 0, "the busy stream finished before the test could check the wait");
+  dlop_stream_marker *after = NULL;
+  DLOP_CK_OK(dlop_stream_marker_record(waiter, &after));
+  DLOP_CK_OK(dlop_stream_marker_wait(after));
+  DLOP_CK_OK(dlop_stream_marker_query(before, &done));
+  ck_assert_msg(done == 1, "the waiting stream ran ahead of the work it was made to wait for");
+  dlop_stream_marker_destroy(after);
+}
+
+START_TEST(test_stream_wait_foreign_orders_on_the_gpu) {
+  fixture f;
+  setup(&f);
+  dlop_stream *busy = NULL, *waiter = NULL;
+  DLOP_CK_OK(dlop_stream_create(cuda0, &busy));
+  DLOP_CK_OK(dlop_stream_create(cuda0, &waiter));
+  dlop_array *out = keep_busy(&f, busy);
+  dlop_stream_marker *before = NULL;
+  DLOP_CK_OK(dlop_stream_marker_record(busy, &before));
+  /* busy's CUstream stands for another library's stream */
+  DLOP_CK_OK(dlop_stream_wait_foreign(waiter, dlop_stream_handle(busy)));
+  check_waited(before, waiter);
+  dlop_stream_marker_destroy(before);
+  dlop_array_release(out);
+  dlop_stream_destroy(busy);
+  dlop_stream_destroy(waiter);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_array_wait_on_stream_orders_on_the_gpu) {
+  fixture f;
+  setup(&f);
+  dlop_stream *busy = NULL, *consumer = NULL;
+  DLOP_CK_OK(dlop_stream_create(cuda0, &busy));
+  DLOP_CK_OK(dlop_stream_create(cuda0, &consumer));
+  dlop_array *out = keep_busy(&f, busy);
+  dlop_stream_marker *before = NULL;
+  DLOP_CK_OK(dlop_stream_marker_record(busy, &before));
+  /* consumer's CUstream stands for the stream a DLPack consumer passes */
+  DLOP_CK_OK(dlop_array_wait_on_stream(out, dlop_stream_handle(consumer)));
+  check_waited(before, consumer);
+  check_exp_values(out);
+  dlop_stream_marker_destroy(before);
+  dlop_array_release(out);
+  dlop_stream_destroy(busy);
+  dlop_stream_destroy(consumer);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(test_pointer_device) {
+  int64_t shape[1] = {16};
+  dlop_array *array = NULL;
+  DLOP_CK_OK(dlop_array_empty(cuda0, DLOP_FLOAT32, 1, shape, &array));
+  int32_t id = -7;
+  DLOP_CK_OK(dlop_cuda_pointer_device(dlop_array_tensor(array)->data, &id));
+  ck_assert_int_eq(id, 0);
+  int on_the_host = 0;
+  ck_assert_int_eq(dlop_cuda_pointer_device(&on_the_host, &id), DLOP_INVALID_ARGUMENT);
+  ck_assert_int_eq(id, -1);
+  ck_assert_ptr_nonnull(strstr(dlop_last_error(), "is not CUDA device memory"));
+  dlop_array_release(array);
+}
+END_TEST
+
+int main(void) {
+  dlop_test_require_cuda_or_skip();
+  Suite *suite = suite_create("interop_cuda");
+  TCase *tc = tcase_create("cuda");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_marker_pending_then_complete);
+  tcase_add_test(tc, test_stream_wait_foreign_orders_on_the_gpu);
+  tcase_add_test(tc, test_array_wait_on_stream_orders_on_the_gpu);
+  tcase_add_test(tc, test_pointer_device);
+  suite_add_tcase(suite, tc);
+  return dlop_test_run_suite(suite);
+}

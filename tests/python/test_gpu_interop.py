@@ -309,3 +309,24 @@ def test_eager_ops_and_asarray_release_foreign_inputs_too():
     dlop.synchronize()
     assert dlop._C.pending_foreign_releases() == 0
     torch.testing.assert_close(torch.from_dlpack(r), torch.exp(t))
+
+
+def test_numba_device_arrays_both_ways():
+    """Real Numba (numba.cuda) through __cuda_array_interface__: a Numba device array as a
+    function input without a copy, and a dlop result read by Numba without a copy."""
+    numba_cuda = framework("numba.cuda")
+    if not numba_cuda.is_available():
+        pytest.skip("numba.cuda sees no GPU")
+    host = np.linspace(-1, 1, 1000, dtype=np.float32)
+    stream = numba_cuda.stream()
+    d = numba_cuda.to_device(host, stream=stream)     # pending on Numba's stream
+    f = exp_double()
+    r = f(d)                                           # dlop waits for that stream (CAI v3)
+    np.testing.assert_allclose(r.numpy(), np.exp(2 * host), rtol=1e-6)
+    view = dlop.asarray(d)
+    assert view.__cuda_array_interface__["data"][0] == d.__cuda_array_interface__["data"][0]
+    back = numba_cuda.as_cuda_array(r)                 # Numba reads our CAI: same memory
+    assert back.__cuda_array_interface__["data"][0] == r.__cuda_array_interface__["data"][0]
+    np.testing.assert_allclose(back.copy_to_host(), np.exp(2 * host), rtol=1e-6)
+    dlop.synchronize("cuda")
+    assert dlop._C.pending_foreign_releases() == 0

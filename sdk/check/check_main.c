@@ -191,6 +191,12 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
   dlop_device cpu = {DLOP_DEVICE_CPU, 0}, cuda = {DLOP_DEVICE_CUDA, 0};
   TCase *tc = tcase_create("op");
   tcase_set_timeout(tc, 60);
+  char why[512];
+  if (!check_op_within_limits(op, why, sizeof why)) {
+    check_add_limits_test(tc, add_case(op, cpu, -1));
+    suite_add_tcase(suite, tc);
+    return suite;
+  }
   check_add_op_tests(tc, add_case(op, cpu, -1));
   suite_add_tcase(suite, tc);
   for (int device = 0; device < 2; device++) {

@@ -70,9 +70,10 @@ int check_parse_param(const dlop_param_decl *decl, const char *text, dlop_param_
 }
 
 const dlop_param_value *check_default_params(const dlop_op_desc *op) {
-  static dlop_param_value values[64];
-  static int64_t ints[64][16];
-  for (int32_t i = 0; i < op->num_params && i < 64; i++) {
+  static dlop_param_value values[CHECK_MAX_PARAMS];
+  static int64_t ints[CHECK_MAX_PARAMS][16];
+  /* main() gives ops of more parameters only the limits test, which never calls a stage */
+  for (int32_t i = 0; i < op->num_params && i < CHECK_MAX_PARAMS; i++) {
     values[i] = op->params[i].default_value;
     /* the last --param of this name wins; main() has parsed every one already */
     for (int k = 0; k < check_opts.num_params; k++) {

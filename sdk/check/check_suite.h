@@ -13,6 +13,7 @@
 /* ---- options and the case table (check_main.c) ------------------------------------------- */
 
 #define CHECK_MAX_OPERANDS 8 /* inputs or outputs of one op this suite drives */
+#define CHECK_MAX_PARAMS 64  /* parameters of one op (check_default_params' storage) */
 
 typedef struct check_options {
   const char *plugin_path;
@@ -262,6 +263,11 @@ int check_elf_extra_exports(const char *path, const char *entry, char *list, siz
 /* ---- registration of the tests (check_tests_*.c) ------------------------------------------ */
 
 void check_add_plugin_tests(TCase *tc);
+/* 1 when the suite can drive op (inputs, outputs and parameters within its limits); else 0
+ * and why in why. An op beyond them gets only op_within_suite_limits, which fails saying so:
+ * every other check would index the suite's fixed-size arrays past their end. */
+int check_op_within_limits(const dlop_op_desc *op, char *why, size_t size);
+void check_add_limits_test(TCase *tc, int case_index);
 void check_add_op_tests(TCase *tc, int case_index);
 void check_add_node_tests(TCase *tc, int case_index);
 void check_add_run_tests(TCase *tc, int case_index);

@@ -1,7 +1,9 @@
 /* check_tests_plugin.c — the plugin-level checks: the loader accepts the file (ABI version,
  * struct sizes, metadata: its own validation, reported with its message), the entry symbol is
- * the only exported symbol, and dlop_plugin_init refuses a host of another ABI major. */
+ * the only exported symbol, and dlop_plugin_init refuses a host of another ABI major; and the
+ * test an op beyond the suite's limits (operands, parameters) gets instead of the others. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check_suite.h"
@@ -55,6 +57,32 @@ START_TEST(init_refuses_other_abi_major) {
                 DLOP_ABI_MAJOR + 1, dlop_status_name(status));
 }
 END_TEST
+
+int check_op_within_limits(const dlop_op_desc *op, char *why, size_t size) {
+  int32_t inputs = check_num_inputs(op);
+  if (inputs <= CHECK_MAX_OPERANDS && op->num_outputs >= 1 &&
+      op->num_outputs <= CHECK_MAX_OPERANDS && op->num_params <= CHECK_MAX_PARAMS)
+    return 1;
+  snprintf(why, size, "the op declares %d input%s, %d output%s and %d parameter%s; this suite "
+           "drives ops of at most %d inputs, 1 to %d outputs and %d parameters, so it cannot "
+           "certify this op (no other check ran; see 'Other limits' in docs/compliance.md)",
+           (int)inputs, inputs == 1 ? "" : "s", (int)op->num_outputs,
+           op->num_outputs == 1 ? "" : "s", (int)op->num_params, op->num_params == 1 ? "" : "s",
+           CHECK_MAX_OPERANDS, CHECK_MAX_OPERANDS, CHECK_MAX_PARAMS);
+  return 0;
+}
+
+START_TEST(op_within_suite_limits) {
+  const check_case *c = check_case_at(_i);
+  char why[512];
+  if (!check_op_within_limits(c->op, why, sizeof why))
+    check_fail(c, "op_within_suite_limits", NULL, 0, "%s", why);
+}
+END_TEST
+
+void check_add_limits_test(TCase *tc, int case_index) {
+  tcase_add_loop_test(tc, op_within_suite_limits, case_index, case_index + 1);
+}
 
 void check_add_plugin_tests(TCase *tc) {
   tcase_add_test(tc, loader_accepts_plugin);

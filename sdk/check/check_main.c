@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlop/kernel_error.h>
+
 #include "check_suite.h"
 
 check_options check_opts;
@@ -289,6 +291,37 @@ int main(int argc, char **argv) {
       for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++)
         fprintf(stderr, " %s", dlop_plugin_op(check_plugin, i)->name);
       fprintf(stderr, "\n");
+      srunner_free(runner);
+      free_names();
+      return 2;
+    }
+  }
+
+  /* --dtype that no checked op declares on a checked device would pass with the op-level
+   * checks alone, while the author believes that dtype was checked. */
+  if (check_plugin != NULL && check_opts.dtype_filter >= 0) {
+    int declared = 0;
+    for (int i = 0; i < dlop_plugin_op_count(check_plugin); i++) {
+      const dlop_op_desc *op = dlop_plugin_op(check_plugin, i);
+      if (check_opts.op_filter && strcmp(check_opts.op_filter, op->name) != 0) continue;
+      uint32_t mask = (check_opts.want_cpu ? dlop_op_dtypes(op, DLOP_DEVICE_CPU) : 0) |
+                      (check_opts.want_cuda ? dlop_op_dtypes(op, DLOP_DEVICE_CUDA) : 0);
+      declared |= (mask & DLOP_DTYPE_BIT(check_opts.dtype_filter)) != 0;
+    }
+    if (!declared) {
+      fprintf(stderr, "dlop check: error: --dtype %s: no checked op of %s declares it on the "
+              "checked device(s) (", dlop_dtype_name((dlop_dtype)check_opts.dtype_filter),
+              check_opts.plugin_path);
+      for (int i = 0, first = 1; i < dlop_plugin_op_count(check_plugin); i++) {
+        const dlop_op_desc *op = dlop_plugin_op(check_plugin, i);
+        if (check_opts.op_filter && strcmp(check_opts.op_filter, op->name) != 0) continue;
+        char cpu[256], cuda[256];
+        dlop_format_dtypes(dlop_op_dtypes(op, DLOP_DEVICE_CPU), cpu, sizeof cpu);
+        dlop_format_dtypes(dlop_op_dtypes(op, DLOP_DEVICE_CUDA), cuda, sizeof cuda);
+        fprintf(stderr, "%sop %s: cpu {%s}, cuda {%s}", first ? "" : "; ", op->name, cpu, cuda);
+        first = 0;
+      }
+      fprintf(stderr, ")\n");
       srunner_free(runner);
       free_names();
       return 2;

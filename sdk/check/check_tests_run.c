@@ -290,13 +290,25 @@ static void *thread_body(void *argument) {
       check_buffer *b = &job->work->out[o];
       unsigned char *downloaded = NULL;
       void *values = malloc((size_t)b->numel * b->element_size + 1);
-      if (b->device.type == DLOP_DEVICE_CPU) {
+      if (values != NULL && b->device.type == DLOP_DEVICE_CPU) {
         check_buffer_extract(b, b->memory, values);
-      } else {
-        downloaded = malloc(b->bytes);
-        dlop_host_api_table()->cuda_memcpy_async(downloaded, b->memory, b->bytes, job->stream);
-        dlop_host_api_table()->cuda_stream_synchronize(job->stream);
-        check_buffer_extract(b, downloaded, values);
+      } else if (values != NULL && (downloaded = malloc(b->bytes)) != NULL) {
+        const dlop_host_api *host = dlop_host_api_table();
+        job->status = host->cuda_memcpy_async(downloaded, b->memory, b->bytes, job->stream);
+        if (job->status == DLOP_OK) job->status = host->cuda_stream_synchronize(job->stream);
+        if (job->status == DLOP_OK) check_buffer_extract(b, downloaded, values);
+      }
+      if (values == NULL || (b->device.type != DLOP_DEVICE_CPU && downloaded == NULL))
+        job->status = DLOP_OUT_OF_MEMORY;
+      if (job->status != DLOP_OK) {
+        /* the suite's own failure, not the plugin's: say so */
+        snprintf(job->report, sizeof job->report, "the suite could not read output %d back "
+                 "(%s: %s)", (int)o, job->status == DLOP_OUT_OF_MEMORY ? "out of host memory"
+                 : "copying it from the device failed", dlop_last_error());
+        job->bad_run = run;
+        free(values);
+        free(downloaded);
+        break;
       }
       job->mismatches = check_compare(job->expected->values[o], values, p->outputs[o].dtype,
                                       b->numel, 0, job->report, sizeof job->report);
@@ -334,8 +346,12 @@ START_TEST(two_threads_at_once) {
       jobs[t].stream = dlop_stream_handle(streams[t]);
     }
   }
-  for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, thread_body, &jobs[t]);
-  for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
+  int started = 0;
+  for (; started < 2; started++)
+    if (pthread_create(&threads[started], NULL, thread_body, &jobs[started]) != 0) break;
+  for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+  if (started < 2)
+    check_fail(c, check, NULL, 0, "the suite could not start its second thread (pthread_create)");
   for (int t = 0; t < 2; t++) {
     if (jobs[t].status != DLOP_OK)
       check_fail(c, check, shape.dims, shape.ndim, "thread %d's run %d failed while another "

@@ -142,10 +142,6 @@ fail:
   return -1;
 }
 
-int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
-  return buffer_to_array(state, object, array, NULL);
-}
-
 /* ---- foreign device memory ------------------------------------------------------------- */
 
 /* What a DLPack or CAI wrap owns. On CUDA our kernels may still read the memory when the last
@@ -473,9 +469,10 @@ static int has_attribute(PyObject *object, PyObject *name) {
   return 1;
 }
 
-int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array **array,
-                              int *readonly) {
+int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array, int *readonly,
+                     int *from_host) {
   if (readonly) *readonly = 0;
+  if (from_host) *from_host = 0;
   if (Py_IS_TYPE(object, state->array_type)) {
     *array = ((dlop_py_array *)object)->array;
     dlop_array_retain(*array);
@@ -483,6 +480,7 @@ int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array
     return 0;
   }
   int result = buffer_to_array(state, object, array, readonly);
+  if (result == 0 && from_host) *from_host = 1;
   if (result <= 0) return result;
   if (has_attribute(object, state->str_dlpack) && has_attribute(object, state->str_dlpack_device))
     return dlop_py_from_dlpack(state, object, array, readonly);
@@ -504,11 +502,8 @@ int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array
     dlop_py_raisef(state, DLOP_TYPE_ERROR, "cannot make a dlop array from %R", object);
     return -1;
   }
+  if (result == 0 && from_host) *from_host = 1;
   return result;
-}
-
-int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array) {
-  return dlop_py_to_array_readonly(state, object, array, NULL);
 }
 
 /* asarray(obj, device=None, dtype=None) */
@@ -573,7 +568,7 @@ PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t na
   }
   dlop_array *array = NULL;
   int readonly = 0;
-  int result = dlop_py_to_array_readonly(state, source, &array, &readonly);
+  int result = dlop_py_to_array(state, source, &array, &readonly, NULL);
   Py_DECREF(source);
   if (result < 0) return NULL;
   if (dtype != DLOP_DTYPE_INVALID && dlop_array_dtype(array) != dtype) {

@@ -63,19 +63,8 @@ static int check_input(dlop_py_state *state, dlop_py_function *self, int32_t i, 
  * already be there; host buffers (NumPy, lists) are copied to a CUDA function's device. */
 static int argument_array(dlop_py_state *state, dlop_py_function *self, int32_t i, PyObject *object,
                           dlop_array **array) {
-  int from_host = 0;
-  if (Py_IS_TYPE(object, state->array_type)) {
-    *array = ((dlop_py_array *)object)->array;
-    dlop_array_retain(*array);
-  } else {
-    int result = dlop_py_buffer_to_array(state, object, array);
-    if (result < 0) return -1;
-    from_host = 1;
-    if (result == 1) {
-      if (dlop_py_to_array(state, object, array) < 0) return -1;
-      from_host = 0;
-    }
-  }
+  int from_host;
+  if (dlop_py_to_array(state, object, array, NULL, &from_host) < 0) return -1;
   dlop_device here = dlop_array_device(*array);
   if (here.type != self->device.type || here.id != self->device.id) {
     if (from_host && here.type == DLOP_DEVICE_CPU) {

@@ -105,14 +105,13 @@ PyObject *dlop_py_device_str(dlop_device device);
 
 /* ---- convert.c: Python objects to dlop arrays ---- */
 /* A new reference to a dlop_array for object: a dlop.Array (same array), the buffer protocol
- * (NumPy; no copy), __dlpack__ or __cuda_array_interface__ (no copy). Nothing is moved between
- * devices here. -1 with an exception set on failure. */
-int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
-/* The same, also saying whether the producer lent the memory read-only (*readonly). */
-int dlop_py_to_array_readonly(dlop_py_state *state, PyObject *object, dlop_array **array,
-                              int *readonly);
-/* The same for buffer-protocol objects only: 1 when object has no buffer (nothing set). */
-int dlop_py_buffer_to_array(dlop_py_state *state, PyObject *object, dlop_array **array);
+ * (NumPy; no copy), __dlpack__ or __cuda_array_interface__ (no copy), or nested lists and
+ * scalars (through numpy.asarray). Nothing is moved between devices here. *readonly says
+ * whether the producer lent the memory read-only; *from_host whether it is host data (a
+ * buffer or a list), which a function may copy to its device. Either may be NULL. -1 with an
+ * exception set on failure. */
+int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array, int *readonly,
+                     int *from_host);
 /* dlop_array_release for a caller holding the GIL (faster deleters for wrapped buffers). */
 void dlop_py_release_holding_gil(dlop_array *array);
 PyObject *dlop_py_asarray(PyObject *module, PyObject *const *args, Py_ssize_t nargs,

@@ -176,3 +176,11 @@ def test_zero_size_and_zero_dim_arrays():
     assert f(np.zeros((0, 3), dtype=np.float32)).shape == (0, 3)
     s = dlop.scalar("s", dtype="float64")
     assert float(dlop.function([s], dlop.ops.exp(s))(np.array(0.0)).numpy()) == 1.0
+
+
+def test_function_takes_nested_lists_as_host_data():
+    x = dlop.matrix("x", dtype="float64")
+    f = dlop.function([x], dlop.ops.double(x), device="cpu")
+    r = f([[1.0, 2.0], [3.0, 4.0]])
+    assert r.device == "cpu" and r.shape == (2, 2)
+    np.testing.assert_array_equal(r.numpy(), [[2.0, 4.0], [6.0, 8.0]])

@@ -330,3 +330,12 @@ def test_numba_device_arrays_both_ways():
     np.testing.assert_allclose(back.copy_to_host(), np.exp(2 * host), rtol=1e-6)
     dlop.synchronize("cuda")
     assert dlop._C.pending_foreign_releases() == 0
+
+
+def test_host_numpy_arrays_and_lists_are_copied_to_a_cuda_function():
+    host = [0.0, 0.5, 1.0]                             # numpy.asarray makes it float64
+    f = exp_double("float64")
+    for argument in (np.array(host), host):
+        r = f(argument)
+        assert r.device == "cuda:0"
+        np.testing.assert_allclose(r.numpy(), np.exp(2 * np.array(host)), rtol=1e-12)

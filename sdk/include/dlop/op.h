@@ -139,9 +139,40 @@ typedef struct dlop_thunk_args {
   size_t error_size;
 } dlop_thunk_args;
 
+/* Arguments of make_view (ABI 1.1), the stage of ops whose outputs are views of an input
+ * (transpose, reshape, broadcast_to): no kernel, no allocation, no copy. The host passes the
+ * viewed input's layout (input->data is never read; input->strides are never NULL here) and
+ * the output's type with its concrete shape from infer_shape. make_view fills
+ * output_strides[0..output->ndim-1] (in elements) and *output_byte_offset (bytes from
+ * input->data, like dlop_tensor.byte_offset) so that each output element is the input element
+ * the op defines; the output has the input's dtype. When the input's strides cannot express
+ * the view (reshaping a transposed matrix), it sets *needs_contiguous = 1 and returns DLOP_OK:
+ * the host then passes a C-contiguous copy of the input and calls make_view again, and on a
+ * C-contiguous input make_view must succeed. The host checks that the view stays inside the
+ * input's memory. Pure, like infer_shape: the same arguments give the same view. */
+typedef struct dlop_view_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const struct dlop_op_desc *op;
+  const dlop_param_value *params; /* op->num_params values, declaration order */
+  int32_t num_params;
+  int32_t output_index; /* which output (0..num_outputs-1) */
+  int32_t input_index;  /* op->view_map[output_index] */
+  int32_t reserved2;
+  const dlop_tensor *input;     /* the viewed input's layout, at run time */
+  const dlop_type *output;      /* make_node's dtype and ndim, infer_shape's concrete shape */
+  int64_t *output_strides;      /* to fill: output->ndim strides, in elements */
+  uint64_t *output_byte_offset; /* to fill: bytes from input->data to the output's element 0 */
+  int32_t *needs_contiguous;    /* 0 on entry; set to 1 to ask for a C-contiguous input */
+  int32_t reserved3;
+  char *error;
+  size_t error_size;
+} dlop_view_args;
+
 typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
 typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
+typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 
@@ -171,13 +202,18 @@ typedef struct dlop_op_desc {
    * the output's dtype and concrete shape, C-contiguous and held by no other value. Entries
    * outside 0..num_inputs-1 of a node mean no reuse. */
   const int32_t *inplace_map;
-  /* Reserved: must be NULL in ABI 1.0. (A view of an input cannot be honoured: the host
-   * allocates every output before the thunk runs.) The loader refuses an op that sets it. */
+  /* Per output: index of the input it is a view of (ABI 1.1). NULL for ops whose thunk
+   * computes every output. When set, every entry must name an input (0..num_inputs-1), the
+   * op must set make_view (below) and may leave make_thunk NULL: the host runs no kernel and
+   * allocates nothing for the node, it asks make_view for the output's strides and byte
+   * offset over the input's memory. An ABI 1.0 host refuses ops that set it. */
   const int32_t *view_map;
   dlop_make_node_fn make_node;
   dlop_infer_shape_fn infer_shape;
   dlop_make_thunk_fn make_thunk;
   void *op_data; /* the plugin's own pointer, untouched by the host */
+  /* ---- since ABI 1.1 ---- */
+  dlop_make_view_fn make_view; /* for ops with a view_map; NULL otherwise */
 } dlop_op_desc;
 
 #ifdef __cplusplus

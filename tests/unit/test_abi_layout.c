@@ -46,7 +46,7 @@ PIN(dlop_param_decl, reserved, 12);
 PIN(dlop_param_decl, doc, 16);
 PIN(dlop_param_decl, default_value, 24);
 
-SIZE(dlop_op_desc, 104);
+SIZE(dlop_op_desc, 112);
 PIN(dlop_op_desc, struct_size, 0);
 PIN(dlop_op_desc, flags, 4);
 PIN(dlop_op_desc, name, 8);
@@ -64,6 +64,27 @@ PIN(dlop_op_desc, make_node, 72);
 PIN(dlop_op_desc, infer_shape, 80);
 PIN(dlop_op_desc, make_thunk, 88);
 PIN(dlop_op_desc, op_data, 96);
+/* ABI 1.1 appended make_view; 1.0 plugins' descriptors end at op_data (104 bytes). */
+PIN(dlop_op_desc, make_view, 104);
+
+/* ABI 1.1: the make_view stage's arguments. */
+SIZE(dlop_view_args, 104);
+PIN(dlop_view_args, struct_size, 0);
+PIN(dlop_view_args, reserved, 4);
+PIN(dlop_view_args, op, 8);
+PIN(dlop_view_args, params, 16);
+PIN(dlop_view_args, num_params, 24);
+PIN(dlop_view_args, output_index, 28);
+PIN(dlop_view_args, input_index, 32);
+PIN(dlop_view_args, reserved2, 36);
+PIN(dlop_view_args, input, 40);
+PIN(dlop_view_args, output, 48);
+PIN(dlop_view_args, output_strides, 56);
+PIN(dlop_view_args, output_byte_offset, 64);
+PIN(dlop_view_args, needs_contiguous, 72);
+PIN(dlop_view_args, reserved3, 80);
+PIN(dlop_view_args, error, 88);
+PIN(dlop_view_args, error_size, 96);
 
 SIZE(dlop_node_args, 72);
 PIN(dlop_node_args, struct_size, 0);

@@ -1,6 +1,6 @@
 /* check_buffer.c — tensors for the checks: each lives inside a device allocation with guard
- * bytes before and after it, laid out contiguous, with gaps (every other element) or reversed
- * (negative strides); the suite keeps the image it uploaded to compare with what comes back. */
+ * bytes before and after it, laid out contiguous, with gaps (every other element), reversed
+ * (negative strides) or column-major (transposed); the suite keeps the image it uploaded to compare with what comes back. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +50,12 @@ void check_buffer_init(check_buffer *b, const check_case *c, dlop_device device,
   if (layout == CHECK_EVERY_OTHER) {
     for (int32_t d = 0; d < ndim; d++) b->strides[d] *= 2;
     span = b->numel ? 2 * b->numel - 1 : 0;
+  } else if (layout == CHECK_TRANSPOSED) {
+    int64_t stride = 1;
+    for (int32_t d = 0; d < ndim; d++) {
+      b->strides[d] = stride;
+      stride *= shape[d];
+    }
   } else if (layout == CHECK_REVERSED) {
     for (int32_t d = 0; d < ndim; d++) b->strides[d] = -b->strides[d];
     base = b->numel ? b->numel - 1 : 0;

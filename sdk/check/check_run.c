@@ -59,15 +59,15 @@ void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int p
   void *stream = check_stream(c);
   memset(r, 0, sizeof *r);
   for (int32_t i = 0; i < p->num_inputs; i++) {
-    size_t size = dlop_dtype_size((dlop_dtype)c->dtype);
+    int dtype = check_input_dtype(c->dtype, &p->shape, i);
+    size_t size = dlop_dtype_size((dlop_dtype)dtype);
     int32_t ndim;
     const int64_t *dims = check_input_dims(&p->shape, i, &ndim);
     int64_t n = check_input_numel(&p->shape, i);
     void *values = malloc((size_t)n * size + 1);
     ck_assert_msg(values != NULL, "out of host memory");
-    check_random_fill(values, c->dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
-    check_buffer_init(&r->in[i], c, c->device, c->dtype, ndim, dims, layout,
-                      values, NULL, stream);
+    check_random_fill(values, dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
+    check_buffer_init(&r->in[i], c, c->device, dtype, ndim, dims, layout, values, NULL, stream);
     free(values);
     r->inputs_before[i] = malloc(r->in[i].bytes);
     memcpy(r->inputs_before[i], r->in[i].image, r->in[i].bytes);

@@ -1,6 +1,7 @@
 /* check_signature.c — the input signatures the suite tests an op with, found by asking the op:
  * candidate families (every input the same shape at ranks 0..4, broadcast-compatible pairs,
- * matmul-compatible pairs and a gemm triple) go to make_node, and those it accepts give the
+ * matmul-compatible pairs, gemm triples; then each with one input of another dtype, as a
+ * where's bool condition) go to make_node, and those it accepts give the
  * concrete shapes of the run checks (each dim scaled, dims that must match kept equal). */
 #include <stdio.h>
 #include <string.h>
@@ -18,10 +19,14 @@ const int64_t *check_input_dims(const check_shape *shape, int32_t i, int32_t *nd
   return shape->in_dims[i];
 }
 
+int check_input_dtype(int dtype, const check_shape *shape, int32_t i) {
+  return shape->mixed ? shape->in_dtype[i] : dtype;
+}
+
 dlop_type check_input_type(int dtype, const check_shape *shape, int32_t i, int unknown) {
   int32_t ndim;
   const int64_t *dims = check_input_dims(shape, i, &ndim);
-  return check_type(dtype, ndim, dims, unknown);
+  return check_type(check_input_dtype(dtype, shape, i), ndim, dims, unknown);
 }
 
 int64_t check_input_numel(const check_shape *shape, int32_t i) {
@@ -56,7 +61,9 @@ static const pattern patterns[] = {
     {"matmul", 2, S(2, 2), S(S(0, 1), S(1, 2))},
     {"matmul", 2, S(3, 3), S(S(0, 1, 2), S(0, 2, 3))},
     {"matmul", 2, S(1, 2), S(S(0), S(0, 1))},
-    {"matmul", 3, S(2, 2, 2), S(S(0, 1), S(1, 2), S(0, 2))},
+    {"matmul", 2, S(3, 2), S(S(0, 1, 2), S(2, 3))},
+    {"gemm", 3, S(2, 2, 2), S(S(0, 1), S(1, 2), S(0, 2))},
+    {"gemm", 3, S(2, 2, 1), S(S(0, 1), S(1, 2), S(2))},
 };
 #define PATTERN_COUNT ((int)(sizeof patterns / sizeof patterns[0]))
 
@@ -81,6 +88,8 @@ check_shape check_instantiate(const check_signature *s, const int64_t *values) {
   memset(&shape, 0, sizeof shape);
   shape.no_unknown = s->no_unknown;
   shape.num_inputs = s->num_inputs;
+  shape.mixed = s->mixed;
+  memcpy(shape.in_dtype, s->in_dtype, sizeof shape.in_dtype);
   for (int32_t i = 0; i < s->num_inputs; i++) {
     shape.in_ndim[i] = s->ndim[i];
     for (int32_t d = 0; d < s->ndim[i]; d++)
@@ -103,6 +112,9 @@ const char *check_signature_text(const check_signature *s, char *buffer, size_t 
       used += (size_t)snprintf(buffer + used, size - used, "%s%c", d ? ", " : "",
                                s->dims[i][d] == CHECK_DIM_ONE ? '1' : names[s->dims[i][d]]);
     if (used < size) used += (size_t)snprintf(buffer + used, size - used, ")");
+    if (s->mixed && used < size)
+      used += (size_t)snprintf(buffer + used, size - used, " %s",
+                               dlop_dtype_name((dlop_dtype)s->in_dtype[i]));
   }
   return buffer;
 }
@@ -116,6 +128,34 @@ static int accepts(const dlop_op_desc *op, int dtype, const check_signature *s, 
   return check_call_make_node(op, inputs, s->num_inputs, outputs, error, error_size) == DLOP_OK;
 }
 
+/* One pass over the candidate patterns; with substitute >= 0, input `input` of each candidate
+ * gets that dtype and the others the case's. */
+static void search(const dlop_op_desc *op, int dtype, int32_t n, int input, int substitute,
+                   check_signature *accepted, int *count, int *tried, char *report,
+                   size_t report_size, size_t *used) {
+  for (int k = 0; k < PATTERN_COUNT && *count < CHECK_MAX_SIGNATURES; k++) {
+    check_signature s;
+    if (!build(&patterns[k], n, &s)) continue;
+    if (substitute >= 0) {
+      s.mixed = 1;
+      for (int32_t i = 0; i < n; i++) s.in_dtype[i] = i == input ? substitute : dtype;
+    }
+    (*tried)++;
+    char error[512];
+    if (!accepts(op, dtype, &s, 0, error, sizeof error)) {
+      if (report && *used + 1 < report_size && *tried <= 6) {
+        char text[200];
+        *used += (size_t)snprintf(report + *used, report_size - *used, "%s%s: %s",
+                                  *used ? "; " : "", check_signature_text(&s, text, sizeof text),
+                                  error[0] ? error : "(no message)");
+      }
+      continue;
+    }
+    s.no_unknown = !accepts(op, dtype, &s, 1, error, sizeof error);
+    accepted[(*count)++] = s;
+  }
+}
+
 int check_signatures(const dlop_op_desc *op, int dtype, check_signature *accepted,
                      int *candidates, char *report, size_t report_size) {
   int32_t n = check_num_inputs(op);
@@ -123,23 +163,20 @@ int check_signatures(const dlop_op_desc *op, int dtype, check_signature *accepte
   size_t used = 0;
   if (report && report_size) report[0] = '\0';
   if (n < 1 || n > CHECK_MAX_OPERANDS || op->num_outputs > CHECK_MAX_OPERANDS) return 0;
-  for (int k = 0; k < PATTERN_COUNT && count < CHECK_MAX_SIGNATURES; k++) {
-    check_signature s;
-    if (!build(&patterns[k], n, &s)) continue;
-    tried++;
-    char error[512];
-    if (!accepts(op, dtype, &s, 0, error, sizeof error)) {
-      if (report && used + 1 < report_size && tried <= 6) {
-        char text[160];
-        used += (size_t)snprintf(report + used, report_size - used, "%s%s: %s",
-                                 used ? "; " : "", check_signature_text(&s, text, sizeof text),
-                                 error[0] ? error : "(no message)");
-      }
-      continue;
-    }
-    s.no_unknown = !accepts(op, dtype, &s, 1, error, sizeof error);
-    accepted[count++] = s;
+  search(op, dtype, n, -1, -1, accepted, &count, &tried, report, report_size, &used);
+  if (count > 0 || n < 2) {
+    if (candidates) *candidates = tried;
+    return count;
   }
+  /* Mixed dtypes: one input of another dtype, bool first (conditions, masks), then the op's
+   * declared dtypes in order; the first input and dtype make_node takes anything with win, so
+   * the signatures of a case stay few. */
+  uint32_t mask = dlop_op_dtypes(op, DLOP_DEVICE_CPU) | dlop_op_dtypes(op, DLOP_DEVICE_CUDA) |
+                  DLOP_DTYPE_BIT(DLOP_BOOL);
+  for (int32_t input = 0; input < n && count == 0; input++)
+    for (int other = 0; other < DLOP_DTYPE_COUNT && count == 0; other++)
+      if (other != dtype && (mask & DLOP_DTYPE_BIT(other)))
+        search(op, dtype, n, input, other, accepted, &count, &tried, report, report_size, &used);
   if (candidates) *candidates = tried;
   return count;
 }
@@ -207,7 +244,21 @@ typedef struct case_shapes {
 /* Per process (each Check test runs in its own), for the one case it checks. */
 static case_shapes cache;
 
-static void add(case_shapes *cs, check_shape shape) {
+/* A view op's parameters (broadcast_to's shape, reshape's) fix which input shapes it takes:
+ * of the sizes derived from an accepted signature, it gets those make_node and infer_shape
+ * accept (known dims); any other op gets every one (a refusal fails its checks). */
+static int view_op_takes(const check_case *c, const check_shape *shape) {
+  if (!check_is_view_op(c->op)) return 1;
+  int32_t n = check_num_inputs(c->op);
+  dlop_type inputs[CHECK_MAX_OPERANDS], outputs[CHECK_MAX_OPERANDS];
+  char error[256];
+  for (int32_t i = 0; i < n; i++) inputs[i] = check_input_type(c->dtype, shape, i, 0);
+  return check_call_make_node(c->op, inputs, n, outputs, error, sizeof error) == DLOP_OK &&
+         check_call_infer_shape(c->op, inputs, n, outputs, error, sizeof error) == DLOP_OK;
+}
+
+static void add(case_shapes *cs, const check_case *c, check_shape shape) {
+  if (!view_op_takes(c, &shape)) return;
   if (cs->count < (int)(sizeof cs->shapes / sizeof cs->shapes[0]) - 1) cs->shapes[cs->count++] = shape;
 }
 
@@ -221,7 +272,8 @@ static case_shapes *shapes_of(const check_case *c, const char *check) {
   if (cache.accepted_count == 0)
     check_fail(c, check, NULL, 0, "make_node accepted none of the %d candidate input signatures "
                "for the declared dtype %s (every input the same shape at ranks 0..4, broadcast "
-               "and matmul pairs; see docs/compliance.md): %s", candidates,
+               "and matmul pairs, gemm triples, then each with one input of another dtype; see "
+               "docs/compliance.md): %s", candidates,
                dlop_dtype_name((dlop_dtype)c->dtype), report);
   /* Same shape: the classic list (0-d, empty, one element, odd sizes of ranks 1..4). */
   static const int64_t same[][5] = {{0}, {1, 0}, {1, 1}, {1, 7}, {3, 3, 0, 5},
@@ -229,19 +281,19 @@ static case_shapes *shapes_of(const check_case *c, const char *check) {
   for (size_t j = 0; j < sizeof same / sizeof same[0]; j++) /* in the table's order */
     for (int k = 0; k < cache.accepted_count; k++)
       if (strcmp(cache.accepted[k].family, "same shape") == 0 && cache.accepted[k].ndim[0] == same[j][0])
-        add(&cache, check_instantiate(&cache.accepted[k], &same[j][1]));
+        add(&cache, c, check_instantiate(&cache.accepted[k], &same[j][1]));
   for (int k = 0; k < cache.accepted_count; k++) {
     const check_signature *s = &cache.accepted[k];
     if (strcmp(s->family, "same shape") == 0) continue;
     /* Others: odd sizes, all ones, then each symbol 0 in turn. */
     int64_t values[CHECK_MAX_SYMBOLS] = {5, 3, 7, 9};
-    add(&cache, check_instantiate(s, values));
+    add(&cache, c, check_instantiate(s, values));
     int64_t ones[CHECK_MAX_SYMBOLS] = {1, 1, 1, 1};
-    add(&cache, check_instantiate(s, ones));
+    add(&cache, c, check_instantiate(s, ones));
     for (int32_t z = 0; z < s->num_symbols; z++) {
       int64_t zero[CHECK_MAX_SYMBOLS] = {5, 3, 7, 9};
       zero[z] = 0;
-      add(&cache, check_instantiate(s, zero));
+      add(&cache, c, check_instantiate(s, zero));
     }
   }
   cache.preferred = -1;
@@ -251,7 +303,7 @@ static case_shapes *shapes_of(const check_case *c, const char *check) {
   for (int k = 0; k < cache.accepted_count && cache.preferred < 0; k++)
     if (strcmp(cache.accepted[k].family, "matmul") == 0) cache.preferred = k;
   if (cache.preferred < 0) cache.preferred = 0;
-  add(&cache, scaled(c, &cache.accepted[cache.preferred], 1048579)); /* the large one, last */
+  add(&cache, c, scaled(c, &cache.accepted[cache.preferred], 1048579)); /* the large one, last */
   cache.c = c;
   return &cache;
 }

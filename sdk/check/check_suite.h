@@ -86,11 +86,16 @@ typedef struct check_shape {
   int32_t no_unknown;
   int32_t in_ndim[CHECK_MAX_OPERANDS];
   int64_t in_dims[CHECK_MAX_OPERANDS][4];
+  /* mixed set: input i has dtype in_dtype[i] (a where's bool condition) instead of the case's */
+  int32_t mixed;
+  int32_t in_dtype[CHECK_MAX_OPERANDS];
 } check_shape;
 
 /* Input i's rank and dims in shape. */
 const int64_t *check_input_dims(const check_shape *shape, int32_t i, int32_t *ndim);
-/* Input i's type: dtype, the shape's rank, its dims or all DLOP_DIM_UNKNOWN. */
+/* Input i's dtype: the shape's own for mixed-dtype signatures, else dtype (the case's). */
+int check_input_dtype(int dtype, const check_shape *shape, int32_t i);
+/* Input i's type: check_input_dtype, the shape's rank, its dims or all DLOP_DIM_UNKNOWN. */
 dlop_type check_input_type(int dtype, const check_shape *shape, int32_t i, int unknown);
 int64_t check_input_numel(const check_shape *shape, int32_t i);
 
@@ -107,11 +112,16 @@ typedef struct check_signature {
   int8_t dims[CHECK_MAX_OPERANDS][4];
   int32_t num_symbols;
   int32_t no_unknown; /* make_node accepts it with known dims only */
+  /* mixed set: input i has dtype in_dtype[i]; else every input has the case's dtype */
+  int32_t mixed;
+  int32_t in_dtype[CHECK_MAX_OPERANDS];
 } check_signature;
 
 #define CHECK_MAX_SIGNATURES 32
 /* The candidates make_node accepts for op and dtype (known dims; no_unknown set when it
- * refuses them with unknown dims). Returns the count; refusals go into report (may be NULL). */
+ * refuses them with unknown dims). When it accepts none with every input of dtype, each
+ * candidate is tried again with one input of another dtype (bool first, then the op's declared
+ * ones): a where's (bool, T, T). Returns the count; refusals go into report (may be NULL). */
 int check_signatures(const dlop_op_desc *op, int dtype, check_signature *accepted,
                      int *candidates, char *report, size_t report_size);
 /* One signature's concrete shapes with symbol values. */
@@ -145,6 +155,9 @@ typedef struct check_prepared {
   void *workspace;
 } check_prepared;
 
+/* make_node and infer_shape (concrete) only: what a view op gets (it has no thunk). */
+void check_prepare_node(const check_case *c, const char *check, const check_shape *shape,
+                        int static_unknown, check_prepared *p);
 /* make_node, infer_shape (concrete) and make_thunk; any failure fails the test, naming check. */
 void check_prepare(const check_case *c, const char *check, const check_shape *shape,
                    int static_unknown, check_prepared *p);
@@ -158,7 +171,8 @@ void check_release(check_prepared *p);
 typedef enum check_layout {
   CHECK_CONTIGUOUS = 0,
   CHECK_EVERY_OTHER = 1, /* strides twice the contiguous ones: gaps between elements */
-  CHECK_REVERSED = 2     /* negative strides: element 0 at the highest address */
+  CHECK_REVERSED = 2,    /* negative strides: element 0 at the highest address */
+  CHECK_TRANSPOSED = 3   /* column-major (the transpose of a C-contiguous buffer) */
 } check_layout;
 
 /* A tensor on a device inside an allocation with guard bytes before and after, and the image
@@ -272,5 +286,9 @@ void check_add_op_tests(TCase *tc, int case_index);
 void check_add_node_tests(TCase *tc, int case_index);
 void check_add_run_tests(TCase *tc, int case_index);
 void check_add_cuda_tests(TCase *tc, int case_index);
+/* View ops (ABI 1.1: a view_map, make_view, maybe no make_thunk; check_tests_view.c). */
+int check_is_view_op(const dlop_op_desc *op);
+/* make_view's checks on every layout, instead of the thunk checks (noted as not applicable). */
+void check_add_view_tests(TCase *tc, int case_index);
 
 #endif

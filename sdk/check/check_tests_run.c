@@ -52,6 +52,15 @@ START_TEST(every_output_element_written) {
                    "then 0x%02x..); the thunk must write every output element",
                    (long long)missed, (long long)a.out[o].numel, (int)o, (long long)first,
                    (long long)last, p0[size - 1], p1[0]);
+      /* A bool element is one byte holding 0 or 1 (DLPack's bool, NumPy's): a comparison that
+       * writes 0/2 or 0/0xFF reads as true in C but breaks a host that sums or compares them. */
+      for (int64_t i = 0; i < a.out[o].numel && p.outputs[o].dtype == DLOP_BOOL; i++) {
+        unsigned char v = ((unsigned char *)a.values[o])[i];
+        if (v > 1)
+          check_fail(c, check, p.shape.dims, p.shape.ndim,
+                     "output %d is bool but its element %lld holds %u (bool elements must be 0 or "
+                     "1)", (int)o, (long long)i, (unsigned)v);
+      }
     }
     check_run_result_free(&p, &a);
     check_run_result_free(&p, &b);

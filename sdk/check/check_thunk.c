@@ -16,8 +16,8 @@ static void with_context(const check_case *c, int push) {
     check_fail(c, "suite setup", NULL, 0, "%s", error);
 }
 
-void check_prepare(const check_case *c, const char *check, const check_shape *shape,
-                   int static_unknown, check_prepared *p) {
+void check_prepare_node(const check_case *c, const char *check, const check_shape *shape,
+                        int static_unknown, check_prepared *p) {
   const dlop_op_desc *op = c->op;
   char error[1024];
   memset(p, 0, sizeof *p);
@@ -66,7 +66,17 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
                    check_shape_text(p->concrete_outputs[o].shape, p->concrete_outputs[o].ndim,
                                     text, sizeof text), (int)d);
       }
+}
 
+void check_prepare(const check_case *c, const char *check, const check_shape *shape,
+                   int static_unknown, check_prepared *p) {
+  const dlop_op_desc *op = c->op;
+  char error[1024];
+  int status;
+  check_prepare_node(c, check, shape, static_unknown, p);
+  if (op->make_thunk == NULL)
+    check_fail(c, check, shape->dims, shape->ndim, "the op has no make_thunk (only view ops, "
+               "with a view_map, may leave it NULL)");
   dlop_thunk_args args;
   memset(&args, 0, sizeof args);
   args.struct_size = sizeof args;

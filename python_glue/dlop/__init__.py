@@ -27,6 +27,11 @@ from ._C import (
 )
 from ._graph import Variable, function, matrix, scalar, tensor, vector
 from ._ops import Op, Param, Plugin, load_errors, load_plugin, ops, plugins
+from . import _arith
+from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm, log, matmul,
+                     max, maximum, mean, min, minimum, negative, reshape, sigmoid, sqrt, sum,
+                     tanh, transpose, where)
+from ._errors import ScalarOverflowError
 
 __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",
@@ -34,8 +39,15 @@ __all__ = [
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",
     "NoDeviceError", "DeviceMismatchError", "UnsupportedError", "PluginError", "KernelError",
-    "OutOfMemoryError",
+    "OutOfMemoryError", "ScalarOverflowError",
+    # Operators' functions (docs/python.md, "Operators and functions"):
+    "abs", "astype", "broadcast_to", "cast", "dimshuffle", "dot", "exp", "gemm", "log", "matmul",
+    "max", "maximum", "mean", "min", "minimum", "negative", "reshape", "sigmoid", "sqrt", "sum",
+    "tanh", "transpose", "where",
 ]
+
+# Operators (+ - * / ** @, comparisons, .T, .sum(), ...) on Variable and Array.
+_arith.install()
 
 __version__ = _C.version()
 

@@ -31,3 +31,12 @@ def device_mismatch(message: str) -> Exception:
 
 def invalid(message: str) -> Exception:
     return make(_C.InvalidArgumentError, "DLOP_INVALID_ARGUMENT", message)
+
+
+class ScalarOverflowError(_C.DlopTypeError, OverflowError):
+    """A Python int that does not fit the array's integer dtype (``x_int8 + 1000``); also an
+    OverflowError, as NumPy 2 raises for the same expression."""
+
+
+def scalar_overflow(message: str) -> Exception:
+    return make(ScalarOverflowError, "DLOP_TYPE_ERROR", message)

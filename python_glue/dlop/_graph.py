@@ -34,6 +34,9 @@ class Variable:
     """
 
     __slots__ = ("name", "dtype", "shape", "owner", "value", "_eval_cache", "__weakref__")
+    # Operators (x + y, x.T, x.sum(), x == y as an 'equal' node, ...) are installed by
+    # dlop._arith.install(); hashing stays by identity.
+    __hash__ = object.__hash__
 
     def __init__(self, name: str | None, dtype: str, shape: Sequence[int | None],
                  owner: Apply | None = None, value: Any = None):
@@ -65,7 +68,10 @@ class Variable:
         inputs = list(givens)
         key = (tuple(id(v) for v in inputs), device)
         compiled = self._eval_cache.get(key)
-        if compiled is None or compiled.inputs != inputs:
+        # Identity, not ==: a Variable's == builds an 'equal' node.  A stale entry (its ids
+        # reused by new Variables) has other inputs and is replaced.
+        if compiled is None or len(compiled.inputs) != len(inputs) or any(
+                a is not b for a, b in zip(compiled.inputs, inputs)):
             compiled = function(inputs, self, device=device)
             self._eval_cache[key] = compiled
         return compiled(*givens.values())

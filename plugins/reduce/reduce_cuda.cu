@@ -1,0 +1,287 @@
+/* reduce_cuda.cu — the CUDA kernels of sum (and mean), max and min, named
+ * dlop_reduce_{rows,block,columns,finish}_{sum,max,min}_<dtype>. Deterministic: no atomics;
+ * each output's elements go to fixed threads in a fixed order and meet in a fixed tree.
+ * reduce_cuda_plan.h picks the kernel; nvcc embeds this file as dlop_reduce_reduce_cuda_fatbin. */
+#include <dlop/cuda_kernel_util.cuh>
+
+#include <math.h>
+#include <type_traits>
+
+#include "reduce_cuda_plan.h"
+#include "reduce_layout.h"
+
+namespace {
+
+enum { OP_SUM = 0, OP_MAX = 1, OP_MIN = 2 };
+
+/* float16 and bfloat16 accumulate in float, integers in 64 bits (sums wrap). */
+template <typename T> struct acc_of { typedef long long type; };
+template <> struct acc_of<__half> { typedef float type; };
+template <> struct acc_of<__nv_bfloat16> { typedef float type; };
+template <> struct acc_of<float> { typedef float type; };
+template <> struct acc_of<double> { typedef double type; };
+
+template <typename A, typename T>
+__device__ __forceinline__ A load_acc(T x) {
+  if constexpr (std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value)
+    return dlop_cuda_to_float(x);
+  else
+    return (A)x;
+}
+
+template <int Op, typename A>
+__device__ __forceinline__ A identity() {
+  if constexpr (Op == OP_SUM) return (A)0;
+  else if constexpr (std::is_floating_point<A>::value) return Op == OP_MAX ? (A)-INFINITY : (A)INFINITY;
+  else return Op == OP_MAX ? (A)LLONG_MIN : (A)LLONG_MAX;
+}
+
+/* a is the running value, b the new one; NaN propagates (a NaN a stays, a NaN b wins). */
+template <int Op, typename A>
+__device__ __forceinline__ A combine(A a, A b) {
+  if constexpr (Op == OP_SUM) {
+    if constexpr (std::is_floating_point<A>::value) return a + b;
+    else return (A)((unsigned long long)a + (unsigned long long)b);
+  } else if constexpr (std::is_floating_point<A>::value) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return (Op == OP_MAX ? b > a : b < a) ? b : a;
+  } else {
+    return (Op == OP_MAX ? b > a : b < a) ? b : a;
+  }
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ T from_acc(A v) {
+  if constexpr (std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value)
+    return dlop_cuda_from_float<T>(v);
+  else
+    return (T)v;
+}
+
+/* Writes output element at offset (elements): integer sums as int64, the rest as T; mean
+ * divides by the count in the accumulator type (0 / 0 gives NaN for an empty mean). */
+template <int Op, typename T, typename A>
+__device__ __forceinline__ void store(void *out, int64_t offset, A v, int mean, int64_t count) {
+  if constexpr (std::is_floating_point<A>::value) {
+    if (mean) v = v / (A)count;
+  }
+  if constexpr (Op == OP_SUM && !std::is_floating_point<A>::value)
+    ((long long *)out)[offset] = v;
+  else
+    ((T *)out)[offset] = from_acc<T, A>(v);
+}
+
+__device__ __forceinline__ int64_t reduced_offset(const reduce_layout &l, int64_t r) {
+  if (l.reduced_ndim == 1) return r * l.reduced_strides[0];
+  int64_t offset = 0;
+  for (int d = l.reduced_ndim - 1; d >= 0; d--) {
+    const int64_t size = l.reduced_shape[d], q = r / size;
+    offset += (r - q * size) * l.reduced_strides[d];
+    r = q;
+  }
+  return offset;
+}
+
+__device__ __forceinline__ void kept_offsets(const reduce_layout &l, int64_t m, int64_t *in,
+                                             int64_t *out) {
+  int64_t a = 0, b = 0;
+  for (int d = l.kept_ndim - 1; d >= 0; d--) {
+    const int64_t size = l.kept_shape[d], q = m / size, i = m - q * size;
+    a += i * l.kept_in_strides[d];
+    b += i * l.kept_out_strides[d];
+    m = q;
+  }
+  *in = a;
+  *out = b;
+}
+
+__device__ __forceinline__ bool reduced_contiguous(const reduce_layout &l) {
+  return l.reduced_ndim == 1 && l.reduced_strides[0] == 1;
+}
+
+/* Lane 0 ends with the warp's values combined in a fixed butterfly-free tree (offsets 16..1). */
+template <int Op, typename A>
+__device__ __forceinline__ A warp_reduce(A v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = combine<Op, A>(v, __shfl_down_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/* Thread 0 ends with the block's values combined: warps first, then the 8 warp results. The
+ * trailing barrier lets the caller's next iteration reuse the shared slots. */
+template <int Op, typename A>
+__device__ __forceinline__ A block_reduce(A v) {
+  __shared__ A slots[REDUCE_CUDA_BLOCK / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_reduce<Op, A>(v);
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < REDUCE_CUDA_BLOCK / 32 ? slots[lane] : identity<Op, A>();
+    v = warp_reduce<Op, A>(v);
+  }
+  __syncthreads();
+  return v;
+}
+
+/* This thread's share of n contiguous elements: groups of one 16-byte vector's worth, group g
+ * to thread g % block, in order. Vector loads when x is 16-byte aligned, scalar ones
+ * otherwise, in the same order, so alignment never changes the result. */
+template <int Op, typename T, typename A>
+__device__ __forceinline__ A contiguous_share(const T *x, int64_t n, A acc) {
+  typedef dlop_cuda_vec16<T> V;
+  const int64_t groups = n / V::width;
+  if (dlop_cuda_aligned16(x)) {
+    const V *xv = reinterpret_cast<const V *>(x);
+#pragma unroll 4
+    for (int64_t g = threadIdx.x; g < groups; g += REDUCE_CUDA_BLOCK) {
+      const V v = dlop_cuda_load_streaming(xv + g);
+#pragma unroll
+      for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v.e[k]));
+    }
+  } else {
+    for (int64_t g = threadIdx.x; g < groups; g += REDUCE_CUDA_BLOCK)
+#pragma unroll
+      for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(x[g * V::width + k]));
+  }
+  if (threadIdx.x == groups % REDUCE_CUDA_BLOCK)
+    for (int64_t i = groups * V::width; i < n; i++) acc = combine<Op, A>(acc, load_acc<A>(x[i]));
+  return acc;
+}
+
+/* A warp per output (short reductions): lane l takes elements l, l + 32, ... */
+template <int Op, typename T>
+__device__ void rows_body(const T *in, void *out, const reduce_layout &l, int mean) {
+  typedef typename acc_of<T>::type A;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t)gridDim.x * (REDUCE_CUDA_BLOCK / 32);
+  const bool contiguous = reduced_contiguous(l);
+  for (int64_t m = (int64_t)blockIdx.x * (REDUCE_CUDA_BLOCK / 32) + (threadIdx.x >> 5); m < l.outputs;
+       m += warps) {
+    int64_t in_offset, out_offset;
+    kept_offsets(l, m, &in_offset, &out_offset);
+    const T *x = in + in_offset;
+    A acc = identity<Op, A>();
+    for (int64_t r = lane; r < l.count; r += 32)
+      acc = combine<Op, A>(acc, load_acc<A>(x[contiguous ? r : reduced_offset(l, r)]));
+    acc = warp_reduce<Op, A>(acc);
+    if (lane == 0) store<Op, T, A>(out, out_offset, acc, mean, l.count);
+  }
+}
+
+/* A block per (output, part): part p of parts covers a fixed slice of the reduction; with one
+ * part the block writes the output, otherwise its partial (finish_body combines them). */
+template <int Op, typename T>
+__device__ void block_body(const T *in, void *out, void *partials, const reduce_layout &l,
+                           int64_t parts, int mean) {
+  typedef typename acc_of<T>::type A;
+  const int64_t items = l.outputs * parts;
+  /* slices a multiple of 8 elements long, so a slice starts aligned when the tensor does */
+  int64_t slice = (l.count + parts - 1) / parts;
+  slice = (slice + 7) / 8 * 8;
+  const bool contiguous = reduced_contiguous(l);
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t m = item / parts, p = item - m * parts;
+    const int64_t begin = p * slice < l.count ? p * slice : l.count;
+    const int64_t end = begin + slice < l.count ? begin + slice : l.count;
+    int64_t in_offset, out_offset;
+    kept_offsets(l, m, &in_offset, &out_offset);
+    const T *x = in + in_offset;
+    A acc = identity<Op, A>();
+    if (contiguous) {
+      acc = contiguous_share<Op, T, A>(x + begin, end - begin, acc);
+    } else {
+      for (int64_t r = begin + threadIdx.x; r < end; r += REDUCE_CUDA_BLOCK)
+        acc = combine<Op, A>(acc, load_acc<A>(x[reduced_offset(l, r)]));
+    }
+    acc = block_reduce<Op, A>(acc);
+    if (threadIdx.x == 0) {
+      if (parts == 1) store<Op, T, A>(out, out_offset, acc, mean, l.count);
+      else ((A *)partials)[item] = acc;
+    }
+  }
+}
+
+/* A thread per output (many outputs along a contiguous kept dim, strided reduction: adjacent
+ * threads read adjacent elements). Float sums add blocks of 256 elements with Kahan's
+ * compensation, so a long column keeps float accuracy without a tree. */
+template <int Op, typename T>
+__device__ void columns_body(const T *in, void *out, const reduce_layout &l, int mean) {
+  typedef typename acc_of<T>::type A;
+  for (int64_t m = dlop_cuda_thread_index(); m < l.outputs; m += dlop_cuda_thread_count()) {
+    int64_t in_offset, out_offset;
+    kept_offsets(l, m, &in_offset, &out_offset);
+    const T *x = in + in_offset;
+    A acc = identity<Op, A>(), compensation = (A)0;
+    for (int64_t begin = 0; begin < l.count; begin += 256) {
+      const int64_t end = begin + 256 < l.count ? begin + 256 : l.count;
+      A part = identity<Op, A>();
+      for (int64_t r = begin; r < end; r++)
+        part = combine<Op, A>(part, load_acc<A>(__ldg(x + reduced_offset(l, r))));
+      if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) {
+        const A y = part - compensation, t = acc + y;
+        compensation = (t - acc) - y;
+        acc = t;
+      } else {
+        acc = combine<Op, A>(acc, part);
+      }
+    }
+    store<Op, T, A>(out, out_offset, acc, mean, l.count);
+  }
+}
+
+/* The second pass: a block per output combines its parts' partials in order. */
+template <int Op, typename T>
+__device__ void finish_body(const void *partials, void *out, const reduce_layout &l, int64_t parts,
+                            int mean) {
+  typedef typename acc_of<T>::type A;
+  const A *p = (const A *)partials;
+  for (int64_t m = blockIdx.x; m < l.outputs; m += gridDim.x) {
+    int64_t in_offset, out_offset;
+    kept_offsets(l, m, &in_offset, &out_offset);
+    A acc = identity<Op, A>();
+    for (int64_t j = threadIdx.x; j < parts; j += REDUCE_CUDA_BLOCK)
+      acc = combine<Op, A>(acc, p[m * parts + j]);
+    acc = block_reduce<Op, A>(acc);
+    if (threadIdx.x == 0) store<Op, T, A>(out, out_offset, acc, mean, l.count);
+  }
+}
+
+}  // namespace
+
+#define REDUCE_CUDA_KERNELS(op, OP, name, T)                                                  \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+      dlop_reduce_rows_##op##_##name(const T *in, void *out, reduce_layout l, int mean) {   \
+    rows_body<OP, T>(in, out, l, mean);                                                      \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+      dlop_reduce_block_##op##_##name(const T *in, void *out, void *partials, reduce_layout l, \
+                                      int64_t parts, int mean) {                             \
+    block_body<OP, T>(in, out, partials, l, parts, mean);                                    \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+      dlop_reduce_columns_##op##_##name(const T *in, void *out, reduce_layout l, int mean) { \
+    columns_body<OP, T>(in, out, l, mean);                                                   \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+      dlop_reduce_finish_##op##_##name(const void *partials, void *out, reduce_layout l,     \
+                                       int64_t parts, int mean) {                            \
+    finish_body<OP, T>(partials, out, l, parts, mean);                                       \
+  }
+
+#define REDUCE_CUDA_DTYPE(name, T)                                                            \
+  REDUCE_CUDA_KERNELS(sum, OP_SUM, name, T)                                                  \
+  REDUCE_CUDA_KERNELS(max, OP_MAX, name, T)                                                  \
+  REDUCE_CUDA_KERNELS(min, OP_MIN, name, T)
+
+REDUCE_CUDA_DTYPE(float16, __half)
+REDUCE_CUDA_DTYPE(bfloat16, __nv_bfloat16)
+REDUCE_CUDA_DTYPE(float32, float)
+REDUCE_CUDA_DTYPE(float64, double)
+REDUCE_CUDA_DTYPE(int8, int8_t)
+REDUCE_CUDA_DTYPE(int16, int16_t)
+REDUCE_CUDA_DTYPE(int32, int32_t)
+REDUCE_CUDA_DTYPE(int64, int64_t)
+REDUCE_CUDA_DTYPE(uint8, uint8_t)

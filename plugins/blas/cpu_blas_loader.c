@@ -1,0 +1,82 @@
+/* cpu_blas_loader.c — the CPU BLAS, found and loaded once per process with dlopen:
+ * DLOP_BLAS_LIBRARY when set (and then only it), else libopenblas.so.0, libopenblas.so,
+ * libcblas.so.3, libblas.so.3 (Debian's alternatives point it at OpenBLAS when installed).
+ * Why dlopen and not a link: the plugin must load where no BLAS is installed (a GPU machine
+ * without Debian packages), where its CUDA path works; only CPU thunks need the library, and
+ * they fail with a message saying what was tried and what to install.
+ * Threads: OpenBLAS keeps its own thread pool (OPENBLAS_NUM_THREADS sizes it); the pthread
+ * build (libopenblas0-pthread, 0.3.21 in Debian 12) serializes concurrent calls into its pool,
+ * so host threads may run thunks at the same time (tests/unit/test_blas.c does). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas_plugin.h"
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static blas_cpu_library library;
+static int library_loaded;
+static char load_message[1536];
+
+/* Append to load_message, bounded. */
+static void note(size_t *used, const char *fmt, const char *a, const char *b) {
+  if (*used >= sizeof load_message) return;
+  int written = snprintf(load_message + *used, sizeof load_message - *used, fmt, a, b);
+  if (written > 0) *used += (size_t)written;
+}
+
+/* Open one candidate and resolve the CBLAS GEMMs; on failure say why in load_message. */
+static int try_library(const char *path, size_t *used, int first) {
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL) {
+    const char *why = dlerror();
+    note(used, first ? "%s (%s)" : ", %s (%s)", path, why ? why : "dlopen failed");
+    return 0;
+  }
+  blas_cblas_sgemm_fn sgemm = (blas_cblas_sgemm_fn)dlsym(handle, "cblas_sgemm");
+  blas_cblas_dgemm_fn dgemm = (blas_cblas_dgemm_fn)dlsym(handle, "cblas_dgemm");
+  if (sgemm == NULL || dgemm == NULL) {
+    note(used, first ? "%s (%s)" : ", %s (%s)", path,
+         "loaded, but it has no cblas_sgemm/cblas_dgemm: not a CBLAS library");
+    dlclose(handle);
+    return 0;
+  }
+  library.sgemm = sgemm;
+  library.dgemm = dgemm;
+  library.path = path;
+  library_loaded = 1;
+  return 1; /* kept open for the life of the process */
+}
+
+static void load_library(void) {
+  static const char *const candidates[] = {"libopenblas.so.0", "libopenblas.so", "libcblas.so.3",
+                                           "libblas.so.3"};
+  static char chosen[1024];
+  const char *requested = getenv("DLOP_BLAS_LIBRARY");
+  size_t used = 0;
+  note(&used, "%sno CBLAS library could be loaded: tried ", "", "");
+  if (requested != NULL && requested[0] != '\0') {
+    /* an explicit choice is honoured or reported, never replaced by another library */
+    snprintf(chosen, sizeof chosen, "%s", requested);
+    note(&used, "DLOP_BLAS_LIBRARY=%s%s", "", "");
+    if (try_library(chosen, &used, 1)) return;
+    note(&used, "; set DLOP_BLAS_LIBRARY to a CBLAS library (a path to libopenblas.so.0 or %s%s)",
+         "libblas.so.3", "");
+    note(&used, ", or unset it to use the system's (install libopenblas0: apt-get install "
+                "libopenblas0-pthread)%s%s", "", "");
+    return;
+  }
+  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
+    if (try_library(candidates[i], &used, i == 0)) return;
+  note(&used, "; install libopenblas0 (apt-get install libopenblas0-pthread) or set "
+              "DLOP_BLAS_LIBRARY to a CBLAS library's path%s%s", "", "");
+}
+
+const blas_cpu_library *blas_cpu_library_get(char *error, size_t error_size) {
+  pthread_once(&load_once, load_library);
+  if (library_loaded) return &library;
+  dlop_set_error(error, error_size, "%s", load_message);
+  return NULL;
+}

@@ -12,7 +12,9 @@
 
 /* Smallest descriptors an ABI 1.0 plugin may hand back: the plugin descriptor through num_ops,
  * the op descriptor through make_thunk (op_data is optional). A plugin built against a later
- * minor passes a larger struct_size; the host reads only the fields it knows. */
+ * minor passes a larger struct_size; the host reads only the fields it knows. Fields past a
+ * plugin's struct_size read as zero in the host's copy: an ABI 1.0 op has make_view NULL (and a
+ * view op must cover make_view, ABI 1.1, see validate.c). */
 #define DLOP__PLUGIN_DESC_MIN_SIZE (offsetof(dlop_plugin_desc, num_ops) + sizeof(int32_t))
 #define DLOP__OP_DESC_MIN_SIZE (offsetof(dlop_op_desc, make_thunk) + sizeof(dlop_make_thunk_fn))
 

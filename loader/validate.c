@@ -1,7 +1,8 @@
 /* validate.c — checks everything a plugin hands back before the host trusts it: descriptor
  * sizes, the ABI major, names, required stages, input/output counts, parameters, dtype masks,
- * devices, flags and the in-place map (a view map is refused: ABI 1.0 hosts cannot honour it).
- * Each failure returns a status with a message "PATH: what, value, expected". */
+ * devices, flags, the in-place map and the view map (ABI 1.1: view ops bring make_view instead
+ * of make_thunk). Each failure returns a status with a message "PATH: what, value, expected". */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -146,6 +147,57 @@ static int validate_io_map(const char *path, const char *where, const char *fiel
   return DLOP_OK;
 }
 
+/* Offset just past make_view: an op descriptor must cover it to declare a view (ABI 1.1). */
+#define VIEW_DESC_MIN_SIZE (offsetof(dlop_op_desc, make_view) + sizeof(dlop_make_view_fn))
+
+/* The view map (ABI 1.1): per output, the input it is a view of. A view op hands the host
+ * strides over an input's memory through make_view, so it must have one (its descriptor must
+ * be large enough to carry it), a fixed input count the map can name, every output mapped to
+ * an input (no -1: the host allocates nothing for a view node) and no in-place map (the host
+ * writes nothing for it). A make_view without a view_map would never be called: refused too,
+ * rather than silently ignored. */
+static int validate_view_map(const char *path, const char *where, const dlop_op_desc *op) {
+  const int32_t *map = op->view_map;
+  if (map == NULL) {
+    if (op->make_view != NULL)
+      return dlop__error(DLOP_INVALID_PLUGIN,
+                         "%s: %s sets make_view but no view_map: the host calls make_view only "
+                         "for ops whose view_map names, per output, the input it views (set "
+                         "view_map, or leave make_view NULL)",
+                         path, where);
+    return DLOP_OK;
+  }
+  if (op->struct_size < VIEW_DESC_MIN_SIZE)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares a view_map but its descriptor has struct_size %u, which "
+                       "ends before make_view (views need ABI 1.1: a descriptor of at least %zu "
+                       "bytes with make_view set; rebuild against dlop ABI 1.1 or later headers)",
+                       path, where, op->struct_size, (size_t)VIEW_DESC_MIN_SIZE);
+  if (op->make_view == NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares a view_map but no make_view function (NULL): a view op "
+                       "must set make_view, which gives the host each output's strides",
+                       path, where);
+  if (op->num_inputs == DLOP_VARIADIC)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares a view_map but takes any number of inputs "
+                       "(DLOP_VARIADIC): a view op needs a fixed num_inputs for its view_map to "
+                       "name",
+                       path, where);
+  if (op->inplace_map != NULL)
+    return dlop__error(DLOP_INVALID_PLUGIN,
+                       "%s: %s declares both a view_map and an inplace_map: a view op writes "
+                       "nothing, so it cannot work in place (leave inplace_map NULL)",
+                       path, where);
+  for (int32_t o = 0; o < op->num_outputs; o++)
+    if (map[o] < 0 || map[o] >= op->num_inputs)
+      return dlop__error(DLOP_INVALID_PLUGIN,
+                         "%s: %s: view_map[%d] is %d: expected an input index in [0, %d) (every "
+                         "output of a view op is a view of one input)",
+                         path, where, (int)o, (int)map[o], (int)op->num_inputs);
+  return DLOP_OK;
+}
+
 int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                       const dlop_op_desc *earlier_ops) {
   char where[160], name[80];
@@ -160,14 +212,17 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                          "%s: %s is declared twice in this plugin (ops #%d and #%d): op names "
                          "must be unique",
                          path, where, j, index);
-  const char *missing = op->make_node == NULL     ? "make_node"
-                        : op->infer_shape == NULL ? "infer_shape"
-                        : op->make_thunk == NULL  ? "make_thunk"
-                                                  : NULL;
+  /* View ops (view_map set) run no kernel, so make_thunk is optional for them; checked in
+   * validate_view_map. Every other op needs all three stages. */
+  const char *missing = op->make_node == NULL                          ? "make_node"
+                        : op->infer_shape == NULL                      ? "infer_shape"
+                        : op->make_thunk == NULL && op->view_map == NULL ? "make_thunk"
+                                                                         : NULL;
   if (missing != NULL)
     return dlop__error(DLOP_INVALID_PLUGIN,
                        "%s: %s has no %s function (NULL): make_node, infer_shape and make_thunk "
-                       "are all required",
+                       "are all required (only a view op, with a view_map and make_view, may "
+                       "leave make_thunk NULL)",
                        path, where, missing);
   if (op->num_outputs < 1)
     return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s declares num_outputs %d: expected >= 1", path,
@@ -194,13 +249,7 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                        "does not know)",
                        path, where,
                        op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
-  /* The host allocates every output and hands it to the thunk, so a thunk cannot return a
-   * view of an input: a declared view would be silently ignored, and anything reading the
-   * output as an alias of the input would be wrong. Refused, whatever the plugin's minor. */
-  if (op->view_map != NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares a view_map; views are not supported by ABI %d.%d hosts: "
-                       "leave it NULL",
-                       path, where, DLOP_ABI_MAJOR, DLOP_ABI_MINOR);
+  status = validate_view_map(path, where, op);
+  if (status != DLOP_OK) return status;
   return validate_io_map(path, where, "inplace_map", op->inplace_map, op);
 }

@@ -375,6 +375,13 @@ void dlop_array_retain(dlop_array *array) {
   if (array) atomic_fetch_add_explicit(&array->references, 1, memory_order_relaxed);
 }
 
+/* Views retain the array that owns the memory, so an owner with one reference is held by its
+ * caller alone: no view, and nobody else, can see its memory change. */
+int dlop__array_owns_memory_alone(const dlop_array *array) {
+  return array->base == NULL && array->owned != NULL &&
+         atomic_load_explicit(&array->references, memory_order_acquire) == 1;
+}
+
 void dlop_array_release(dlop_array *array) {
   if (array == NULL) return;
   if (atomic_fetch_sub_explicit(&array->references, 1, memory_order_acq_rel) != 1) return;

@@ -1,6 +1,7 @@
 /* explain.c — a readable listing of a compiled function: its inputs, one line per node in run
  * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims, and
- * "(in place of input 0)" where the buffer plan reuses an input's array), its outputs.
+ * "(in place of input 0)" where the buffer plan reuses an input's array, "(view of input 0)"
+ * for view nodes, which run no kernel), its outputs.
  * It answers "where did each node run?", which Theano's graphs could not. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +60,17 @@ static void append_inplace(text_buffer *text, const dlop__function_node *node) {
   }
 }
 
+/* " (view of input 0)" for a view node (ABI 1.1): it runs no kernel and allocates nothing, its
+ * output shares the input's memory. */
+static void append_view(text_buffer *text, const dlop__function_node *node) {
+  int32_t o;
+  for (o = 0; node->is_view && o < node->num_outputs; o++) {
+    append(text, " (");
+    if (node->num_outputs != 1) append(text, "output %d ", (int)o);
+    append(text, "view of input %d)", (int)node->op->view_map[o]);
+  }
+}
+
 int dlop_function_explain(const dlop_function *function, char *buffer, size_t size) {
   text_buffer text = {buffer, size, 0};
   char device[32];
@@ -93,6 +105,7 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
     if (node->num_outputs != 1) append(&text, ")");
     append(&text, " on %s", device);
     append_inplace(&text, node);
+    append_view(&text, node);
     append(&text, "\n");
   }
   append(&text, "outputs: ");

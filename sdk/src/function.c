@@ -1,6 +1,7 @@
 /* function.c — compiling a subgraph for one device: the nodes needed between the given
  * inputs and outputs in topological order, a device and dtype check per node, make_thunk,
- * constants moved to the device once, a stream (CUDA) and the buffer plan. */
+ * constants moved to the device once, a stream (CUDA) and the buffer plan. View nodes (ABI
+ * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,10 +279,30 @@ static int check_supported(const dlop__function_node *node, dlop_device device,
   return DLOP_OK;
 }
 
+/* A view node (ABI 1.1) gets no thunk: its outputs are laid out over its inputs by make_view
+ * at run time. Its static types must already agree with that: each output has the dtype of the
+ * input it views. */
+static int prepare_view(dlop__function_node *node) {
+  char have[96], want[96];
+  node->is_view = 1;
+  for (int32_t o = 0; o < node->num_outputs; o++) {
+    const dlop_type *input = &node->input_types[node->op->view_map[o]];
+    if (node->output_types[o].dtype != input->dtype)
+      return dlop__error(DLOP_PLUGIN_ERROR,
+                         "node #%d %s: output %d is %s but it is a view of input %d, which is %s: "
+                         "a view has its input's dtype (make_node is wrong)",
+                         (int)node->index, node->op->name, (int)o,
+                         dlop__type_format(&node->output_types[o], have, sizeof have),
+                         (int)node->op->view_map[o], dlop__type_format(input, want, sizeof want));
+  }
+  return DLOP_OK;
+}
+
 static int make_thunk(dlop__function_node *node, dlop_device device) {
   char error[PLUGIN_ERROR_SIZE];
   dlop_thunk_args args;
   int status;
+  if (node->op->view_map != NULL) return prepare_view(node);
   memset(&node->thunk, 0, sizeof node->thunk);
   node->thunk.struct_size = sizeof(dlop_thunk);
   memset(&args, 0, sizeof args);

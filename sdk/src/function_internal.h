@@ -39,6 +39,9 @@ typedef struct dlop__function_node {
   dlop_type *output_types; /* static types, as compiled */
   dlop_thunk thunk;
   int has_thunk;
+  /* A view op (view_map set, ABI 1.1): no thunk, nothing allocated; each output is a
+   * dlop_array_view of an input, laid out by make_view at run time (function_view.c). */
+  int is_view;
   /* Buffer plan: node-output slots whose last use is this node; released right after it so
    * later nodes reuse their memory from the pool. */
   int32_t *dead_slots;
@@ -78,6 +81,15 @@ struct dlop_function {
 
 /* Record that a run was enqueued on stream (cheap when it is the function's own or known). */
 void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream);
+
+/* Output o of a view node: ask the op's make_view for strides and offset over input (the
+ * array the view_map names, already gathered for the run), check them and make *view, a
+ * dlop_array_view that keeps input's memory alive. When make_view asks for a C-contiguous
+ * input, input is copied on stream (handle: its CUstream, NULL on the CPU) and asked again.
+ * type is the output's concrete type from infer_shape; index is the node's "#N". */
+int dlop__function_make_view(const dlop_function *function, const dlop__function_node *node,
+                             int32_t index, int32_t o, dlop_array *input, const dlop_type *type,
+                             dlop_stream *stream, void *handle, dlop_array **view);
 
 /* Fill every node's dead_slots from the slots' last uses, and its in-place plan. */
 int dlop__function_plan_buffers(dlop_function *function);

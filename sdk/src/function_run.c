@@ -2,7 +2,7 @@
  * then per node a concrete infer_shape (skipped when the node's input shapes equal the last
  * run's), outputs from the pool (or a dying input's array where the op allows in place),
  * contiguous copies where the op asks for them, the thunk on the function's stream, and dead
- * intermediates freed at once. Per-run state lives on the caller's stack (or one allocation
+ * intermediates freed at once. View nodes (ABI 1.1) make views instead (function_view.c). Per-run state lives on the caller's stack (or one allocation
  * for big graphs), so several threads may run one function at once. */
 #include <stdlib.h>
 #include <string.h>
@@ -259,10 +259,44 @@ static dlop_array *reusable_input(run_state *run, const dlop__function_node *nod
     return NULL;
   for (d = 0; d < type->ndim; d++)
     if (tensor->shape[d] != type->shape[d]) return NULL;
+  /* A view (ABI 1.1 view ops) writes into memory another array owns, and a live view of this
+   * array would see it change: only an owner nobody else holds may be overwritten. */
+  if (!dlop__array_owns_memory_alone(array)) return NULL;
   for (d = 0; d < run->function->num_slots; d++)
     if (d != slot && run->slots[d] == array) return NULL;
   dlop_array_retain(array);
   return array;
+}
+
+/* The dead slots of a node are released right after it (their memory goes back to the pool
+ * unless a view still holds it: views retain the array that owns their memory). */
+static void release_dead(run_state *run, const dlop__function_node *node) {
+  for (int32_t i = 0; i < node->num_dead; i++) {
+    dlop_array **slot = &run->slots[node->dead_slots[i]];
+    dlop_array_release(*slot);
+    *slot = NULL;
+  }
+}
+
+/* A view node: inputs gathered (copied contiguous only when the op declares it needs that),
+ * concrete shapes, then each output a view of the input its view_map names. No allocation, no
+ * kernel, and no stream to record: a view shares its memory owner's record of pending work. */
+static int run_view_node(run_state *run, dlop__function_node *node, int32_t index) {
+  int32_t o;
+  int status = gather_inputs(run, node, index);
+  if (status == DLOP_OK) status = infer_concrete(run, node, index);
+  for (o = 0; status == DLOP_OK && o < node->num_outputs; o++) {
+    int32_t input = node->op->view_map[o];
+    dlop_array *base =
+        run->contiguous[input] ? run->contiguous[input] : run->slots[node->input_slots[input]];
+    status = dlop__function_make_view(run->function, node, index, o, base, &run->output_types[o],
+                                      run->stream, run->handle,
+                                      &run->slots[node->output_slots[o]]);
+  }
+  release_temporaries(run, node);
+  if (status != DLOP_OK) return status;
+  release_dead(run, node);
+  return DLOP_OK;
 }
 
 static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
@@ -271,6 +305,7 @@ static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
   dlop_run_args args;
   void *workspace = NULL;
   int32_t i;
+  if (node->is_view) return run_view_node(run, node, index);
   int status = gather_inputs(run, node, index);
   if (status == DLOP_OK) status = infer_concrete(run, node, index);
   for (i = 0; status == DLOP_OK && i < node->num_outputs; i++) {
@@ -313,11 +348,7 @@ static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
   if (workspace) dlop__memory_free_after(function->device, workspace, &run->stream, 1);
   release_temporaries(run, node);
   if (status != DLOP_OK) return status;
-  for (i = 0; i < node->num_dead; i++) {
-    dlop_array **slot = &run->slots[node->dead_slots[i]];
-    dlop_array_release(*slot);
-    *slot = NULL;
-  }
+  release_dead(run, node);
   return DLOP_OK;
 }
 

@@ -68,6 +68,10 @@ void dlop__array_set_stream(dlop_array *array, dlop_stream *stream);
 /* Record that work reading the array was enqueued on stream, so that its memory is not handed
  * to another stream before that work is done (cheap when stream is already recorded). */
 void dlop__array_add_reader(dlop_array *array, dlop_stream *stream);
+/* True when array owns its pool memory (it is not a view nor borrowed memory) and the caller
+ * holds its only reference, so no view or other holder reads that memory: the test the
+ * function runner makes before writing an output over an input (inplace_map). */
+int dlop__array_owns_memory_alone(const dlop_array *array);
 /* Copy src into dst elementwise: same dtype and shape, any strides, each on the CPU or on
  * CUDA, enqueued on stream when a GPU is involved. */
 int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination, void *stream);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,12 +237,75 @@ START_TEST(newer_minor_unknown_bits_are_masked) {
 }
 END_TEST
 
-START_TEST(view_map_is_refused) {
-  char version[64];
-  snprintf(version, sizeof version, "views are not supported by ABI %d.%d hosts", DLOP_ABI_MAJOR,
-           DLOP_ABI_MINOR);
+START_TEST(view_map_without_make_view_is_refused) {
   expect_failure(FIXTURE("view_map"), DLOP_INVALID_PLUGIN, "op 'fixture_view' declares a view_map",
-                 version, "leave it NULL", NULL);
+                 "no make_view function (NULL)", NULL);
+}
+END_TEST
+
+START_TEST(view_map_in_old_struct_is_refused) {
+  char size[64];
+  snprintf(size, sizeof size, "struct_size %zu, which ends before make_view",
+           offsetof(dlop_op_desc, make_view));
+  expect_failure(FIXTURE("view_map_old_struct"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_old_struct' declares a view_map", size, "ABI 1.1", NULL);
+}
+END_TEST
+
+START_TEST(view_map_of_variadic_op_is_refused) {
+  expect_failure(FIXTURE("view_map_variadic"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_variadic' declares a view_map but takes any number of inputs",
+                 NULL);
+}
+END_TEST
+
+START_TEST(view_map_with_inplace_map_is_refused) {
+  expect_failure(FIXTURE("view_map_with_inplace"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_inplace' declares both a view_map and an inplace_map", NULL);
+}
+END_TEST
+
+START_TEST(view_map_entry_must_name_an_input) {
+  expect_failure(FIXTURE("view_map_bad_index"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_bad_index': view_map[0] is -1",
+                 "expected an input index in [0, 1)", NULL);
+}
+END_TEST
+
+START_TEST(make_view_without_view_map_is_refused) {
+  expect_failure(FIXTURE("make_view_without_view_map"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_stray_make_view' sets make_view but no view_map", NULL);
+}
+END_TEST
+
+/* A view op may leave make_thunk NULL; the host's copy keeps view_map and make_view. */
+START_TEST(view_op_is_accepted) {
+  const dlop_plugin *plugin = NULL;
+  int status = dlop_load_plugin(FIXTURE("view_op"), &plugin);
+  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
+  const dlop_op_desc *op = dlop_find_op("fixture_view_op");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_ptr_nonnull(op->view_map);
+  ck_assert_int_eq(op->view_map[0], 0);
+  ck_assert_ptr_nonnull(op->make_view);
+  ck_assert_ptr_null(op->make_thunk);
+  ck_assert_ptr_null(op->inplace_map);
+}
+END_TEST
+
+/* An ABI 1.0 plugin (op descriptor ending at op_data) loads under this 1.1 host; what lies
+ * past its struct_size (poisoned) reads as NULL: no make_view. */
+START_TEST(abi_1_0_op_struct_loads) {
+  const dlop_plugin *plugin = NULL;
+  int status = dlop_load_plugin(FIXTURE("abi_1_0_op"), &plugin);
+  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
+  ck_assert_uint_eq(dlop_plugin_abi_version(plugin), DLOP_MAKE_ABI_VERSION(1, 0));
+  const dlop_op_desc *op = dlop_find_op("fixture_abi_1_0_scale");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_uint_eq(op->struct_size, offsetof(dlop_op_desc, make_view));
+  ck_assert_ptr_null(op->make_view);
+  ck_assert_ptr_nonnull(op->make_thunk);
+  ck_assert_ptr_null(op->view_map);
 }
 END_TEST
 
@@ -320,8 +384,8 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   capture_stderr();
   DLOP_CK_OK(dlop_registry_load_default());
   const char *warnings = captured_stderr();
-  /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map */
-  ck_assert_int_eq(dlop_plugin_count(), 5);
+  /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op */
+  ck_assert_int_eq(dlop_plugin_count(), 7);
   ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_legacy_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_future_scale"));
@@ -332,7 +396,9 @@ START_TEST(bad_plugins_never_stop_good_ones) {
       "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
       "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
-      "unknown_flag", "duplicate_plugin_name", "view_map"};
+      "unknown_flag", "duplicate_plugin_name", "view_map", "view_map_old_struct",
+      "view_map_variadic", "view_map_with_inplace", "view_map_bad_index",
+      "make_view_without_view_map"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -482,7 +548,14 @@ int main(void) {
   tcase_add_test(errors, invalid_dtype_mask);
   tcase_add_test(errors, unknown_flag_of_own_minor_is_refused);
   tcase_add_test(errors, newer_minor_unknown_bits_are_masked);
-  tcase_add_test(errors, view_map_is_refused);
+  tcase_add_test(errors, view_map_without_make_view_is_refused);
+  tcase_add_test(errors, view_map_in_old_struct_is_refused);
+  tcase_add_test(errors, view_map_of_variadic_op_is_refused);
+  tcase_add_test(errors, view_map_with_inplace_map_is_refused);
+  tcase_add_test(errors, view_map_entry_must_name_an_input);
+  tcase_add_test(errors, make_view_without_view_map_is_refused);
+  tcase_add_test(errors, view_op_is_accepted);
+  tcase_add_test(errors, abi_1_0_op_struct_loads);
   tcase_add_test(errors, inplace_map_is_accepted);
   tcase_add_test(errors, bad_struct_size);
   tcase_add_test(errors, duplicate_op_within_plugin);

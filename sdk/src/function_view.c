@@ -1,0 +1,191 @@
+/* function_view.c — one output of a view node at run time (ABI 1.1 make_view): the op lays the
+ * output out over its input's memory, the host checks that the layout stays inside the input's
+ * elements and makes a dlop_array_view of it. Nothing is allocated and no kernel runs, except a
+ * C-contiguous copy of the input when make_view asks for one (reshaping a transposed matrix). */
+#include <string.h>
+
+#include "function_internal.h"
+
+#define PLUGIN_ERROR_SIZE 1024
+
+/* "(2, 3)" for count values into buffer (always NUL-terminated). */
+static const char *format_ints(const int64_t *values, int32_t count, char *buffer, size_t size) {
+  size_t used = 0;
+  dlop__format(buffer, size, "(");
+  for (int32_t i = 0; i < count; i++) {
+    used = strlen(buffer);
+    if (used + 1 >= size) break;
+    dlop__format(buffer + used, size - used, "%s%lld", i ? ", " : "", (long long)values[i]);
+  }
+  used = strlen(buffer);
+  if (used + 1 < size) dlop__format(buffer + used, size - used, "%s)", count == 1 ? "," : "");
+  return buffer;
+}
+
+/* Bytes [*low, *high) from the data pointer that the elements of (shape, strides) starting at
+ * byte_offset cover; 0 when a product or sum leaves the int64 range (a plugin may hand back
+ * any strides). Only for shapes with at least one element. */
+static int byte_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
+                       uint64_t byte_offset, int64_t element_size, int64_t *low, int64_t *high) {
+  int64_t first = 0, last = 0, reach;
+  if (byte_offset > (uint64_t)INT64_MAX) return 0;
+  for (int32_t d = 0; d < ndim; d++) {
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
+        __builtin_mul_overflow(reach, element_size, &reach) ||
+        __builtin_add_overflow(reach < 0 ? first : last, reach, reach < 0 ? &first : &last))
+      return 0;
+  }
+  return !__builtin_add_overflow((int64_t)byte_offset, first, low) &&
+         !__builtin_add_overflow((int64_t)byte_offset, last, high) &&
+         !__builtin_add_overflow(*high, element_size, high);
+}
+
+static int64_t shape_numel(int32_t ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+/* Call make_view for output o over the layout `input`. */
+static int ask_layout(const dlop__function_node *node, int32_t index, int32_t o,
+                      const dlop_tensor *input, const dlop_type *type, int64_t *strides,
+                      uint64_t *byte_offset, int32_t *needs_contiguous) {
+  char error[PLUGIN_ERROR_SIZE];
+  dlop_view_args args;
+  memset(&args, 0, sizeof args);
+  memset(strides, 0, sizeof(int64_t) * DLOP_MAX_NDIM);
+  *byte_offset = 0;
+  *needs_contiguous = 0;
+  args.struct_size = sizeof args;
+  args.op = node->op;
+  args.params = node->params;
+  args.num_params = node->num_params;
+  args.output_index = o;
+  args.input_index = node->op->view_map[o];
+  args.input = input;
+  args.output = type;
+  args.output_strides = strides;
+  args.output_byte_offset = byte_offset;
+  args.needs_contiguous = needs_contiguous;
+  args.error = error;
+  args.error_size = sizeof error;
+  error[0] = '\0';
+  int status = node->op->make_view(&args);
+  if (status != DLOP_OK)
+    return dlop__error(dlop__plugin_status(status), "node #%d %s: make_view of output %d: %s",
+                       (int)index, node->op->name, (int)o,
+                       error[0] ? dlop__strip_op_prefix(node->op->name, error)
+                                : "failed without a message");
+  return DLOP_OK;
+}
+
+/* The layout make_view gave must address only elements of the input: every byte it reaches
+ * lies within the bytes the input's elements cover, on the input's element grid (so typed
+ * loads stay aligned). Anything else would read memory the input does not own. */
+static int check_layout(const dlop__function_node *node, int32_t index, int32_t o,
+                        const dlop_tensor *input, const dlop_type *type, const int64_t *strides,
+                        uint64_t byte_offset) {
+  char text[256], shape[256], bounds[96];
+  int64_t size = (int64_t)dlop_dtype_size(dlop_tensor_dtype(input));
+  int64_t low, high, input_low = 0, input_high = 0;
+  if (shape_numel(type->ndim, type->shape) == 0) return DLOP_OK;
+  int input_empty = dlop_tensor_numel(input) == 0;
+  int fits = byte_extent(type->ndim, type->shape, strides, byte_offset, size, &low, &high);
+  int input_fits = !input_empty && byte_extent(input->ndim, input->shape, input->strides,
+                                                input->byte_offset, size, &input_low, &input_high);
+  if (fits && input_fits)
+    dlop__format(bounds, sizeof bounds, "bytes [%lld, %lld) of the memory, but input %d's "
+                 "elements cover only [%lld, %lld)", (long long)low, (long long)high,
+                 (int)node->op->view_map[o], (long long)input_low, (long long)input_high);
+  else
+    dlop__format(bounds, sizeof bounds, "%s", input_empty ? "elements of an empty input"
+                                                          : "beyond the int64 range of bytes");
+  if (!fits || !input_fits || low < input_low || high > input_high)
+    return dlop__error(DLOP_PLUGIN_ERROR,
+                       "node #%d %s: make_view laid output %d (shape %s) out with strides %s "
+                       "and byte offset %llu, which reach %s: a view must stay inside the "
+                       "input's elements",
+                       (int)index, node->op->name, (int)o,
+                       format_ints(type->shape, type->ndim, shape, sizeof shape),
+                       format_ints(strides, type->ndim, text, sizeof text),
+                       (unsigned long long)byte_offset, bounds);
+  if ((int64_t)(byte_offset % (uint64_t)size) != (int64_t)(input->byte_offset % (uint64_t)size))
+    return dlop__error(DLOP_PLUGIN_ERROR,
+                       "node #%d %s: make_view gave output %d byte offset %llu, which is not on "
+                       "the grid of the input's %lld-byte elements (input byte offset %llu)",
+                       (int)index, node->op->name, (int)o, (unsigned long long)byte_offset,
+                       (long long)size, (unsigned long long)input->byte_offset);
+  return DLOP_OK;
+}
+
+/* A C-contiguous copy of input on the run's stream, recorded as written there so that readers
+ * of the view (which shares the copy's memory and stream record) wait for it. */
+static int contiguous_copy(const dlop_function *function, const dlop__function_node *node,
+                           int32_t index, dlop_array *input, dlop_stream *stream, void *handle,
+                           dlop_array **copy) {
+  const dlop_tensor *tensor = dlop_array_tensor(input);
+  int status = dlop__array_empty_on_stream(function->device, dlop_tensor_dtype(tensor),
+                                           tensor->ndim, tensor->shape, stream, copy);
+  if (status == DLOP_OK) status = dlop__tensor_copy(tensor, dlop_array_tensor(*copy), handle);
+  if (*copy != NULL && stream != NULL) dlop__array_set_stream(*copy, stream);
+  if (status != DLOP_OK) {
+    char reason[1024];
+    dlop__format(reason, sizeof reason, "%s", dlop_last_error());
+    dlop_array_release(*copy);
+    *copy = NULL;
+    return dlop__error(status, "node #%d %s: copying the input contiguous for make_view failed: %s",
+                       (int)index, node->op->name, reason);
+  }
+  return DLOP_OK;
+}
+
+int dlop__function_make_view(const dlop_function *function, const dlop__function_node *node,
+                             int32_t index, int32_t o, dlop_array *input, const dlop_type *type,
+                             dlop_stream *stream, void *handle, dlop_array **view) {
+  int64_t strides[DLOP_MAX_NDIM];
+  uint64_t byte_offset;
+  int32_t needs_contiguous;
+  dlop_array *copy = NULL, *base = input;
+  *view = NULL;
+  if ((int32_t)dlop_array_dtype(input) != type->dtype)
+    return dlop__error(DLOP_PLUGIN_ERROR,
+                       "node #%d %s: output %d is %s but the input it views is %s: a view has "
+                       "its input's dtype",
+                       (int)index, node->op->name, (int)o,
+                       dlop_dtype_name((dlop_dtype)type->dtype),
+                       dlop_dtype_name(dlop_array_dtype(input)));
+  int status = ask_layout(node, index, o, dlop_array_tensor(input), type, strides, &byte_offset,
+                          &needs_contiguous);
+  if (status == DLOP_OK && needs_contiguous) {
+    if (dlop_tensor_is_contiguous(dlop_array_tensor(input)))
+      return dlop__error(DLOP_PLUGIN_ERROR,
+                         "node #%d %s: make_view of output %d asked for a C-contiguous input, "
+                         "but the input already is one (on a C-contiguous input make_view must "
+                         "succeed)",
+                         (int)index, node->op->name, (int)o);
+    status = contiguous_copy(function, node, index, input, stream, handle, &copy);
+    base = copy;
+    if (status == DLOP_OK)
+      status = ask_layout(node, index, o, dlop_array_tensor(copy), type, strides, &byte_offset,
+                          &needs_contiguous);
+    if (status == DLOP_OK && needs_contiguous)
+      status = dlop__error(DLOP_PLUGIN_ERROR,
+                           "node #%d %s: make_view of output %d asked for a C-contiguous input "
+                           "again after the host passed one (on a C-contiguous input make_view "
+                           "must succeed)",
+                           (int)index, node->op->name, (int)o);
+  }
+  if (status == DLOP_OK)
+    status = check_layout(node, index, o, dlop_array_tensor(base), type, strides, byte_offset);
+  if (status == DLOP_OK) {
+    status = dlop_array_view(base, type->ndim, type->shape, strides, byte_offset, view);
+    if (status != DLOP_OK) {
+      char reason[1024];
+      dlop__format(reason, sizeof reason, "%s", dlop_last_error());
+      status = dlop__error(DLOP_PLUGIN_ERROR, "node #%d %s: the view of output %d: %s",
+                           (int)index, node->op->name, (int)o, reason);
+    }
+  }
+  dlop_array_release(copy); /* the view holds the copy's memory when it was made */
+  return status;
+}

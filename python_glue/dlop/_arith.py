@@ -52,10 +52,12 @@ def _to(x, dtype: str, scalar_var: ScalarVar) -> Variable:
 
 
 def _strong(operands, what: str) -> None:
+    """BLAS ops take arrays: a Python scalar is refused with its value (checked before the
+    eager path, whose placeholders carry no values)."""
     for x in operands:
-        if isinstance(x, _Weak):
+        if _promote.is_weak(x):
             raise _errors.type_error(
-                f"{what} takes arrays, not the Python scalar {x.value!r}; multiply by a scalar "
+                f"{what} takes arrays, not the Python scalar {x!r}; multiply by a scalar "
                 f"with '*'")
 
 
@@ -115,7 +117,6 @@ def _build_reduce(name: str, operands: list, params: tuple, scalar_var: ScalarVa
 
 
 def _build_blas(name: str, operands: list, params: tuple, scalar_var: ScalarVar) -> Variable:
-    _strong(operands, f"dlop.{name}")
     target = _promote.common([x.dtype for x in operands])
     inputs = [_to(x, target, scalar_var) for x in operands]
     if name == "gemm":
@@ -386,16 +387,19 @@ def min(x, axis=None, keepdims=False):  # noqa: A001 - dlop.min, as numpy.min
 def dot(a, b, allow_tf32=False):
     """NumPy's dot for ranks 1 and 2 (BLAS; cuBLAS on CUDA).  allow_tf32: float32 products may
     use TF32 tensor cores on CUDA (off by default)."""
+    _strong((a, b), "dlop.dot")
     return _apply(_build_blas, "dot", (a, b), (bool(allow_tf32),))
 
 
 def matmul(a, b, allow_tf32=False):
     """NumPy's matmul: batched, batch dims broadcast (BLAS; cuBLAS on CUDA)."""
+    _strong((a, b), "dlop.matmul")
     return _apply(_build_blas, "matmul", (a, b), (bool(allow_tf32),))
 
 
 def gemm(a, b, c, alpha=1.0, beta=1.0, trans_a=False, trans_b=False, allow_tf32=False):
     """alpha * op(a) @ op(b) + beta * c, op(a) being a or a.T (trans_a), c broadcast."""
+    _strong((a, b, c), "dlop.gemm")
     return _apply(_build_blas, "gemm", (a, b, c),
                   (float(alpha), float(beta), bool(trans_a), bool(trans_b), bool(allow_tf32)))
 

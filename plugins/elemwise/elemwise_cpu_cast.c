@@ -1,0 +1,55 @@
+/* elemwise_cpu_cast.c — the CPU kernels of cast, one per (from, to) pair of dtypes, around
+ * elemwise_scalar.h's ew_cast_<from>_<to> (the same code the CUDA kernels run, so both devices
+ * agree bit for bit). A cast to the same dtype copies bits. */
+#include "elemwise_cpu.h"
+
+
+#define CAST_KERNEL(from, TF, DTF, to, TT, DTT)                                              \
+  EW_CAST_ONE(from, TF, to, TT)                                                              \
+  static void cast_##from##_##to##_inner(char *const *p, const int64_t *s, int64_t n) {      \
+    TT *z = (TT *)p[0];                                                                      \
+    const TF *x = (const TF *)p[1];                                                          \
+    if (s[0] == 1 && s[1] == 1) {                                                            \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_cast_##from##_##to(x[i]); \
+      return;                                                                                \
+    }                                                                                        \
+    for (int64_t i = 0; i < n; i++) z[i * s[0]] = ew_cast_##from##_##to(x[i * s[1]]);        \
+  }
+#define CAST_ENTRY(from, TF, DTF, to, TT, DTT) [DTF][DTT] = cast_##from##_##to##_inner,
+
+/* Expand the pairs by hand-listed sources: the preprocessor cannot nest an X-macro in itself. */
+#define CAST_ROW(X, from, TF, DTF)                                                           \
+  X(from, TF, DTF, bool, uint8_t, DLOP_BOOL) X(from, TF, DTF, int8, int8_t, DLOP_INT8)       \
+  X(from, TF, DTF, int16, int16_t, DLOP_INT16) X(from, TF, DTF, int32, int32_t, DLOP_INT32)  \
+  X(from, TF, DTF, int64, int64_t, DLOP_INT64) X(from, TF, DTF, uint8, uint8_t, DLOP_UINT8)  \
+  X(from, TF, DTF, float16, uint16_t, DLOP_FLOAT16)                                          \
+  X(from, TF, DTF, bfloat16, uint16_t, DLOP_BFLOAT16)                                        \
+  X(from, TF, DTF, float32, float, DLOP_FLOAT32) X(from, TF, DTF, float64, double, DLOP_FLOAT64)
+#define CAST_ALL(X)                                                                          \
+  CAST_ROW(X, bool, uint8_t, DLOP_BOOL) CAST_ROW(X, int8, int8_t, DLOP_INT8)                 \
+  CAST_ROW(X, int16, int16_t, DLOP_INT16) CAST_ROW(X, int32, int32_t, DLOP_INT32)            \
+  CAST_ROW(X, int64, int64_t, DLOP_INT64) CAST_ROW(X, uint8, uint8_t, DLOP_UINT8)            \
+  CAST_ROW(X, float16, uint16_t, DLOP_FLOAT16) CAST_ROW(X, bfloat16, uint16_t, DLOP_BFLOAT16) \
+  CAST_ROW(X, float32, float, DLOP_FLOAT32) CAST_ROW(X, float64, double, DLOP_FLOAT64)
+
+CAST_ALL(CAST_KERNEL)
+
+static const elemwise_cpu_inner_fn cast_kernels[DLOP_DTYPE_COUNT][DLOP_DTYPE_COUNT] = {
+    CAST_ALL(CAST_ENTRY)};
+
+/* The same-size integer kernel copies bits: a cast to the same dtype uses it. */
+static dlop_dtype cast_bit_copy_dtype(dlop_dtype dtype) {
+  switch (dlop_dtype_size(dtype)) {
+    case 1: return DLOP_UINT8;
+    case 2: return DLOP_INT16;
+    case 4: return DLOP_INT32;
+    default: return DLOP_INT64;
+  }
+}
+
+elemwise_cpu_inner_fn elemwise_cpu_cast(dlop_dtype from, dlop_dtype to) {
+  if ((int)from < 0 || (int)from >= DLOP_DTYPE_COUNT || (int)to < 0 || (int)to >= DLOP_DTYPE_COUNT)
+    return NULL;
+  if (from == to) from = to = cast_bit_copy_dtype(from);
+  return cast_kernels[from][to];
+}

@@ -1,0 +1,271 @@
+/* elemwise_scalar.h — what every elemwise op does to one element, for each dtype: one
+ * definition compiled into the CPU kernels (C) and the CUDA kernels (nvcc), so that both devices
+ * compute the same thing (bit for bit wherever the math library is not involved). */
+#ifndef DLOP_ELEMWISE_SCALAR_H
+#define DLOP_ELEMWISE_SCALAR_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define EW_FN static __device__ __forceinline__
+#else
+#include <dlop/half_float.h>
+#define EW_FN static inline
+#endif
+
+/* Storage: float16 and bfloat16 are held as their 16 bits (uint16_t) on both devices, bool as
+ * one byte 0 or 1. X(name, storage type, wide unsigned type of the integer arithmetic). */
+#define EW_INT_DTYPES(X) \
+  X(int8, int8_t, uint32_t) X(int16, int16_t, uint32_t) X(int32, int32_t, uint32_t) \
+  X(int64, int64_t, uint64_t) X(uint8, uint8_t, uint32_t)
+/* X(name, storage type, compute type) */
+#define EW_FLOAT_DTYPES(X) \
+  X(float16, uint16_t, float) X(bfloat16, uint16_t, float) X(float32, float, float) \
+  X(float64, double, double)
+
+/* ---- bits and 16-bit floats ------------------------------------------------------------- */
+
+#ifdef __CUDACC__
+EW_FN uint32_t ew_f32_bits(float f) { return __float_as_uint(f); }
+EW_FN float ew_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
+EW_FN uint64_t ew_f64_bits(double d) { return (uint64_t)__double_as_longlong(d); }
+EW_FN double ew_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+EW_FN float ew_load_float16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+EW_FN float ew_load_bfloat16(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+/* Round to nearest even; NaN goes to the canonical quiet NaN with its sign (below). */
+EW_FN uint16_t ew_rne_float16(float f) { return __half_as_ushort(__float2half_rn(f)); }
+EW_FN uint16_t ew_rne_bfloat16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+#else
+EW_FN uint32_t ew_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+EW_FN float ew_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+EW_FN uint64_t ew_f64_bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+EW_FN double ew_f64_from_bits(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+EW_FN float ew_load_float16(uint16_t h) { return dlop_half_to_float(h); }
+EW_FN float ew_load_bfloat16(uint16_t b) { return dlop_bfloat16_to_float(b); }
+EW_FN uint16_t ew_rne_float16(float f) { return dlop_float_to_half(f); }
+EW_FN uint16_t ew_rne_bfloat16(float f) { return dlop_float_to_bfloat16(f); }
+#endif
+
+/* NaN results of 16-bit floats are the canonical quiet NaN with the sign of the NaN they came
+ * from on both devices (CUDA's conversions and ours differ in the payload otherwise). */
+EW_FN uint16_t ew_store_float16(float f) {
+  if (f != f) return (uint16_t)(0x7E00u | ((ew_f32_bits(f) >> 16) & 0x8000u));
+  return ew_rne_float16(f);
+}
+EW_FN uint16_t ew_store_bfloat16(float f) {
+  if (f != f) return (uint16_t)(0x7FC0u | ((ew_f32_bits(f) >> 16) & 0x8000u));
+  return ew_rne_bfloat16(f);
+}
+EW_FN float ew_load_float32(float x) { return x; }
+EW_FN float ew_store_float32(float x) { return x; }
+EW_FN double ew_load_float64(double x) { return x; }
+EW_FN double ew_store_float64(double x) { return x; }
+
+/* ---- arithmetic ------------------------------------------------------------------------- */
+
+/* Integers wrap (two's complement, as NumPy): computed in the wide unsigned type, so no signed
+ * overflow (undefined in C) ever happens; the conversion back keeps the low bits. */
+#define EW_INT_ARITH(name, T, U)                                                             \
+  EW_FN T ew_add_##name(T a, T b) { return (T)((U)a + (U)b); }                               \
+  EW_FN T ew_sub_##name(T a, T b) { return (T)((U)a - (U)b); }                               \
+  EW_FN T ew_mul_##name(T a, T b) { return (T)((U)a * (U)b); }                               \
+  EW_FN T ew_maximum_##name(T a, T b) { return a >= b ? a : b; }                             \
+  EW_FN T ew_minimum_##name(T a, T b) { return a <= b ? a : b; }                             \
+  EW_FN T ew_neg_##name(T a) { return (T)((U)0 - (U)a); }
+EW_INT_DTYPES(EW_INT_ARITH)
+/* abs of the most negative value wraps to itself (NumPy: abs(int8(-128)) is -128) */
+#define EW_SIGNED_ABS(name, T, U) EW_FN T ew_abs_##name(T a) { return a < 0 ? ew_neg_##name(a) : a; }
+EW_SIGNED_ABS(int8, int8_t, uint32_t)
+EW_SIGNED_ABS(int16, int16_t, uint32_t)
+EW_SIGNED_ABS(int32, int32_t, uint32_t)
+EW_SIGNED_ABS(int64, int64_t, uint64_t)
+EW_FN uint8_t ew_abs_uint8(uint8_t a) { return a; }
+
+/* Floats compute in float (float16, bfloat16, float32) or double and round once. maximum and
+ * minimum return one of their inputs unchanged, NaN first (NumPy's rule: a >= b || isnan(a)).
+ * neg and abs flip or clear the sign bit (exact, NaN included). */
+#define EW_FLOAT_ARITH(name, T, C)                                                           \
+  EW_FN T ew_add_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) + ew_load_##name(b)); } \
+  EW_FN T ew_sub_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) - ew_load_##name(b)); } \
+  EW_FN T ew_mul_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) * ew_load_##name(b)); } \
+  EW_FN T ew_div_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) / ew_load_##name(b)); } \
+  EW_FN T ew_maximum_##name(T a, T b) {                                                      \
+    C x = ew_load_##name(a), y = ew_load_##name(b);                                          \
+    return (x >= y || x != x) ? a : b;                                                       \
+  }                                                                                          \
+  EW_FN T ew_minimum_##name(T a, T b) {                                                      \
+    C x = ew_load_##name(a), y = ew_load_##name(b);                                          \
+    return (x <= y || x != x) ? a : b;                                                       \
+  }
+EW_FLOAT_DTYPES(EW_FLOAT_ARITH)
+
+EW_FN uint16_t ew_neg_float16(uint16_t a) { return (uint16_t)(a ^ 0x8000u); }
+EW_FN uint16_t ew_abs_float16(uint16_t a) { return (uint16_t)(a & 0x7FFFu); }
+EW_FN uint16_t ew_neg_bfloat16(uint16_t a) { return (uint16_t)(a ^ 0x8000u); }
+EW_FN uint16_t ew_abs_bfloat16(uint16_t a) { return (uint16_t)(a & 0x7FFFu); }
+EW_FN float ew_neg_float32(float a) { return ew_f32_from_bits(ew_f32_bits(a) ^ 0x80000000u); }
+EW_FN float ew_abs_float32(float a) { return ew_f32_from_bits(ew_f32_bits(a) & 0x7FFFFFFFu); }
+EW_FN double ew_neg_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) ^ (1ull << 63)); }
+EW_FN double ew_abs_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) & ~(1ull << 63)); }
+
+/* The math library's functions (libm on the CPU, CUDA's on the GPU: both within a few ulp, not
+ * bit-identical). sigmoid(x) = 1 / (1 + e^-x): e^-x overflows to inf for x < -89 (float) and
+ * gives exactly 0, as it should. */
+EW_FN float ew_powf(float a, float b) { return powf(a, b); }
+EW_FN double ew_powd(double a, double b) { return pow(a, b); }
+EW_FN float ew_logf(float x) { return logf(x); }
+EW_FN double ew_logd(double x) { return log(x); }
+EW_FN float ew_sqrtf(float x) { return sqrtf(x); }
+EW_FN double ew_sqrtd(double x) { return sqrt(x); }
+EW_FN float ew_tanhf(float x) { return tanhf(x); }
+EW_FN double ew_tanhd(double x) { return tanh(x); }
+EW_FN float ew_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+EW_FN double ew_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+#define EW_FLOAT_MATH(name, T, C, F)                                                         \
+  EW_FN T ew_pow_##name(T a, T b) { return ew_store_##name(ew_pow##F(ew_load_##name(a), ew_load_##name(b))); } \
+  EW_FN T ew_log_##name(T x) { return ew_store_##name(ew_log##F(ew_load_##name(x))); }       \
+  EW_FN T ew_sqrt_##name(T x) { return ew_store_##name(ew_sqrt##F(ew_load_##name(x))); }     \
+  EW_FN T ew_tanh_##name(T x) { return ew_store_##name(ew_tanh##F(ew_load_##name(x))); }     \
+  EW_FN T ew_sigmoid_##name(T x) { return ew_store_##name(ew_sigmoid##F(ew_load_##name(x))); }
+EW_FLOAT_MATH(float16, uint16_t, float, f)
+EW_FLOAT_MATH(bfloat16, uint16_t, float, f)
+EW_FLOAT_MATH(float32, float, float, f)
+EW_FLOAT_MATH(float64, double, double, d)
+
+/* ---- comparisons (bool results, 0 or 1) -------------------------------------------------- */
+
+/* The value compared: the number itself for integers and floats (16-bit ones widened), 0 or 1
+ * for bool (any nonzero byte is true). NaN compares unequal to everything. */
+EW_FN int ew_key_bool(uint8_t x) { return x != 0; }
+#define EW_INT_KEY(name, T, U) EW_FN T ew_key_##name(T x) { return x; }
+EW_INT_DTYPES(EW_INT_KEY)
+#define EW_FLOAT_KEY(name, T, C) EW_FN C ew_key_##name(T x) { return ew_load_##name(x); }
+EW_FLOAT_DTYPES(EW_FLOAT_KEY)
+
+/* X(name, storage type) over every dtype */
+#define EW_ALL_DTYPES(X) \
+  X(bool, uint8_t) X(int8, int8_t) X(int16, int16_t) X(int32, int32_t) X(int64, int64_t) \
+  X(uint8, uint8_t) X(float16, uint16_t) X(bfloat16, uint16_t) X(float32, float) X(float64, double)
+
+#define EW_COMPARE(name, T)                                                                  \
+  EW_FN uint8_t ew_equal_##name(T a, T b) { return ew_key_##name(a) == ew_key_##name(b); }   \
+  EW_FN uint8_t ew_not_equal_##name(T a, T b) { return ew_key_##name(a) != ew_key_##name(b); } \
+  EW_FN uint8_t ew_less_##name(T a, T b) { return ew_key_##name(a) < ew_key_##name(b); }     \
+  EW_FN uint8_t ew_less_equal_##name(T a, T b) { return ew_key_##name(a) <= ew_key_##name(b); } \
+  EW_FN uint8_t ew_greater_##name(T a, T b) { return ew_key_##name(a) > ew_key_##name(b); }  \
+  EW_FN uint8_t ew_greater_equal_##name(T a, T b) { return ew_key_##name(a) >= ew_key_##name(b); }
+EW_ALL_DTYPES(EW_COMPARE)
+
+/* ---- cast ------------------------------------------------------------------------------- */
+
+/* A source element as the cast sees it: integers and bool exactly as int64, floats exactly as
+ * double (every float16, bfloat16 and float32 value is a double). */
+EW_FN int64_t ew_int_of_bool(uint8_t x) { return x != 0; }
+#define EW_INT_OF(name, T, U) EW_FN int64_t ew_int_of_##name(T x) { return (int64_t)x; }
+EW_INT_DTYPES(EW_INT_OF)
+#define EW_DOUBLE_OF(name, T, C) EW_FN double ew_double_of_##name(T x) { return (double)ew_load_##name(x); }
+EW_FLOAT_DTYPES(EW_DOUBLE_OF)
+
+/* Float to integer: toward zero; NaN gives 0; beyond the range, the nearest end. below and
+ * above are the first values outside the range (exact doubles: -129 and 128 for int8; for
+ * int64 -2^63 itself counts as below, harmless since it converts to INT64_MIN anyway). */
+EW_FN int64_t ew_saturate(double d, double below, double above, int64_t min, int64_t max) {
+  if (d != d) return 0;
+  if (d >= above) return max;
+  if (d <= below) return min;
+  return (int64_t)d;
+}
+EW_FN int8_t ew_int8_of_double(double d) { return (int8_t)ew_saturate(d, -129.0, 128.0, -128, 127); }
+EW_FN int16_t ew_int16_of_double(double d) { return (int16_t)ew_saturate(d, -32769.0, 32768.0, -32768, 32767); }
+EW_FN int32_t ew_int32_of_double(double d) {
+  return (int32_t)ew_saturate(d, -2147483649.0, 2147483648.0, INT32_MIN, INT32_MAX);
+}
+EW_FN int64_t ew_int64_of_double(double d) { return ew_saturate(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); }
+EW_FN uint8_t ew_uint8_of_double(double d) { return (uint8_t)ew_saturate(d, -1.0, 256.0, 0, 255); }
+
+/* Integer to integer keeps the low bits (NumPy's wrapping casts): through the unsigned type. */
+EW_FN int8_t ew_int8_of_int(int64_t v) { return (int8_t)(uint8_t)(uint64_t)v; }
+EW_FN int16_t ew_int16_of_int(int64_t v) { return (int16_t)(uint16_t)(uint64_t)v; }
+EW_FN int32_t ew_int32_of_int(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
+EW_FN int64_t ew_int64_of_int(int64_t v) { return v; }
+EW_FN uint8_t ew_uint8_of_int(int64_t v) { return (uint8_t)(uint64_t)v; }
+
+/* Round to odd into float: the float with the truncated value whose last bit is set when bits
+ * were lost. Rounding that once more to float16 or bfloat16 (nearest even) gives the correctly
+ * rounded result, because float keeps more than 2 extra bits (rounding twice to nearest would
+ * not: 2^24 + 1 + tiny halfway cases). */
+EW_FN float ew_odd_float_from_double(double d) {
+  float f = (float)d;
+  if (f == f && (double)f != d) {
+    uint32_t bits = ew_f32_bits(f);
+    if (fabs((double)f) > fabs(d)) bits -= 1; /* one step toward zero: the truncation */
+    f = ew_f32_from_bits(bits | 1u);
+  }
+  return f;
+}
+EW_FN float ew_odd_float_from_int(int64_t v) {
+  uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v; /* <= 2^63 */
+  float f = (float)m;                                            /* to nearest, <= 2^63 */
+  uint64_t back = (uint64_t)f;
+  if (back != m) {
+    uint32_t bits = ew_f32_bits(f);
+    if (back > m) bits -= 1;
+    f = ew_f32_from_bits(bits | 1u);
+  }
+  return v < 0 ? -f : f;
+}
+
+/* To float destinations: NaN becomes the destination's canonical quiet NaN with the source's
+ * sign (payloads are not kept: the devices' conversions disagree about them). */
+EW_FN float ew_float32_of_double(double d) {
+  if (d != d) return ew_f32_from_bits(0x7FC00000u | (uint32_t)((ew_f64_bits(d) >> 32) & 0x80000000u));
+  return (float)d;
+}
+EW_FN double ew_float64_of_double(double d) {
+  if (d != d) return ew_f64_from_bits(0x7FF8000000000000ull | (ew_f64_bits(d) & (1ull << 63)));
+  return d;
+}
+EW_FN uint16_t ew_float16_of_double(double d) {
+  if (d != d) return (uint16_t)(0x7E00u | (uint16_t)((ew_f64_bits(d) >> 48) & 0x8000u));
+  return ew_rne_float16(ew_odd_float_from_double(d));
+}
+EW_FN uint16_t ew_bfloat16_of_double(double d) {
+  if (d != d) return (uint16_t)(0x7FC0u | (uint16_t)((ew_f64_bits(d) >> 48) & 0x8000u));
+  return ew_rne_bfloat16(ew_odd_float_from_double(d));
+}
+EW_FN float ew_float32_of_int(int64_t v) { return (float)v; }
+EW_FN double ew_float64_of_int(int64_t v) { return (double)v; }
+EW_FN uint16_t ew_float16_of_int(int64_t v) { return ew_rne_float16(ew_odd_float_from_int(v)); }
+EW_FN uint16_t ew_bfloat16_of_int(int64_t v) { return ew_rne_bfloat16(ew_odd_float_from_int(v)); }
+EW_FN uint8_t ew_bool_of_int(int64_t v) { return v != 0; }
+EW_FN uint8_t ew_bool_of_double(double d) { return d != 0.0; } /* NaN is true, as in NumPy */
+
+/* The source's class picks the path: INT for bool and integers, DOUBLE for floats. */
+#define EW_SOURCE_CLASS_bool int
+#define EW_SOURCE_CLASS_int8 int
+#define EW_SOURCE_CLASS_int16 int
+#define EW_SOURCE_CLASS_int32 int
+#define EW_SOURCE_CLASS_int64 int
+#define EW_SOURCE_CLASS_uint8 int
+#define EW_SOURCE_CLASS_float16 double
+#define EW_SOURCE_CLASS_float32 double
+#define EW_SOURCE_CLASS_bfloat16 double
+#define EW_SOURCE_CLASS_float64 double
+#define EW_CAT3_(a, b, c) a##b##c
+#define EW_CAT3(a, b, c) EW_CAT3_(a, b, c)
+#define EW_CAT4_(a, b, c, d) a##b##c##d
+#define EW_CAT4(a, b, c, d) EW_CAT4_(a, b, c, d)
+
+/* ew_cast_<from>_<to>(x): the cast of one element. A cast to the same dtype copies bits. */
+#define EW_CAST_ONE(from, TF, to, TT)                                                        \
+  EW_FN TT ew_cast_##from##_##to(TF x) {                                                    \
+    return EW_CAT4(ew_, to, _of_, EW_SOURCE_CLASS_##from)(                                   \
+        EW_CAT3(ew_, EW_SOURCE_CLASS_##from, _of_##from)(x));                                \
+  }
+
+#endif

@@ -57,7 +57,7 @@ def test_wrong_shape():
 
 
 def test_unknown_op_and_param():
-    with pytest.raises(dlop.NotFoundError, match="no op named 'nosuchop' is loaded; loaded ops: double, exp") as info:
+    with pytest.raises(dlop.NotFoundError, match="no op named 'nosuchop' is loaded; loaded ops: .*double, .*exp") as info:
         dlop.ops.nosuchop
     assert info.value.status == "DLOP_NOT_FOUND"
     assert not hasattr(dlop.ops, "nosuchop")

@@ -1,0 +1,553 @@
+/* test_blas.c — the blas plugin (dot, matmul, gemm) on the CPU, driven through its op
+ * descriptors: float32 and float64 against a naive triple loop in double, for 0-size, 1x1 and
+ * odd shapes, transposed and sliced operands (handed to BLAS without copies: the host pool sees
+ * no scratch), copied layouts (no unit stride, negative, zero strides), batched matmul with
+ * broadcast batch dims, 1-D promotion, gemm's alpha/beta/trans/c broadcast/in place, outputs
+ * BLAS cannot write directly, concurrent runs, type/shape errors and a missing BLAS. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
+
+/* ---- tensors over their own span --------------------------------------------------------- */
+
+typedef struct spec {
+  int32_t ndim;
+  int64_t shape[4];
+  int64_t strides[4]; /* all zero: C-contiguous */
+} spec;
+
+typedef struct tensor {
+  dlop_tensor t;
+  int64_t shape[4], strides[4];
+  char *allocation;
+  size_t span_elements;
+} tensor;
+
+static int64_t numel(int32_t ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t seed) {
+  int64_t contiguous = 1, lo = 0, hi = 0, any = 0;
+  size_t element = dlop_dtype_size(dtype);
+  memset(x, 0, sizeof *x);
+  for (int32_t d = 0; d < s->ndim; d++) any |= s->strides[d];
+  for (int32_t d = s->ndim - 1; d >= 0; d--) {
+    x->shape[d] = s->shape[d];
+    x->strides[d] = any ? s->strides[d] : contiguous;
+    contiguous *= s->shape[d];
+  }
+  if (numel(s->ndim, s->shape) > 0)
+    for (int32_t d = 0; d < s->ndim; d++) {
+      int64_t reach = (s->shape[d] - 1) * x->strides[d];
+      if (reach < 0) lo += reach;
+      else hi += reach;
+    }
+  x->span_elements = (size_t)(hi - lo + 1);
+  x->allocation = malloc(x->span_elements * element);
+  ck_assert_ptr_nonnull(x->allocation);
+  dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
+  x->t.data = x->allocation;
+  x->t.byte_offset = (uint64_t)(-lo * (int64_t)element);
+  x->t.device = CPU;
+  x->t.ndim = s->ndim;
+  x->t.dtype = dlop_dtype_to_dl(dtype);
+  x->t.shape = x->shape;
+  x->t.strides = x->strides;
+}
+
+/* Element i (C order) as a double. */
+static double tensor_get(const tensor *x, int64_t i) {
+  int64_t offset = 0;
+  for (int32_t d = x->t.ndim - 1; d >= 0; d--) {
+    offset += (i % x->shape[d]) * x->strides[d];
+    i /= x->shape[d];
+  }
+  return dlop_test_get((char *)x->t.data + x->t.byte_offset, dlop_tensor_dtype(&x->t), offset);
+}
+
+static double *gather(const tensor *x) {
+  int64_t n = numel(x->t.ndim, x->shape);
+  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; i < n; i++) v[i] = tensor_get(x, i);
+  return v;
+}
+
+/* ---- the op's stages ------------------------------------------------------------------- */
+
+static const dlop_op_desc *op_named(const char *name) {
+  dlop_test_load_bundled_plugins();
+  const dlop_op_desc *op = dlop_find_op(name);
+  ck_assert_msg(op != NULL, "op %s not found: %s", name, dlop_last_error());
+  return op;
+}
+
+/* Parameters: gemm (alpha, beta, trans_a, trans_b, allow_tf32); dot/matmul (allow_tf32). */
+typedef struct gemm_params {
+  double alpha, beta;
+  int trans_a, trans_b;
+} gemm_params;
+
+static int32_t fill_params(const dlop_op_desc *op, const gemm_params *g, dlop_param_value *v) {
+  for (int32_t i = 0; i < op->num_params; i++) v[i] = op->params[i].default_value;
+  if (g != NULL) {
+    v[0].u.f = g->alpha;
+    v[1].u.f = g->beta;
+    v[2].u.i = g->trans_a;
+    v[3].u.i = g->trans_b;
+  }
+  return op->num_params;
+}
+
+static int make_node(const dlop_op_desc *op, const dlop_param_value *params, const dlop_type *in,
+                     int32_t num_inputs, dlop_type *out, char *error, size_t error_size) {
+  dlop_node_args args;
+  memset(&args, 0, sizeof args);
+  memset(out, 0, sizeof *out);
+  args.struct_size = sizeof args;
+  args.op = op;
+  args.params = params;
+  args.num_params = op->num_params;
+  args.num_inputs = num_inputs;
+  args.inputs = in;
+  args.outputs = out;
+  args.num_outputs = 1;
+  args.error = error;
+  args.error_size = error_size;
+  error[0] = '\0';
+  int status = op->make_node(&args);
+  if (status == DLOP_OK) status = op->infer_shape(&args);
+  return status;
+}
+
+static int make_thunk(const dlop_op_desc *op, const dlop_param_value *params, const dlop_type *in,
+                      int32_t num_inputs, const dlop_type *out, dlop_thunk *thunk, char *error,
+                      size_t error_size) {
+  dlop_thunk_args args;
+  memset(&args, 0, sizeof args);
+  memset(thunk, 0, sizeof *thunk);
+  thunk->struct_size = sizeof *thunk;
+  args.struct_size = sizeof args;
+  args.op = op;
+  args.params = params;
+  args.num_params = op->num_params;
+  args.num_inputs = num_inputs;
+  args.inputs = in;
+  args.outputs = out;
+  args.num_outputs = 1;
+  args.device = CPU;
+  args.thunk = thunk;
+  args.error = error;
+  args.error_size = error_size;
+  error[0] = '\0';
+  return op->make_thunk(&args);
+}
+
+static int run(dlop_thunk *thunk, const dlop_tensor *in, int32_t num_inputs, const dlop_tensor *out,
+               char *error, size_t error_size) {
+  dlop_run_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.inputs = in;
+  args.num_inputs = num_inputs;
+  args.outputs = out;
+  args.num_outputs = 1;
+  args.error = error;
+  args.error_size = error_size;
+  error[0] = '\0';
+  return thunk->run(thunk->state, &args);
+}
+
+static dlop_type type_of(const dlop_tensor *t) {
+  dlop_type type;
+  memset(&type, 0, sizeof type);
+  type.dtype = dlop_tensor_dtype(t);
+  type.ndim = t->ndim;
+  for (int32_t d = 0; d < t->ndim; d++) type.shape[d] = t->shape[d];
+  return type;
+}
+
+/* ---- the reference ----------------------------------------------------------------------- */
+
+/* NumPy's matmul (dot for ranks <= 2 is the same) or gemm, in double. */
+static void reference(const char *op, const gemm_params *g, const tensor *a, const tensor *b,
+                      const tensor *c, const dlop_type *out_type, double *out) {
+  const double *va = gather(a), *vb = gather(b), *vc = c ? gather(c) : NULL;
+  int32_t na = a->t.ndim, nb = b->t.ndim, no = out_type->ndim;
+  int is_gemm = strcmp(op, "gemm") == 0;
+  int64_t m = na == 1 ? 1 : a->shape[na - 2], k = a->shape[na - 1];
+  int64_t n = nb == 1 ? 1 : b->shape[nb - 1];
+  if (is_gemm && g->trans_a) m = a->shape[1], k = a->shape[0];
+  if (is_gemm && g->trans_b) n = b->shape[0];
+  int has_m = is_gemm || na > 1, has_n = is_gemm || nb > 1;
+  int32_t batch = no - has_m - has_n, batch_a = na > 2 ? na - 2 : 0, batch_b = nb > 2 ? nb - 2 : 0;
+  int64_t total = numel(no, out_type->shape);
+  for (int64_t o = 0; o < total; o++) {
+    int64_t index[DLOP_MAX_NDIM], rest = o;
+    for (int32_t d = no - 1; d >= 0; d--) index[d] = rest % out_type->shape[d], rest /= out_type->shape[d];
+    int64_t i = has_m ? index[batch] : 0, j = has_n ? index[no - 1] : 0;
+    int64_t base_a = 0, base_b = 0; /* linear element of the batch's matrix start */
+    for (int32_t d = 0; d < batch_a; d++) {
+      int64_t idx = a->shape[d] == 1 ? 0 : index[batch - batch_a + d];
+      base_a = base_a * a->shape[d] + idx;
+    }
+    for (int32_t d = 0; d < batch_b; d++) {
+      int64_t idx = b->shape[d] == 1 ? 0 : index[batch - batch_b + d];
+      base_b = base_b * b->shape[d] + idx;
+    }
+    base_a *= (na == 1 ? k : m * k);
+    base_b *= (nb == 1 ? k : k * n);
+    double sum = 0;
+    for (int64_t q = 0; q < k; q++) {
+      double x = is_gemm && g->trans_a ? va[q * m + i] : va[base_a + i * k + q];
+      double y = is_gemm && g->trans_b ? vb[j * k + q] : vb[base_b + q * n + j];
+      sum += x * y;
+    }
+    if (is_gemm) {
+      double cv = 0;
+      if (c->t.ndim == 2) cv = vc[(c->shape[0] == 1 ? 0 : i) * c->shape[1] + (c->shape[1] == 1 ? 0 : j)];
+      else if (c->t.ndim == 1) cv = vc[c->shape[0] == 1 ? 0 : j];
+      else cv = vc[0];
+      sum = g->alpha * sum + (g->beta != 0 ? g->beta * cv : 0);
+    }
+    out[o] = sum;
+  }
+  free((void *)va);
+  free((void *)vb);
+  free((void *)vc);
+}
+
+/* The CPU pool's allocations from the system so far. With the cache emptied first, any scratch
+ * a run takes shows up as a new one. */
+static uint64_t pool_allocations(void) {
+  dlop_memory_stats stats;
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &stats));
+  return stats.driver_allocations;
+}
+
+/* Run op on operands laid out per the specs against the reference; out_spec NULL: the output
+ * C-contiguous. expect_copy: 0 asserts the run took no scratch memory (BLAS read the operands
+ * as they lie), 1 that it did, -1 no assertion. inplace: gemm's output is c's memory. */
+static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, const spec *sb,
+                       const spec *sc, const gemm_params *g, const spec *out_spec,
+                       int expect_copy, int inplace, const char *what) {
+  const dlop_op_desc *op = op_named(op_name);
+  dlop_param_value params[8];
+  tensor x[3], out;
+  dlop_type types[3], out_type;
+  dlop_tensor inputs[3];
+  dlop_thunk thunk;
+  char error[1024];
+  int32_t num_inputs = sc ? 3 : 2;
+  fill_params(op, g, params);
+  tensor_init(&x[0], dtype, sa, 11);
+  tensor_init(&x[1], dtype, sb, 22);
+  if (sc) tensor_init(&x[2], dtype, sc, 33);
+  for (int32_t i = 0; i < num_inputs; i++) types[i] = type_of(&x[i].t), inputs[i] = x[i].t;
+  int status = make_node(op, params, types, num_inputs, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s %s: make_node: %s", op_name, what, error);
+  spec os = {out_type.ndim, {0}, {0}};
+  for (int32_t d = 0; d < out_type.ndim; d++) os.shape[d] = out_type.shape[d];
+  if (out_spec) {
+    ck_assert_int_eq(out_spec->ndim, out_type.ndim);
+    memcpy(os.strides, out_spec->strides, sizeof os.strides);
+  }
+  int64_t n = numel(out_type.ndim, out_type.shape);
+  double *expected = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  reference(op_name, g, &x[0], &x[1], sc ? &x[2] : NULL, &out_type, expected);
+  if (inplace) {
+    out = x[2]; /* the host handed c's memory (of the output's shape) as the output */
+    out.t.shape = out.shape;
+    out.t.strides = out.strides;
+  } else {
+    tensor_init(&out, dtype, &os, 44);
+    for (size_t i = 0; i < out.span_elements; i++) dlop_test_set(out.allocation, dtype, (int64_t)i, NAN);
+  }
+  status = make_thunk(op, params, types, num_inputs, &out_type, &thunk, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s %s: make_thunk: %s", op_name, what, error);
+  DLOP_CK_OK(dlop_memory_release_cached(CPU));
+  uint64_t allocations = pool_allocations();
+  status = run(&thunk, inputs, num_inputs, &out.t, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s %s: run: %s (%s)", op_name, what, dlop_status_name(status), error);
+  if (expect_copy == 0)
+    ck_assert_msg(pool_allocations() == allocations, "%s %s: the run took scratch memory (a copy)", op_name, what);
+  if (expect_copy == 1)
+    ck_assert_msg(pool_allocations() > allocations, "%s %s: the run took no scratch memory", op_name, what);
+  int64_t k = 1;
+  for (int32_t i = 0; i < 2; i++) k = k > x[i].shape[0] ? k : x[i].shape[0];
+  double tol = dtype == DLOP_FLOAT32 ? 2e-5 * (double)k : 1e-13 * (double)k;
+  for (int64_t i = 0; i < n; i++) {
+    double got = tensor_get(&out, i);
+    ck_assert_msg(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
+                  "%s %s %s: element %lld: expected %.17g, got %.17g", op_name,
+                  dlop_dtype_name(dtype), what, (long long)i, expected[i], got);
+  }
+  if (thunk.destroy) thunk.destroy(thunk.state);
+  free(expected);
+  for (int32_t i = 0; i < num_inputs; i++) free(x[i].allocation);
+  if (!inplace) free(out.allocation);
+}
+
+#define S1(a) {1, {a}, {0}}
+#define S2(a, b) {2, {a, b}, {0}}
+#define S3(a, b, c) {3, {a, b, c}, {0}}
+#define S4(a, b, c, d) {4, {a, b, c, d}, {0}}
+
+static const dlop_dtype DTYPES[2] = {DLOP_FLOAT32, DLOP_FLOAT64};
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+START_TEST(matmul_shapes) {
+  dlop_dtype dt = DTYPES[_i];
+  static const struct { spec a, b; const char *what; } cases[] = {
+      {S2(37, 53), S2(53, 29), "37x53 @ 53x29"},
+      {S2(1, 1), S2(1, 1), "1x1"},
+      {S2(0, 5), S2(5, 3), "m = 0"},
+      {S2(4, 5), S2(5, 0), "n = 0"},
+      {S2(4, 0), S2(0, 3), "k = 0: zeros"},
+      {S1(7), S1(7), "(n)(n) -> ()"},
+      {S1(0), S1(0), "(0)(0) -> () = 0"},
+      {S2(6, 7), S1(7), "(m,k)(k) -> (m)"},
+      {S1(7), S2(7, 5), "(k)(k,n) -> (n)"},
+      {S3(4, 6, 7), S2(7, 5), "batch (4,6,7) @ (7,5)"},
+      {S2(6, 7), S3(4, 7, 5), "(6,7) @ batch (4,7,5)"},
+      {S4(2, 1, 3, 4), S3(5, 4, 2), "broadcast batch (2,1) with (5,)"},
+      {S3(3, 4, 5), S1(5), "batch (3,4,5) @ (5)"},
+      {S1(4), S3(3, 4, 5), "(4) @ batch (3,4,5)"},
+      {S3(2, 3, 0), S3(2, 0, 4), "batched k = 0"},
+      {S3(0, 3, 4), S3(0, 4, 2), "batch of 0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, -1, 0, cases[i].what);
+}
+END_TEST
+
+START_TEST(dot_shapes) {
+  dlop_dtype dt = DTYPES[_i];
+  static const struct { spec a, b; const char *what; } cases[] = {
+      {S1(33), S1(33), "(n)(n)"},           {S2(9, 33), S1(33), "(m,k)(k)"},
+      {S1(33), S2(33, 8), "(k)(k,n)"},      {S2(9, 33), S2(33, 8), "(m,k)(k,n)"},
+      {S2(3, 0), S2(0, 2), "k = 0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_case("dot", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, -1, 0, cases[i].what);
+}
+END_TEST
+
+/* Transposed views (strides swapped) and slices (row stride > cols) go to BLAS as they are. */
+START_TEST(direct_layouts_take_no_copy) {
+  dlop_dtype dt = DTYPES[_i];
+  static const struct { spec a, b; const char *what; } cases[] = {
+      {{2, {37, 53}, {1, 37}}, S2(53, 29), "a transposed"},
+      {S2(37, 53), {2, {53, 29}, {1, 53}}, "b transposed"},
+      {{2, {37, 53}, {1, 40}}, {2, {53, 29}, {1, 60}}, "both column-major with padding"},
+      {{2, {37, 53}, {64, 1}}, {2, {53, 29}, {31, 1}}, "sliced rows (lda > cols)"},
+      {{3, {3, 5, 4}, {40, 8, 1}}, {3, {3, 4, 6}, {24, 1, 4}}, "batched, sliced and transposed"},
+      {{1, {17}, {3}}, {2, {17, 4}, {4, 1}}, "strided vector as a row (its stride is lda)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, 0, 0, cases[i].what);
+}
+END_TEST
+
+/* No unit stride, negative or zero strides: copied to scratch first. */
+START_TEST(other_layouts_are_copied) {
+  dlop_dtype dt = DTYPES[_i];
+  static const struct { spec a, b; const char *what; } cases[] = {
+      {{2, {7, 9}, {20, 2}}, S2(9, 5), "a with no unit stride"},
+      {S2(7, 9), {2, {9, 5}, {-5, -1}}, "b with negative strides"},
+      {{2, {7, 9}, {0, 1}}, S2(9, 5), "a broadcast along rows (stride 0)"},
+      {{3, {2, 7, 9}, {200, 3, 27}}, {3, {2, 9, 5}, {-45, 5, 1}}, "batched, copied"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, 1, 0, cases[i].what);
+}
+END_TEST
+
+START_TEST(batch_broadcast_with_zero_strides) {
+  dlop_dtype dt = DTYPES[_i];
+  spec a = {3, {4, 6, 5}, {0, 5, 1}}; /* one matrix broadcast over 4 (stride 0) */
+  spec b = {4, {2, 4, 5, 3}, {60, 15, 3, 1}};
+  check_case("matmul", dt, &a, &b, NULL, NULL, NULL, 0, 0, "stride-0 batch");
+}
+END_TEST
+
+/* Outputs BLAS cannot write as they lie go through scratch; column-major ones are written as
+ * the transposed problem. */
+START_TEST(output_layouts) {
+  dlop_dtype dt = DTYPES[_i];
+  spec a = S2(6, 7), b = S2(7, 5);
+  spec column_major = {2, {0}, {1, 6}}, strided = {2, {0}, {10, 2}};
+  check_case("matmul", dt, &a, &b, NULL, NULL, &column_major, 0, 0, "column-major output");
+  check_case("matmul", dt, &a, &b, NULL, NULL, &strided, 1, 0, "strided output");
+}
+END_TEST
+
+START_TEST(gemm_params_and_c) {
+  dlop_dtype dt = DTYPES[_i];
+  spec a = S2(37, 53), b = S2(53, 29), at = S2(53, 37), bt = S2(29, 53);
+  spec c_full = S2(37, 29), c_row = S2(1, 29), c_vec = S1(29), c_col = S2(37, 1), c_scalar = {0, {0}, {0}};
+  gemm_params plain = {1.0, 1.0, 0, 0}, scaled = {-0.5, 2.0, 0, 0}, no_c = {1.5, 0.0, 0, 0};
+  gemm_params ta = {0.75, 0.25, 1, 0}, tb = {1.0, -1.0, 0, 1}, both = {2.0, 0.5, 1, 1};
+  check_case("gemm", dt, &a, &b, &c_full, &plain, NULL, 0, 0, "c (m,n)");
+  check_case("gemm", dt, &a, &b, &c_full, &scaled, NULL, 0, 0, "alpha -0.5 beta 2");
+  check_case("gemm", dt, &a, &b, &c_row, &scaled, NULL, 0, 0, "c (1,n)");
+  check_case("gemm", dt, &a, &b, &c_vec, &scaled, NULL, 0, 0, "c (n)");
+  check_case("gemm", dt, &a, &b, &c_col, &scaled, NULL, 0, 0, "c (m,1)");
+  check_case("gemm", dt, &a, &b, &c_scalar, &scaled, NULL, 0, 0, "c ()");
+  check_case("gemm", dt, &a, &b, &c_full, &no_c, NULL, 0, 0, "beta 0 ignores c");
+  check_case("gemm", dt, &at, &b, &c_full, &ta, NULL, 0, 0, "trans_a");
+  check_case("gemm", dt, &a, &bt, &c_full, &tb, NULL, 0, 0, "trans_b");
+  check_case("gemm", dt, &at, &bt, &c_row, &both, NULL, 0, 0, "trans_a and trans_b");
+  spec at_view = {2, {53, 37}, {1, 53}}; /* trans_a of a transposed view: a plain row-major read */
+  check_case("gemm", dt, &at_view, &b, &c_full, &ta, NULL, 0, 0, "trans_a of a transposed view");
+  spec a_k0 = S2(5, 0), b_k0 = S2(0, 4), c_k0 = S2(5, 4);
+  check_case("gemm", dt, &a_k0, &b_k0, &c_k0, &scaled, NULL, -1, 0, "k = 0: beta * c");
+  check_case("gemm", dt, &a, &b, &c_full, &scaled, NULL, 0, 1, "in place on c");
+  spec a_odd = {2, {37, 53}, {3, 120}};
+  check_case("gemm", dt, &a_odd, &b, &c_full, &scaled, NULL, 1, 1, "in place on c, a copied");
+}
+END_TEST
+
+/* The error a wrong node gets: both dtypes named; inner dims named with both shapes. */
+START_TEST(type_and_shape_errors) {
+  const dlop_op_desc *matmul = op_named("matmul"), *dot = op_named("dot"), *gemm = op_named("gemm");
+  dlop_param_value params[8];
+  dlop_type in[3], out;
+  char error[512];
+  memset(in, 0, sizeof in);
+  fill_params(matmul, NULL, params);
+  in[0] = (dlop_type){DLOP_FLOAT32, 2, {2, 3}};
+  in[1] = (dlop_type){DLOP_FLOAT64, 2, {3, 5}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_msg(strstr(error, "float32") && strstr(error, "float64"), "%s", error);
+  in[1] = (dlop_type){DLOP_FLOAT32, 2, {4, 5}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_str_eq(error, "matmul: a (2, 3) and b (4, 5): inner dimensions 3 and 4 differ");
+  in[1] = (dlop_type){DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, 5}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(out.ndim, 2);
+  in[0] = (dlop_type){DLOP_INT32, 2, {2, 3}};
+  in[1] = (dlop_type){DLOP_INT32, 2, {3, 5}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_msg(strstr(error, "int32") != NULL, "%s", error);
+  in[0] = (dlop_type){DLOP_FLOAT32, 3, {2, 2, 3}};
+  in[1] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
+  fill_params(dot, NULL, params);
+  ck_assert_int_eq(make_node(dot, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_msg(strstr(error, "rank 3") != NULL, "%s", error);
+  in[0] = (dlop_type){DLOP_FLOAT32, 0, {0}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  in[0] = (dlop_type){DLOP_FLOAT32, 3, {2, 4, 3}};
+  in[1] = (dlop_type){DLOP_FLOAT32, 3, {3, 3, 5}};
+  ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(error, "batch dims") != NULL, "%s", error);
+  fill_params(gemm, &(gemm_params){1, 1, 0, 0}, params);
+  in[0] = (dlop_type){DLOP_FLOAT32, 2, {2, 3}};
+  in[1] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
+  in[2] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
+  ck_assert_int_eq(make_node(gemm, params, in, 3, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(error, "does not broadcast") != NULL, "%s", error);
+  in[2] = (dlop_type){DLOP_FLOAT64, 2, {2, 5}};
+  ck_assert_int_eq(make_node(gemm, params, in, 3, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_msg(strstr(error, "c is float64") != NULL, "%s", error);
+  fill_params(gemm, &(gemm_params){1, 1, 1, 0}, params); /* trans_a: a (2,3) -> (3,2) */
+  in[2] = (dlop_type){DLOP_FLOAT32, 2, {2, 5}};
+  ck_assert_int_eq(make_node(gemm, params, in, 3, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(error, "inner dimensions 2 and 3 differ") != NULL, "%s", error);
+}
+END_TEST
+
+/* A run whose tensors disagree with the shape rule is refused, not computed. */
+START_TEST(run_checks_shapes) {
+  const dlop_op_desc *op = op_named("matmul");
+  dlop_param_value params[2];
+  fill_params(op, NULL, params);
+  dlop_type in[2] = {{DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN}},
+                     {DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN}}}, out;
+  dlop_thunk thunk;
+  char error[512];
+  ck_assert_int_eq(make_node(op, params, in, 2, &out, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(make_thunk(op, params, in, 2, &out, &thunk, error, sizeof error), DLOP_OK);
+  tensor a, b, c;
+  spec sa = S2(3, 4), sb = S2(5, 2), sc = S2(3, 2);
+  tensor_init(&a, DLOP_FLOAT32, &sa, 1);
+  tensor_init(&b, DLOP_FLOAT32, &sb, 2);
+  tensor_init(&c, DLOP_FLOAT32, &sc, 3);
+  dlop_tensor inputs[2] = {a.t, b.t};
+  ck_assert_int_eq(run(&thunk, inputs, 2, &c.t, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(error, "inner dimensions 4 and 5 differ") != NULL, "%s", error);
+  thunk.destroy(thunk.state);
+  free(a.allocation), free(b.allocation), free(c.allocation);
+}
+END_TEST
+
+static void *concurrent_runs(void *unused) {
+  spec a = S2(64, 48), b = S2(48, 40), c = S2(64, 40);
+  gemm_params g = {0.5, 2.0, 0, 0};
+  for (int i = 0; i < 20; i++) check_case("gemm", DLOP_FLOAT64, &a, &b, &c, &g, NULL, -1, 0, "thread");
+  return unused;
+}
+
+/* Host threads may run thunks at the same time (OpenBLAS's pthread build serializes them). */
+START_TEST(threads_at_once) {
+  pthread_t threads[3];
+  op_named("gemm"); /* load the plugins once, before the threads */
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, concurrent_runs, NULL), 0);
+  for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
+}
+END_TEST
+
+/* DLOP_BLAS_LIBRARY names the library; when it cannot be used, CPU make_thunk says what was
+ * tried and what to do (each test runs in its own process: the library is loaded once). */
+static void expect_missing_blas(const char *path, const char *why) {
+  setenv("DLOP_BLAS_LIBRARY", path, 1);
+  const dlop_op_desc *op = op_named("matmul");
+  dlop_param_value params[2];
+  fill_params(op, NULL, params);
+  dlop_type in[2] = {{DLOP_FLOAT32, 2, {2, 3}}, {DLOP_FLOAT32, 2, {3, 4}}}, out;
+  dlop_thunk thunk;
+  char error[2048];
+  ck_assert_int_eq(make_node(op, params, in, 2, &out, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(make_thunk(op, params, in, 2, &out, &thunk, error, sizeof error), DLOP_UNSUPPORTED);
+  ck_assert_msg(strstr(error, "tried DLOP_BLAS_LIBRARY=") && strstr(error, path) && strstr(error, why) &&
+                    strstr(error, "apt-get install libopenblas0-pthread") &&
+                    strstr(error, "DLOP_BLAS_LIBRARY"),
+                "message: %s", error);
+}
+
+START_TEST(missing_blas_library) { expect_missing_blas("/nonexistent/libblas.so", "No such file"); }
+END_TEST
+
+START_TEST(library_without_cblas) { expect_missing_blas("libm.so.6", "no cblas_sgemm"); }
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("blas");
+  TCase *tc = tcase_create("cpu");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, matmul_shapes, 0, 2);
+  tcase_add_loop_test(tc, dot_shapes, 0, 2);
+  tcase_add_loop_test(tc, direct_layouts_take_no_copy, 0, 2);
+  tcase_add_loop_test(tc, other_layouts_are_copied, 0, 2);
+  tcase_add_loop_test(tc, batch_broadcast_with_zero_strides, 0, 2);
+  tcase_add_loop_test(tc, output_layouts, 0, 2);
+  tcase_add_loop_test(tc, gemm_params_and_c, 0, 2);
+  tcase_add_test(tc, type_and_shape_errors);
+  tcase_add_test(tc, run_checks_shapes);
+  tcase_add_test(tc, threads_at_once);
+  tcase_add_test(tc, missing_blas_library);
+  tcase_add_test(tc, library_without_cblas);
+  suite_add_tcase(suite, tc);
+  return dlop_test_run_suite(suite);
+}

@@ -433,6 +433,9 @@ def broadcast_to(x, shape):
 # ---- the methods installed on Variable and Array -----------------------------------------
 
 def _method_transpose(self, *axes):
+    # x.transpose(1, 0, 2) and x.transpose((1, 0, 2)), as NumPy
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
     return transpose(self, axes if axes else None)
 
 

@@ -1,0 +1,36 @@
+"""grad_w_support.py — loads examples/grad_w.py as a module for test_grad_w.py and
+test_grad_w_gpu.py (the example is the code under test), and the GPU skip rule the GPU tests
+share: skip with dlop's reason without a usable GPU, fail when DLOP_REQUIRE_GPU=1."""
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+import dlop
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "grad_w.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("grad_w_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gpu_unusable_reason():
+    try:
+        dlop._C.device_check("cuda:0")
+    except dlop.DlopError as error:
+        return str(error) or type(error).__name__
+    return None
+
+
+def require_gpu():
+    reason = gpu_unusable_reason()
+    if reason is None:
+        return
+    if os.environ.get("DLOP_REQUIRE_GPU") == "1":
+        pytest.fail(f"DLOP_REQUIRE_GPU=1 but no GPU is usable: {reason}")
+    pytest.skip(f"no GPU usable: {reason}")

@@ -85,10 +85,16 @@ static int ask_layout(const dlop__function_node *node, int32_t index, int32_t o,
 static int check_layout(const dlop__function_node *node, int32_t index, int32_t o,
                         const dlop_tensor *input, const dlop_type *type, const int64_t *strides,
                         uint64_t byte_offset) {
-  char text[256], shape[256], bounds[96];
+  char text[256], shape[256], bounds[256];
   int64_t size = (int64_t)dlop_dtype_size(dlop_tensor_dtype(input));
   int64_t low, high, input_low = 0, input_high = 0;
   if (shape_numel(type->ndim, type->shape) == 0) return DLOP_OK;
+  if ((int64_t)(byte_offset % (uint64_t)size) != (int64_t)(input->byte_offset % (uint64_t)size))
+    return dlop__error(DLOP_PLUGIN_ERROR,
+                       "node #%d %s: make_view gave output %d byte offset %llu, which is not on "
+                       "the grid of the input's %lld-byte elements (input byte offset %llu)",
+                       (int)index, node->op->name, (int)o, (unsigned long long)byte_offset,
+                       (long long)size, (unsigned long long)input->byte_offset);
   int input_empty = dlop_tensor_numel(input) == 0;
   int fits = byte_extent(type->ndim, type->shape, strides, byte_offset, size, &low, &high);
   int input_fits = !input_empty && byte_extent(input->ndim, input->shape, input->strides,
@@ -109,12 +115,6 @@ static int check_layout(const dlop__function_node *node, int32_t index, int32_t 
                        format_ints(type->shape, type->ndim, shape, sizeof shape),
                        format_ints(strides, type->ndim, text, sizeof text),
                        (unsigned long long)byte_offset, bounds);
-  if ((int64_t)(byte_offset % (uint64_t)size) != (int64_t)(input->byte_offset % (uint64_t)size))
-    return dlop__error(DLOP_PLUGIN_ERROR,
-                       "node #%d %s: make_view gave output %d byte offset %llu, which is not on "
-                       "the grid of the input's %lld-byte elements (input byte offset %llu)",
-                       (int)index, node->op->name, (int)o, (unsigned long long)byte_offset,
-                       (long long)size, (unsigned long long)input->byte_offset);
   return DLOP_OK;
 }
 

@@ -64,6 +64,10 @@ static const pattern patterns[] = {
     {"matmul", 2, S(3, 2), S(S(0, 1, 2), S(2, 3))},
     {"gemm", 3, S(2, 2, 2), S(S(0, 1), S(1, 2), S(0, 2))},
     {"gemm", 3, S(2, 2, 1), S(S(0, 1), S(1, 2), S(2))},
+    /* transposed operands (gemm's trans_a, trans_b given with --param) */
+    {"gemm", 3, S(2, 2, 2), S(S(1, 0), S(1, 2), S(0, 2))},
+    {"gemm", 3, S(2, 2, 2), S(S(0, 1), S(2, 1), S(0, 2))},
+    {"gemm", 3, S(2, 2, 2), S(S(1, 0), S(2, 1), S(0, 2))},
 };
 #define PATTERN_COUNT ((int)(sizeof patterns / sizeof patterns[0]))
 
@@ -257,8 +261,22 @@ static int view_op_takes(const check_case *c, const check_shape *shape) {
          check_call_infer_shape(c->op, inputs, n, outputs, error, sizeof error) == DLOP_OK;
 }
 
+int check_refuses_empty(const check_case *c, const check_shape *shape) {
+  int32_t n = check_num_inputs(c->op);
+  int empty = 0;
+  for (int32_t i = 0; i < n; i++) empty |= check_input_numel(shape, i) == 0;
+  if (!empty) return 0;
+  dlop_type inputs[CHECK_MAX_OPERANDS], outputs[CHECK_MAX_OPERANDS];
+  char error[256];
+  for (int32_t i = 0; i < n; i++) inputs[i] = check_input_type(c->dtype, shape, i, 0);
+  int status = check_call_make_node(c->op, inputs, n, outputs, error, sizeof error);
+  if (status == DLOP_OK) status = check_call_infer_shape(c->op, inputs, n, outputs, error,
+                                                         sizeof error);
+  return status != DLOP_OK && error[0] != '\0';
+}
+
 static void add(case_shapes *cs, const check_case *c, check_shape shape) {
-  if (!view_op_takes(c, &shape)) return;
+  if (!view_op_takes(c, &shape) || check_refuses_empty(c, &shape)) return;
   if (cs->count < (int)(sizeof cs->shapes / sizeof cs->shapes[0]) - 1) cs->shapes[cs->count++] = shape;
 }
 

@@ -134,6 +134,10 @@ const check_shape *check_case_shapes(const check_case *c, const char *check, int
 /* A shape of the case's preferred signature (rank 1 when accepted) whose largest operand has
  * about target elements: its first symbol scaled, the others small and odd. */
 check_shape check_sized_shape(const check_case *c, const char *check, int64_t target);
+/* 1 when an input of shape is empty and make_node or infer_shape refuses it (known dims) with
+ * a message: a reduction without identity (max of nothing) has no answer there, so such shapes
+ * are left out of the case's shapes, not failed. */
+int check_refuses_empty(const check_case *c, const check_shape *shape);
 /* Indices (into check_case_shapes) of up to max shapes whose inputs all have 2+ elements. */
 int check_nontrivial_shapes(const check_shape *shapes, int count, int *indices, int max);
 /* The first, middle and last (the large one) of those: three indices, fewer if there are not. */

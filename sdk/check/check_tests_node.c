@@ -204,7 +204,8 @@ START_TEST(make_node_accepts_declared_dtype) {
     differs = m != n;
     for (int k = 0; k < n && !differs; k++)
       differs = memcmp(theirs[k].ndim, accepted[k].ndim, sizeof theirs[k].ndim) != 0 ||
-                memcmp(theirs[k].dims, accepted[k].dims, sizeof theirs[k].dims) != 0;
+                memcmp(theirs[k].dims, accepted[k].dims, sizeof theirs[k].dims) != 0 ||
+                theirs[k].mixed != accepted[k].mixed;
   }
   if (n < candidates && (c->dtype == first || differs))
     check_note(c, check, "make_node accepted %d of %d candidate input signatures (the others do "

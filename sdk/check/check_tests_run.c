@@ -177,14 +177,20 @@ START_TEST(runs_many_times_and_after_other_thunks) {
                "may run on more than one shape");
     return;
   }
-  for (int k = 0; k < SEQUENCE_LENGTH; k++)
-    run_fresh(c, check, &sequence[k], 1, CHECK_CONTIGUOUS, 10 + (uint64_t)k, 0, &fresh[k], &reference[k]);
+  int skip[SEQUENCE_LENGTH]; /* empty inputs the op refuses (max: no identity) */
+  for (int k = 0; k < SEQUENCE_LENGTH; k++) {
+    skip[k] = check_refuses_empty(c, &sequence[k]);
+    if (!skip[k])
+      run_fresh(c, check, &sequence[k], 1, CHECK_CONTIGUOUS, 10 + (uint64_t)k, 0, &fresh[k],
+                &reference[k]);
+  }
   check_prepared mine, other;
   check_prepare(c, check, &sequence[0], 1, &mine);
   check_prepare(c, check, &sequence[0], 1, &other);
   for (int round = 0; round < 3; round++)
     for (int k = 0; k < SEQUENCE_LENGTH; k++) {
       check_run_result r, o;
+      if (skip[k]) continue;
       /* another thunk of the op runs first, on other data */
       check_run_once(&other, CHECK_CONTIGUOUS, 99, round & 1, &o);
       check_require_ok(&other, check, &o);
@@ -204,7 +210,8 @@ START_TEST(runs_many_times_and_after_other_thunks) {
     }
   check_release(&mine);
   check_release(&other);
-  for (int k = 0; k < SEQUENCE_LENGTH; k++) check_run_result_free(&fresh[k], &reference[k]);
+  for (int k = 0; k < SEQUENCE_LENGTH; k++)
+    if (!skip[k]) check_run_result_free(&fresh[k], &reference[k]);
 }
 END_TEST
 

@@ -1,0 +1,354 @@
+/* test_elemwise_cuda.c — the elemwise plugin on CUDA against its CPU results (the CPU kernels
+ * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
+ * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
+ * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels,
+ * misaligned too), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
+static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
+
+typedef struct layout {
+  int32_t ndim;
+  int64_t shape[3];
+  int64_t strides[3]; /* elements; all zero: C-contiguous */
+  int64_t offset;     /* extra elements before element 0 (misaligned data) */
+} layout;
+
+static int64_t numel_of(int32_t ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+/* One input: the same span on the host and on the GPU, viewed with the layout. */
+typedef struct operand {
+  dlop_tensor host;
+  int64_t shape[3], strides[3];
+  void *span;
+  dlop_array *device_span, *device_view;
+} operand;
+
+static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t seed, double low,
+                         double high) {
+  int64_t contiguous = 1, lo = 0, hi = 0, any = 0, span;
+  size_t elsize = dlop_dtype_size(dtype);
+  memset(o, 0, sizeof *o);
+  for (int32_t d = 0; d < l->ndim; d++) any |= l->strides[d];
+  for (int32_t d = l->ndim - 1; d >= 0; d--) {
+    o->shape[d] = l->shape[d];
+    o->strides[d] = any ? l->strides[d] : contiguous;
+    contiguous *= l->shape[d];
+  }
+  if (numel_of(l->ndim, l->shape) > 0)
+    for (int32_t d = 0; d < l->ndim; d++) {
+      int64_t reach = (l->shape[d] - 1) * o->strides[d];
+      if (reach < 0) lo += reach;
+      else hi += reach;
+    }
+  span = l->offset + hi - lo + 1;
+  o->span = malloc((size_t)span * elsize);
+  ck_assert_ptr_nonnull(o->span);
+  dlop_test_fill_random(o->span, dtype, span, seed, low, high);
+  if (dlop_dtype_is_float(dtype)) { /* specials: NaN propagation, infinities, signed zeros */
+    static const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1e30, 3e9};
+    for (int64_t i = (int64_t)(seed % 5); i < span; i += 5)
+      dlop_test_set(o->span, dtype, i, specials[(i / 5) % 8]);
+  }
+  o->host.data = o->span;
+  o->host.device = CPU;
+  o->host.ndim = l->ndim;
+  o->host.dtype = dlop_dtype_to_dl(dtype);
+  o->host.shape = o->shape;
+  o->host.strides = o->strides;
+  o->host.byte_offset = (uint64_t)(l->offset - lo) * elsize;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, o->span, &o->device_span));
+  DLOP_CK_OK(dlop_array_view(o->device_span, l->ndim, l->shape, o->strides, o->host.byte_offset,
+                             &o->device_view));
+}
+
+static void operand_free(operand *o) {
+  dlop_array_release(o->device_view);
+  dlop_array_release(o->device_span);
+  free(o->span);
+}
+
+static dlop_type type_of(const operand *o) {
+  dlop_type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dlop_tensor_dtype(&o->host);
+  t.ndim = o->host.ndim;
+  for (int32_t d = 0; d < t.ndim; d++) t.shape[d] = o->shape[d];
+  return t;
+}
+
+static void thunk_ok(const dlop_op_desc *op, const dlop_param_value *param, const dlop_type *in,
+                     int32_t n, const dlop_type *out, dlop_device device, dlop_thunk *thunk) {
+  char error[512] = "";
+  dlop_thunk_args args;
+  memset(&args, 0, sizeof args);
+  memset(thunk, 0, sizeof *thunk);
+  thunk->struct_size = sizeof *thunk;
+  args.struct_size = sizeof args;
+  args.op = op;
+  args.params = param;
+  args.num_params = op->num_params;
+  args.num_inputs = n;
+  args.inputs = in;
+  args.outputs = out;
+  args.num_outputs = 1;
+  args.device = device;
+  args.thunk = thunk;
+  args.error = error;
+  args.error_size = sizeof error;
+  int status = op->make_thunk(&args);
+  ck_assert_msg(status == DLOP_OK, "%s make_thunk: %s (%s)", op->name, dlop_status_name(status), error);
+}
+
+static void run_ok(const dlop_thunk *thunk, const dlop_tensor *in, int32_t n, const dlop_tensor *out,
+                   void *stream, const char *what) {
+  char error[512] = "";
+  dlop_run_args args;
+  memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  args.inputs = in;
+  args.num_inputs = n;
+  args.outputs = out;
+  args.num_outputs = 1;
+  args.stream = stream;
+  args.error = error;
+  args.error_size = sizeof error;
+  int status = thunk->run(thunk->state, &args);
+  ck_assert_msg(status == DLOP_OK, "%s: run: %s (%s)", what, dlop_status_name(status), error);
+}
+
+/* Run op on both devices with the same inputs (dtypes[k], layouts[k]); rtol 0 means the CUDA
+ * output must equal the CPU's bit for bit (any NaN matching a NaN). */
+static void parity(const char *op_name, const char *cast_to, int32_t n, const dlop_dtype *dtypes,
+                   const layout *const *layouts, uint64_t seed, double rtol) {
+  dlop_test_load_bundled_plugins();
+  const dlop_op_desc *op = dlop_find_op(op_name);
+  ck_assert_msg(op != NULL, "%s: %s", op_name, dlop_last_error());
+  dlop_param_value param = {.kind = DLOP_PARAM_STRING, .count = 1, .u.s = cast_to};
+  const dlop_param_value *params = op->num_params ? &param : NULL;
+  operand in[3];
+  dlop_type types[3], out_type;
+  int log_like = strcmp(op_name, "log") == 0 || strcmp(op_name, "sqrt") == 0;
+  int is_pow = strcmp(op_name, "pow") == 0;
+  for (int32_t k = 0; k < n; k++) {
+    double low = is_pow ? (k ? -3 : 0) : log_like ? -1 : -100, high = is_pow ? 3 : 100;
+    if (dtypes[k] == DLOP_BOOL) low = 0, high = 1;
+    if (!dlop_dtype_is_float(dtypes[k]) && dtypes[k] != DLOP_BOOL) low = -1e4, high = 1e4;
+    if (dtypes[k] == DLOP_UINT8) low = 0, high = 255;
+    if (dtypes[k] == DLOP_INT8) low = -128, high = 127;
+    operand_init(&in[k], dtypes[k], layouts[k], seed + (uint64_t)k, low, high);
+    types[k] = type_of(&in[k]);
+  }
+  char error[512] = "";
+  dlop_node_args node;
+  memset(&node, 0, sizeof node);
+  node.struct_size = sizeof node;
+  node.op = op;
+  node.params = params;
+  node.num_params = op->num_params;
+  node.num_inputs = n;
+  node.inputs = types;
+  node.outputs = &out_type;
+  node.num_outputs = 1;
+  node.error = error;
+  node.error_size = sizeof error;
+  ck_assert_msg(op->make_node(&node) == DLOP_OK, "%s make_node: %s", op_name, error);
+  ck_assert_msg(op->infer_shape(&node) == DLOP_OK, "%s infer_shape: %s", op_name, error);
+  dlop_dtype out_dtype = (dlop_dtype)out_type.dtype;
+  size_t elsize = dlop_dtype_size(out_dtype);
+  int64_t total = numel_of(out_type.ndim, out_type.shape);
+  size_t bytes = (size_t)total * elsize;
+  char what[200];
+  snprintf(what, sizeof what, "%s %s%s%s n=%lld (input 0 ndim %d)", op_name,
+           dlop_dtype_name(dtypes[n > 2 ? 1 : 0]), cast_to ? " -> " : "", cast_to ? cast_to : "",
+           (long long)total, (int)layouts[0]->ndim);
+
+  /* CPU */
+  unsigned char *cpu_out = malloc(bytes + 1), *gpu_out = malloc(bytes + 1);
+  ck_assert(cpu_out && gpu_out);
+  dlop_tensor cpu_output;
+  memset(&cpu_output, 0, sizeof cpu_output);
+  cpu_output.data = cpu_out;
+  cpu_output.device = CPU;
+  cpu_output.ndim = out_type.ndim;
+  cpu_output.dtype = dlop_dtype_to_dl(out_dtype);
+  cpu_output.shape = out_type.shape;
+  dlop_tensor host_in[3], device_in[3];
+  for (int32_t k = 0; k < n; k++) {
+    host_in[k] = in[k].host;
+    device_in[k] = *dlop_array_tensor(in[k].device_view);
+  }
+  dlop_thunk cpu_thunk, gpu_thunk;
+  thunk_ok(op, params, types, n, &out_type, CPU, &cpu_thunk);
+  run_ok(&cpu_thunk, host_in, n, &cpu_output, NULL, what);
+  if (cpu_thunk.destroy) cpu_thunk.destroy(cpu_thunk.state);
+
+  /* CUDA, output poisoned first on the same stream */
+  dlop_stream *stream = NULL;
+  dlop_array *output = NULL;
+  const dlop_host_api *host = dlop_host_api_table();
+  DLOP_CK_OK(dlop_stream_create(CUDA, &stream));
+  DLOP_CK_OK(dlop_array_empty(CUDA, out_dtype, out_type.ndim, out_type.shape, &output));
+  if (bytes > 0)
+    ck_assert_int_eq(host->cuda_memset_async(dlop_tensor_base(dlop_array_tensor(output)), 0xA5,
+                                             bytes, dlop_stream_handle(stream)), DLOP_OK);
+  thunk_ok(op, params, types, n, &out_type, CUDA, &gpu_thunk);
+  run_ok(&gpu_thunk, device_in, n, dlop_array_tensor(output), dlop_stream_handle(stream), what);
+  DLOP_CK_OK(dlop_stream_synchronize(stream));
+  if (bytes > 0) DLOP_CK_OK(dlop_array_to_host(output, gpu_out, bytes));
+  if (gpu_thunk.destroy) gpu_thunk.destroy(gpu_thunk.state);
+
+  int64_t bad = 0, first = -1;
+  if (rtol > 0) {
+    char report[512];
+    bad = dlop_test_compare(cpu_out, gpu_out, out_dtype, total, 1e-30, rtol, report, sizeof report);
+    ck_assert_msg(bad == 0, "%s: %lld of %lld differ beyond rtol %g between CPU (expected) and "
+                  "CUDA (got): %s", what, (long long)bad, (long long)total, rtol, report);
+  } else {
+    for (int64_t i = 0; i < total; i++) {
+      int same = memcmp(cpu_out + (size_t)i * elsize, gpu_out + (size_t)i * elsize, elsize) == 0;
+      if (!same && dlop_dtype_is_float(out_dtype))
+        same = isnan(dlop_test_get(cpu_out, out_dtype, i)) && isnan(dlop_test_get(gpu_out, out_dtype, i));
+      if (!same && bad++ == 0) first = i;
+    }
+    ck_assert_msg(bad == 0, "%s: %lld of %lld differ between CPU and CUDA; first [%lld] CPU %.17g, CUDA %.17g",
+                  what, (long long)bad, (long long)total, (long long)first,
+                  first >= 0 ? dlop_test_get(cpu_out, out_dtype, first) : 0.0,
+                  first >= 0 ? dlop_test_get(gpu_out, out_dtype, first) : 0.0);
+  }
+  dlop_array_release(output);
+  dlop_stream_destroy(stream);
+  for (int32_t k = 0; k < n; k++) operand_free(&in[k]);
+  free(cpu_out);
+  free(gpu_out);
+}
+
+/* ---- layouts: (input 0, input 1) pairs; unary ops use input 0 -------------------------- */
+
+static const layout BIG = {1, {(1 << 20) + 3}, {0}, 0};
+static const layout BIG_MISALIGNED = {1, {(1 << 20) + 3}, {0}, 1};
+static const layout MATRIX = {2, {333, 64}, {0}, 0};
+static const layout ROW = {1, {64}, {0}, 0};
+static const layout WIDE = {2, {257, 96}, {0}, 0};
+static const layout COLUMN = {2, {257, 1}, {0}, 0};
+static const layout COL3 = {2, {3, 1}, {0}, 0};
+static const layout ROW4 = {2, {1, 4}, {0}, 0};
+static const layout SCALAR = {0, {0}, {0}, 0};
+static const layout VEC1000 = {1, {1000}, {0}, 0};
+static const layout NEGATIVE = {2, {40, 50}, {-100, 2}, 0};
+static const layout NEG_ROW = {1, {50}, {-1}, 0};
+static const layout EMPTY = {2, {0, 5}, {0}, 0};
+static const layout FIVE = {1, {5}, {0}, 0};
+
+static const layout *const PAIRS[][2] = {
+    {&BIG, &BIG},         {&BIG_MISALIGNED, &BIG}, {&MATRIX, &ROW},     {&COLUMN, &WIDE},
+    {&COL3, &ROW4},       {&SCALAR, &VEC1000},     {&NEGATIVE, &NEG_ROW}, {&EMPTY, &FIVE},
+};
+#define NUM_PAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
+
+static const dlop_dtype NUMERIC[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8,
+                                     DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+static const dlop_dtype ALL[] = {DLOP_BOOL, DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64,
+                                 DLOP_UINT8, DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+
+/* libm and CUDA's math library differ by an ulp or so; their float16/bfloat16 results may then
+ * round to neighbours */
+static double math_rtol(dlop_dtype dt) {
+  switch (dt) {
+    case DLOP_FLOAT16: return 2e-3;
+    case DLOP_BFLOAT16: return 1.6e-2;
+    case DLOP_FLOAT32: return 4e-6;
+    default: return 1e-14;
+  }
+}
+
+START_TEST(test_binary_arith) {
+  static const char *const exact[] = {"add", "sub", "mul", "maximum", "minimum", "div"};
+  for (int op = 0; op < 7; op++)
+    for (size_t d = 0; d < sizeof NUMERIC / sizeof NUMERIC[0]; d++) {
+      dlop_dtype dt = NUMERIC[d];
+      int float_only = op >= 5;
+      if (float_only && !dlop_dtype_is_float(dt)) continue;
+      for (int p = 0; p < NUM_PAIRS; p++) {
+        dlop_dtype dtypes[2] = {dt, dt};
+        parity(op < 6 ? exact[op] : "pow", NULL, 2, dtypes, PAIRS[p], 100u * (uint64_t)op + 10u * d + (uint64_t)p,
+               op < 6 ? 0.0 : math_rtol(dt));
+      }
+    }
+}
+END_TEST
+
+START_TEST(test_unary) {
+  static const char *const names[] = {"neg", "abs", "sqrt", "log", "tanh", "sigmoid"};
+  for (int op = 0; op < 6; op++)
+    for (size_t d = 0; d < sizeof NUMERIC / sizeof NUMERIC[0]; d++) {
+      dlop_dtype dt = NUMERIC[d];
+      if (op >= 2 && !dlop_dtype_is_float(dt)) continue;
+      for (int p = 0; p < NUM_PAIRS; p++)
+        parity(names[op], NULL, 1, &dt, PAIRS[p], 31u * (uint64_t)op + 7u * d + (uint64_t)p,
+               op < 3 ? 0.0 : math_rtol(dt)); /* neg, abs, sqrt are exact on both */
+    }
+}
+END_TEST
+
+START_TEST(test_comparisons_and_where) {
+  static const char *const names[] = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
+  for (int op = 0; op < 6; op++)
+    for (size_t d = 0; d < sizeof ALL / sizeof ALL[0]; d++)
+      for (int p = 0; p < NUM_PAIRS; p += (p == 0 ? 2 : 1)) {
+        dlop_dtype dtypes[2] = {ALL[d], ALL[d]};
+        parity(names[op], NULL, 2, dtypes, PAIRS[p], 13u * (uint64_t)op + 3u * d + (uint64_t)p, 0.0);
+      }
+  static const layout COND = {2, {3, 1}, {-2, 0}, 0};
+  static const layout *const where_layouts[][3] = {{&BIG, &BIG, &BIG}, {&COND, &ROW4, &SCALAR},
+                                                   {&COLUMN, &WIDE, &ROW}};
+  for (size_t d = 0; d < sizeof ALL / sizeof ALL[0]; d++)
+    for (int l = 0; l < 3; l++) {
+      dlop_dtype dtypes[3] = {DLOP_BOOL, ALL[d], ALL[d]};
+      const layout *const *ls = where_layouts[l];
+      if (l == 2) { /* condition (257, 1), x (257, 96), y (96,) */
+        static const layout Y = {1, {96}, {0}, 0};
+        static const layout *const col[3] = {&COLUMN, &WIDE, &Y};
+        ls = col;
+      }
+      parity("where", NULL, 3, dtypes, ls, 17u * d + (uint64_t)l, 0.0);
+    }
+}
+END_TEST
+
+/* Every (from, to) pair must agree bit for bit: the same element code runs on both. */
+START_TEST(test_cast_table) {
+  static const layout NEG_BIG = {1, {100003}, {-3}, 0};
+  for (size_t f = 0; f < sizeof ALL / sizeof ALL[0]; f++)
+    for (size_t t = 0; t < sizeof ALL / sizeof ALL[0]; t++) {
+      const layout *big[1] = {&BIG}, *neg[1] = {&NEG_BIG}, *scalar[1] = {&SCALAR};
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], big, 11u * f + t, 0.0);
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], neg, 11u * f + t + 1, 0.0);
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], scalar, 11u * f + t + 2, 0.0);
+    }
+}
+END_TEST
+
+int main(void) {
+  dlop_test_require_cuda_or_skip();
+  Suite *suite = suite_create("elemwise_cuda");
+  TCase *tc = tcase_create("parity");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_binary_arith);
+  tcase_add_test(tc, test_unary);
+  tcase_add_test(tc, test_comparisons_and_where);
+  tcase_add_test(tc, test_cast_table);
+  suite_add_tcase(suite, tc);
+  return dlop_test_run_suite(suite);
+}

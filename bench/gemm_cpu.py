@@ -56,6 +56,19 @@ def dlop_blas():
         return f"{path} ({error})"
 
 
+def dlop_blas_runtime():
+    """Core and thread count of the BLAS instance the plugin loaded (dlopen of the same path
+    returns the same instance), read after dlop's first matmul."""
+    path = os.environ.get("DLOP_BLAS_LIBRARY") or "libopenblas.so.0"
+    try:
+        library = ctypes.CDLL(path)
+        library.openblas_get_corename.restype = ctypes.c_char_p
+        return (f"core {library.openblas_get_corename().decode()}, "
+                f"{library.openblas_get_num_threads()} threads")
+    except (OSError, AttributeError) as error:
+        return f"unknown ({error})"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048])
@@ -72,6 +85,8 @@ def main():
             b = rng.standard_normal((n, n)).astype(dtype)
             da, db = dlop.asarray(a), dlop.asarray(b)
             got = dlop.ops.matmul(da, db).numpy()
+            if dtype == args.dtypes[0] and n == args.sizes[0]:
+                print(f"dlop BLAS at run time: {dlop_blas_runtime()}", flush=True)
             expected = a @ b
             scale = np.abs(expected).max() + 1
             assert np.abs(got - expected).max() <= (1e-3 if dtype == "float32" else 1e-10) * scale

@@ -118,6 +118,18 @@ static int run_cpu(void *state, const dlop_run_args *args) {
                                args->error, args->error_size);
 }
 
+/* The kind of input k (1 or 2) in a rows layout, as elemwise_cuda.cuh's EW_FULL (0), EW_ROW
+ * (1: one row read by every row) and EW_COLUMN (2: one element per row, or a scalar). */
+static int32_t rows_kind(const dlop_rows_layout *rows, int32_t k, int64_t row_count) {
+  if (!rows->inner[k]) return 2;
+  return rows->row_stride[k] == 0 && row_count > 1 ? 1 : 0;
+}
+
+/* EW_ROWS_PATTERN(kind of a, kind of b) */
+static int32_t rows_pattern(const dlop_rows_layout *rows, int64_t row_count) {
+  return rows_kind(rows, 1, row_count) * 3 + rows_kind(rows, 2, row_count);
+}
+
 /* The launch of cuda_launch.h's dlop_cuda_launch_elementwise, with the contiguous kernel
  * optional too (ops without one send contiguous loops to the strided kernel, whose 1-d case
  * needs no division). Kernels take the inputs, then the output, then n (and the layout). */
@@ -130,7 +142,7 @@ static int run_cuda(void *state, const dlop_run_args *args) {
   void *kernel_args[DLOP_KERNEL_MAX_OPERANDS + 2], *pointers[DLOP_KERNEL_MAX_OPERANDS], *function;
   uint32_t grid[3] = {1, 1, 1}, block[3] = {DLOP_CUDA_ELEMENTWISE_BLOCK, 1, 1};
   int64_t n;
-  int32_t k, operands, count = 0;
+  int32_t k, operands, count = 0, pattern = 0;
   int status = prepare(s, args, &loop);
   if (status != DLOP_OK) return status;
   n = loop.numel;
@@ -149,10 +161,23 @@ static int run_cuda(void *state, const dlop_run_args *args) {
     kernel_args[count++] = &n;
     grid[0] = dlop_cuda_grid_size((n + s->contiguous_elements - 1) / s->contiguous_elements,
                                   block[0], DLOP_CUDA_MAX_GRID);
-  } else if (s->rows != NULL && dlop_rows_layout_init(&rows, &loop)) {
+  } else if (s->rows != NULL && operands == 3 && dlop_rows_layout_init(&rows, &loop)) {
+    /* elemwise_cuda.cuh's 2-d rows kernel: y walks rows (at most 65535 blocks, the kernel
+     * strides over the rest), x covers a row's vectors, per_thread vectors per thread */
+    int64_t per_thread = loop.element_size[0] < 4 ? 2 : 1; /* EW_ROWS_VECTORS_PER_THREAD */
+    int64_t row_count = rows.vectors / rows.per_row;
     function = s->rows;
     kernel_args[count++] = &rows;
-    grid[0] = dlop_cuda_grid_size(rows.vectors, block[0], DLOP_CUDA_MAX_GRID);
+    kernel_args[count++] = &pattern;
+    if (rows.per_row * 2 < (int64_t)block[0] * per_thread) {
+      pattern = 9; /* EW_ROWS_SHORT: short rows go to the 1-d body, one vector per thread */
+      grid[0] = dlop_cuda_grid_size(rows.vectors, block[0], DLOP_CUDA_MAX_GRID);
+    } else {
+      pattern = rows_pattern(&rows, row_count);
+      grid[0] = dlop_cuda_grid_size((rows.per_row + per_thread - 1) / per_thread, block[0],
+                                    DLOP_CUDA_MAX_GRID);
+      grid[1] = (uint32_t)(row_count < 65535 ? row_count : 65535);
+    }
   } else {
     offsets = loop.layout;
     function = s->strided;

@@ -250,10 +250,17 @@ static const layout NEGATIVE = {2, {40, 50}, {-100, 2}, 0};
 static const layout NEG_ROW = {1, {50}, {-1}, 0};
 static const layout EMPTY = {2, {0, 5}, {0}, 0};
 static const layout FIVE = {1, {5}, {0}, 0};
+/* Rows long enough for the 2-d broadcast kernel (at least half a block of 16-byte vectors per
+ * row for 2- to 8-byte types), with the row or the column on either side. */
+static const layout LONG_ROWS = {2, {67, 2048}, {0}, 0};
+static const layout LONG_ROW = {1, {2048}, {0}, 0};
+static const layout LONG_COLUMN = {2, {67, 1}, {0}, 0};
 
 static const layout *const PAIRS[][2] = {
     {&BIG, &BIG},         {&BIG_MISALIGNED, &BIG}, {&MATRIX, &ROW},     {&COLUMN, &WIDE},
     {&COL3, &ROW4},       {&SCALAR, &VEC1000},     {&NEGATIVE, &NEG_ROW}, {&EMPTY, &FIVE},
+    {&LONG_ROWS, &LONG_ROW}, {&LONG_ROW, &LONG_ROWS}, {&LONG_COLUMN, &LONG_ROWS},
+    {&LONG_ROWS, &LONG_COLUMN},
 };
 #define NUM_PAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
@@ -286,6 +293,22 @@ START_TEST(test_binary_arith) {
                op < 6 ? 0.0 : math_rtol(dt));
       }
     }
+}
+END_TEST
+
+/* More rows than a grid's y dimension holds (65535): the 2-d broadcast kernel strides over
+ * the rest. One row broadcast and one column broadcast, float32 and float16. */
+START_TEST(test_broadcast_rows_beyond_grid_y) {
+  static const layout TALL = {2, {66000, 512}, {0}, 0};
+  static const layout TALL_ROW = {1, {512}, {0}, 0};
+  static const layout TALL_COLUMN = {2, {66000, 1}, {0}, 0};
+  const layout *row_pair[2] = {&TALL, &TALL_ROW}, *column_pair[2] = {&TALL_COLUMN, &TALL};
+  const dlop_dtype types[] = {DLOP_FLOAT32, DLOP_FLOAT16};
+  for (int t = 0; t < 2; t++) {
+    dlop_dtype dtypes[2] = {types[t], types[t]};
+    parity("add", NULL, 2, dtypes, row_pair, 9001u + (uint64_t)t, 0.0);
+    parity("sub", NULL, 2, dtypes, column_pair, 9101u + (uint64_t)t, 0.0);
+  }
 }
 END_TEST
 
@@ -346,6 +369,7 @@ int main(void) {
   TCase *tc = tcase_create("parity");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_binary_arith);
+  tcase_add_test(tc, test_broadcast_rows_beyond_grid_y);
   tcase_add_test(tc, test_unary);
   tcase_add_test(tc, test_comparisons_and_where);
   tcase_add_test(tc, test_cast_table);

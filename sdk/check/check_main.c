@@ -1,6 +1,7 @@
 /* check_main.c — dlop-check's entry point: reads the options, loads the plugin (in this process
- * only: CUDA is first touched in Check's forked children), builds one Suite per op with a TCase
- * per (device, dtype), runs them in fork mode and exits 0 only when everything passed. */
+ * only: CUDA is first touched in the forked test processes), builds one Suite per op with a TCase
+ * per (device, dtype), runs them in Check's fork mode (--isolation check) or one process per op
+ * (--isolation op, check_isolate.c) and exits 0 only when everything passed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static int add_case(const dlop_op_desc *op, dlop_device device, int dtype) {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: dlop check PLUGIN.so [--device cpu|cuda|all] [--op NAME] [--dtype D] [--seed N]\n"
-          "                  [--param NAME=VALUE]...\n"
+          "                  [--param NAME=VALUE]... [--isolation check|op]\n"
           "  Certifies a plugin file against the dlop ABI contract (docs/compliance.md).\n"
           "  --device  devices to check (default all: CUDA checks are skipped with a note when\n"
           "            no GPU is usable; --device cuda then exits 77, or 1 with DLOP_REQUIRE_GPU=1)\n"
@@ -43,7 +44,12 @@ static void usage(FILE *out) {
           "  --dtype   check only this dtype (float32, int64, ...)\n"
           "  --seed    seed of the random inputs (default 1)\n"
           "  --param   check with this parameter value instead of its default (repeatable;\n"
-          "            ints as 0,2; bools as true/false); applies to every op declaring NAME\n");
+          "            ints as 0,2; bools as true/false); applies to every op declaring NAME\n"
+          "  --isolation  check: every check in its own process (Check's fork mode); op: one\n"
+          "            process per op running its checks one after another, a new one after a\n"
+          "            crash, timeout or failure (which still fail naming the check). Default:\n"
+          "            op when CUDA checks run (each process pays CUDA's initialization and the\n"
+          "            module load), else check\n");
 }
 
 static int parse_dtype(const char *text) {
@@ -57,6 +63,7 @@ static int parse_options(int argc, char **argv) {
   check_opts.want_cpu = check_opts.want_cuda = 1;
   check_opts.dtype_filter = -1;
   check_opts.seed = 1;
+  check_opts.isolation = -1;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,6 +99,16 @@ static int parse_options(int argc, char **argv) {
       check_opts.seed = strtoull(value, &end, 10);
       if (end == value || *end != '\0') {
         fprintf(stderr, "dlop check: error: --seed takes a non-negative integer (got '%s')\n", value);
+        return 2;
+      }
+      i++;
+    } else if (strcmp(arg, "--isolation") == 0) {
+      if (strcmp(value, "check") == 0) {
+        check_opts.isolation = CHECK_ISOLATE_CHECK;
+      } else if (strcmp(value, "op") == 0) {
+        check_opts.isolation = CHECK_ISOLATE_OP;
+      } else {
+        fprintf(stderr, "dlop check: error: --isolation takes check or op (got '%s')\n", value);
         return 2;
       }
       i++;
@@ -189,18 +206,16 @@ static void free_names(void) {
 static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
   char name[256];
   snprintf(name, sizeof name, "op %s", op->name);
-  Suite *suite = suite_create(kept_name(name));
+  const char *suite_name = kept_name(name);
+  Suite *suite = suite_create(suite_name);
   dlop_device cpu = {DLOP_DEVICE_CPU, 0}, cuda = {DLOP_DEVICE_CUDA, 0};
-  TCase *tc = tcase_create("op");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = check_tcase(suite, suite_name, "op", 60);
   char why[512];
   if (!check_op_within_limits(op, why, sizeof why)) {
     check_add_limits_test(tc, add_case(op, cpu, -1));
-    suite_add_tcase(suite, tc);
     return suite;
   }
   check_add_op_tests(tc, add_case(op, cpu, -1));
-  suite_add_tcase(suite, tc);
   for (int device = 0; device < 2; device++) {
     int want = device == 0 ? check_opts.want_cpu : check_opts.want_cuda && cuda_usable;
     if (!want) continue;
@@ -210,8 +225,7 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
       if (check_opts.dtype_filter >= 0 && dtype != check_opts.dtype_filter) continue;
       snprintf(name, sizeof name, "%s %s", device == 0 ? "cpu" : "cuda:0",
                dlop_dtype_name((dlop_dtype)dtype));
-      tc = tcase_create(kept_name(name));
-      tcase_set_timeout(tc, 120);
+      tc = check_tcase(suite, suite_name, kept_name(name), 120);
       int index = add_case(op, device == 0 ? cpu : cuda, dtype);
       check_add_node_tests(tc, index);
       if (check_is_view_op(op)) {
@@ -220,7 +234,6 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
         check_add_run_tests(tc, index);
         if (device == 1) check_add_cuda_tests(tc, index);
       }
-      suite_add_tcase(suite, tc);
     }
   }
   return suite;
@@ -275,10 +288,8 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   Suite *plugin_suite = suite_create("plugin");
-  TCase *loading = tcase_create("loading");
-  tcase_set_timeout(loading, 60);
+  TCase *loading = check_tcase(plugin_suite, "plugin", "loading", 60);
   check_add_plugin_tests(loading);
-  suite_add_tcase(plugin_suite, loading);
   SRunner *runner = srunner_create(plugin_suite);
 
   int matched = 0;
@@ -296,6 +307,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, " %s", dlop_plugin_op(check_plugin, i)->name);
       fprintf(stderr, "\n");
       srunner_free(runner);
+      check_registry_free();
       free_names();
       return 2;
     }
@@ -327,16 +339,26 @@ int main(int argc, char **argv) {
       }
       fprintf(stderr, ")\n");
       srunner_free(runner);
+      check_registry_free();
       free_names();
       return 2;
     }
   }
 
-  /* Fork mode whatever CK_FORK says: a crashing plugin must fail its test, not the suite. */
-  srunner_set_fork_status(runner, CK_FORK);
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
+  int isolation = check_opts.isolation;
+  if (isolation < 0)
+    isolation = check_opts.want_cuda && cuda_usable ? CHECK_ISOLATE_OP : CHECK_ISOLATE_CHECK;
+  int failed;
+  if (isolation == CHECK_ISOLATE_OP) {
+    failed = check_run_isolated_per_op();
+  } else {
+    /* Fork mode whatever CK_FORK says: a crashing plugin must fail its test, not the suite. */
+    srunner_set_fork_status(runner, CK_FORK);
+    srunner_run_all(runner, CK_NORMAL);
+    failed = srunner_ntests_failed(runner);
+  }
   srunner_free(runner);
+  check_registry_free();
   free_names();
   if (failed == 0 && check_opts.want_cuda && declares_cuda && !cuda_usable)
     printf("dlop check: passed on the CPU; CUDA was not checked (%s)\n", reason);

@@ -24,7 +24,10 @@ typedef struct check_options {
   int num_params; /* --param name=value, in command-line order */
   const char *param_names[32];
   const char *param_values[32];
+  int isolation; /* CHECK_ISOLATE_CHECK or _OP; -1: op when CUDA checks run, else check */
 } check_options;
+
+enum { CHECK_ISOLATE_CHECK = 0, CHECK_ISOLATE_OP = 1 };
 
 extern check_options check_opts;
 extern const dlop_plugin *check_plugin;      /* NULL when the loader refused the file */
@@ -277,6 +280,31 @@ int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *
 /* The names of defined, visible global/weak functions and objects in path's .dynsym other
  * than entry, comma-separated into list. Returns the count, or -1 with why in list. */
 int check_elf_extra_exports(const char *path, const char *entry, char *list, size_t size);
+
+/* ---- the registry of tests (check_registry.c) and per-op isolation (check_isolate.c) ------- */
+
+/* One registered Check test: suite, test case, its timeout (seconds, before Check's
+ * CK_TIMEOUT_MULTIPLIER), the test and its loop index (the case index; 0 for plugin tests). */
+typedef struct check_slot {
+  const char *suite, *tcase;
+  int timeout;
+  const TTest *test;
+  int index;
+} check_slot;
+
+/* A test case of suite (named suite_name) with a timeout, remembered for check_add_test. */
+TCase *check_tcase(Suite *suite, const char *suite_name, const char *name, int timeout);
+/* Add test with loop index index to tc (made by check_tcase) and to the registry. */
+void check_add_test(TCase *tc, const TTest *test, int index);
+/* Every registered test in Check's run order (suites, their test cases, their tests). */
+const check_slot *check_slots(int *count);
+void check_registry_free(void);
+
+/* --isolation op: one process per suite (op) running its tests one after another in Check's
+ * no-fork mode; a test that crashes, exits or exceeds its timeout fails naming itself and the
+ * rest of the op goes on in a new process, as does everything after any failed test. Prints
+ * the report as Check's CK_NORMAL does. Returns the number of failed or errored tests. */
+int check_run_isolated_per_op(void);
 
 /* ---- registration of the tests (check_tests_*.c) ------------------------------------------ */
 

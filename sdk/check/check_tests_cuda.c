@@ -146,7 +146,7 @@ START_TEST(device_memory_back_to_baseline) {
 END_TEST
 
 void check_add_cuda_tests(TCase *tc, int index) {
-  tcase_add_loop_test(tc, cuda_matches_cpu, index, index + 1);
-  tcase_add_loop_test(tc, cuda_graph_capture, index, index + 1);
-  tcase_add_loop_test(tc, device_memory_back_to_baseline, index, index + 1);
+  check_add_test(tc, cuda_matches_cpu, index);
+  check_add_test(tc, cuda_graph_capture, index);
+  check_add_test(tc, device_memory_back_to_baseline, index);
 }

@@ -148,10 +148,10 @@ END_TEST
 
 void check_add_op_tests(TCase *tc, int index) {
   const check_case *c = check_case_at(index);
-  tcase_add_loop_test(tc, make_node_rejects_wrong_arity, index, index + 1);
-  tcase_add_loop_test(tc, make_node_rejects_undeclared_dtypes, index, index + 1);
+  check_add_test(tc, make_node_rejects_wrong_arity, index);
+  check_add_test(tc, make_node_rejects_undeclared_dtypes, index);
   if (check_num_inputs(c->op) >= 2)
-    tcase_add_loop_test(tc, make_node_rejects_incompatible_shapes, index, index + 1);
+    check_add_test(tc, make_node_rejects_incompatible_shapes, index);
 }
 
 /* ---- per (device, dtype) ----------------------------------------------------------------- */
@@ -339,7 +339,7 @@ START_TEST(infer_shape_agrees) {
 END_TEST
 
 void check_add_node_tests(TCase *tc, int index) {
-  tcase_add_loop_test(tc, make_node_accepts_declared_dtype, index, index + 1);
-  tcase_add_loop_test(tc, make_node_is_pure, index, index + 1);
-  tcase_add_loop_test(tc, infer_shape_agrees, index, index + 1);
+  check_add_test(tc, make_node_accepts_declared_dtype, index);
+  check_add_test(tc, make_node_is_pure, index);
+  check_add_test(tc, infer_shape_agrees, index);
 }

@@ -456,13 +456,13 @@ START_TEST(no_host_memory_leaked) {
 END_TEST
 
 void check_add_run_tests(TCase *tc, int index) {
-  tcase_add_loop_test(tc, every_output_element_written, index, index + 1);
-  tcase_add_loop_test(tc, nothing_written_outside_outputs, index, index + 1);
-  tcase_add_loop_test(tc, inputs_untouched, index, index + 1);
-  tcase_add_loop_test(tc, runs_many_times_and_after_other_thunks, index, index + 1);
-  tcase_add_loop_test(tc, strided_inputs, index, index + 1);
-  tcase_add_loop_test(tc, two_threads_at_once, index, index + 1);
-  tcase_add_loop_test(tc, deterministic_run_to_run, index, index + 1);
-  tcase_add_loop_test(tc, rejects_wrong_output_dtype, index, index + 1);
-  tcase_add_loop_test(tc, no_host_memory_leaked, index, index + 1);
+  check_add_test(tc, every_output_element_written, index);
+  check_add_test(tc, nothing_written_outside_outputs, index);
+  check_add_test(tc, inputs_untouched, index);
+  check_add_test(tc, runs_many_times_and_after_other_thunks, index);
+  check_add_test(tc, strided_inputs, index);
+  check_add_test(tc, two_threads_at_once, index);
+  check_add_test(tc, deterministic_run_to_run, index);
+  check_add_test(tc, rejects_wrong_output_dtype, index);
+  check_add_test(tc, no_host_memory_leaked, index);
 }

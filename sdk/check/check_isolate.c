@@ -1,0 +1,247 @@
+/* check_isolate.c — --isolation op: one process per op instead of one per check. On CUDA every
+ * process pays CUDA initialization and the plugin's module load (seconds with several suites at
+ * once), so forking per check made `dlop check --device cuda` take minutes. Here a child runs
+ * one suite's tests in Check's no-fork mode, one after another, writing its progress and each
+ * result into memory shared with the parent. The parent keeps what fork mode bought: a test
+ * that crashes, exits or outlives its timeout is killed and reported as an error naming it, and
+ * the suite's remaining tests go on in a new child; after any failed test the child stops too,
+ * so whatever a failure left behind (a longjmp past frees, a sticky CUDA error) never reaches
+ * another test. The report has Check's CK_NORMAL format. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_suite.h"
+
+enum { SLOT_NOT_RUN = 0, SLOT_RUNNING = 1, SLOT_DONE = 2 };
+
+typedef struct slot_result {
+  _Atomic int state;
+  int type; /* CK_PASS, CK_FAILURE or CK_ERROR */
+  int line;
+  char file[256];
+  char message[4096];
+} slot_result;
+
+/* Shared between the parent and the child running a suite (MAP_SHARED, made before forking). */
+typedef struct shared_progress {
+  _Atomic int current;     /* the slot the child is in (or last finished) */
+  _Atomic int clean_exit;  /* set just before the child's exit: next is valid */
+  _Atomic int next;        /* the first slot the child did not run */
+  slot_result results[];
+} shared_progress;
+
+static shared_progress *shared;
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The slot's timeout as Check computes it: the test case's, times CK_TIMEOUT_MULTIPLIER. */
+static double slot_timeout(const check_slot *slot) {
+  double timeout = slot->timeout;
+  const char *env = getenv("CK_TIMEOUT_MULTIPLIER");
+  if (env != NULL) {
+    char *end = NULL;
+    double multiplier = strtod(env, &end);
+    if (end != env && *end == '\0' && multiplier >= 0) timeout *= multiplier;
+  }
+  return timeout;
+}
+
+/* One test in a Check runner of its own, in this process (CK_NOFORK): a failed ck_assert
+ * longjmps back into Check, which records the message. */
+static void run_one(const check_slot *slot, slot_result *result) {
+  Suite *suite = suite_create(slot->suite);
+  TCase *tc = tcase_create(slot->tcase);
+  _tcase_add_test(tc, slot->test, 0, 0, slot->index, slot->index + 1);
+  suite_add_tcase(suite, tc);
+  SRunner *runner = srunner_create(suite);
+  srunner_set_fork_status(runner, CK_NOFORK);
+  srunner_run_all(runner, CK_SILENT);
+  TestResult **results = srunner_results(runner);
+  if (results != NULL && srunner_ntests_run(runner) == 1) {
+    result->type = tr_rtype(results[0]);
+    result->line = tr_lno(results[0]);
+    snprintf(result->file, sizeof result->file, "%s", tr_lfile(results[0]) ? tr_lfile(results[0]) : "");
+    snprintf(result->message, sizeof result->message, "%s", tr_msg(results[0]) ? tr_msg(results[0]) : "");
+  } else {
+    result->type = CK_ERROR;
+    result->line = slot->test->line;
+    snprintf(result->file, sizeof result->file, "%s", slot->test->file);
+    snprintf(result->message, sizeof result->message, "Check ran %d tests for this one (expected "
+             "1): is CK_RUN_SUITE or CK_RUN_CASE set?", srunner_ntests_run(runner));
+  }
+  free(results);
+  srunner_free(runner);
+}
+
+/* The child: slots from..to-1 of one suite, stopping after the first that does not pass. */
+static void run_child(const check_slot *slots, int from, int to) {
+  int k = from;
+  for (; k < to; k++) {
+    slot_result *result = &shared->results[k];
+    atomic_store(&shared->current, k);
+    atomic_store(&result->state, SLOT_RUNNING);
+    run_one(&slots[k], result);
+    fflush(stdout);
+    fflush(stderr);
+    atomic_store(&result->state, SLOT_DONE);
+    if (result->type != CK_PASS) {
+      k++;
+      break; /* the rest runs in a fresh process: nothing this failure left behind leaks into it */
+    }
+  }
+  atomic_store(&shared->next, k);
+  atomic_store(&shared->clean_exit, 1);
+  exit(0); /* as Check's forked children end: exit handlers run, as they would there */
+}
+
+static void record_error(const check_slot *slot, slot_result *result, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static void record_error(const check_slot *slot, slot_result *result, const char *format, ...) {
+  char previous[sizeof result->message] = "";
+  if (atomic_load(&result->state) == SLOT_DONE && result->type != CK_PASS)
+    snprintf(previous, sizeof previous, "%s", result->message);
+  result->type = CK_ERROR;
+  result->line = slot->test->line;
+  snprintf(result->file, sizeof result->file, "%s", slot->test->file);
+  va_list args;
+  va_start(args, format);
+  int used = vsnprintf(result->message, sizeof result->message, format, args);
+  va_end(args);
+  if (previous[0] && used >= 0 && (size_t)used < sizeof result->message)
+    snprintf(result->message + used, sizeof result->message - (size_t)used,
+             " (it had failed before that: %s)", previous);
+  atomic_store(&result->state, SLOT_DONE);
+}
+
+/* Runs slots from..to-1 (one suite) in as many children as crashes, timeouts and failures need. */
+static void run_suite(const check_slot *slots, int from, int to) {
+  while (from < to) {
+    atomic_store(&shared->current, from);
+    atomic_store(&shared->clean_exit, 0);
+    atomic_store(&shared->next, from);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) run_child(slots, from, to);
+    if (child < 0) {
+      for (int k = from; k < to; k++)
+        record_error(&slots[k], &shared->results[k], "cannot fork a process for %s's checks: %s",
+                     slots[k].suite, strerror(errno));
+      return;
+    }
+    int seen = -1, status = 0, timed_out = 0;
+    double started = now_seconds();
+    for (;;) {
+      pid_t done = waitpid(child, &status, WNOHANG);
+      if (done == child) break;
+      if (done < 0 && errno != EINTR) {
+        status = 0;
+        break;
+      }
+      int current = atomic_load(&shared->current);
+      if (current != seen) {
+        seen = current;
+        started = now_seconds();
+      }
+      if (now_seconds() - started > slot_timeout(&slots[current])) {
+        kill(child, SIGKILL);
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        timed_out = 1;
+        break;
+      }
+      struct timespec pause = {0, 2000000}; /* 2 ms: the child's exit is noticed at once */
+      nanosleep(&pause, NULL);
+    }
+    int clean = atomic_load(&shared->clean_exit);
+    int normal = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (clean && normal) {
+      from = atomic_load(&shared->next);
+      continue;
+    }
+    int k = atomic_load(&shared->current);
+    if (k < from || k >= to) k = from;
+    const check_slot *slot = &slots[k];
+    const char *after = clean ? " while the process exited after its last check" : "";
+    if (timed_out)
+      record_error(slot, &shared->results[k], "Test timeout expired (%.0f s): the process "
+                   "running %s's checks (--isolation op) was killed; the checks after this one "
+                   "ran in a new process", slot_timeout(slot), slot->suite);
+    else if (WIFSIGNALED(status))
+      record_error(slot, &shared->results[k], "Received signal %d (%s)%s: the process running "
+                   "%s's checks (--isolation op) died in this check; the checks after it ran in a "
+                   "new process", WTERMSIG(status), strsignal(WTERMSIG(status)), after,
+                   slot->suite);
+    else if (WIFEXITED(status))
+      record_error(slot, &shared->results[k], "Early exit with return value %d%s: the process "
+                   "running %s's checks (--isolation op) ended in this check; the checks after "
+                   "it ran in a new process", WEXITSTATUS(status), after, slot->suite);
+    else
+      record_error(slot, &shared->results[k], "the process running %s's checks (--isolation "
+                   "op) was lost (wait status 0x%x)", slot->suite, (unsigned)status);
+    from = k + 1;
+  }
+}
+
+int check_run_isolated_per_op(void) {
+  int count;
+  const check_slot *slots = check_slots(&count);
+  size_t bytes = sizeof(shared_progress) + (size_t)(count > 0 ? count : 1) * sizeof(slot_result);
+  void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    fprintf(stderr, "dlop check: error: cannot map %zu bytes shared with the test processes: "
+            "%s\n", bytes, strerror(errno));
+    return count > 0 ? count : 1;
+  }
+  shared = memory;
+  printf("Running suite(s):");
+  for (int begin = 0; begin < count;) {
+    int end = begin + 1;
+    while (end < count && strcmp(slots[end].suite, slots[begin].suite) == 0) end++;
+    printf(" %s\n", slots[begin].suite);
+    double started = now_seconds();
+    run_suite(slots, begin, end);
+    if (getenv("DLOP_CHECK_TIMES") != NULL)
+      printf("note: %s: %d checks in %.2f s (--isolation op)\n", slots[begin].suite, end - begin,
+             now_seconds() - started);
+    begin = end;
+  }
+  if (count == 0) printf("\n");
+  int failures = 0, errors = 0;
+  for (int k = 0; k < count; k++) {
+    const slot_result *r = &shared->results[k];
+    failures += r->type == CK_FAILURE;
+    errors += r->type == CK_ERROR || atomic_load(&r->state) != SLOT_DONE;
+  }
+  int percent = failures + errors == 0 ? 100
+                : count == 0 ? 0 : (int)((float)(count - failures - errors) / (float)count * 100);
+  printf("%d%%: Checks: %d, Failures: %d, Errors: %d\n", percent, count, failures, errors);
+  for (int k = 0; k < count; k++) {
+    const slot_result *r = &shared->results[k];
+    if (atomic_load(&r->state) != SLOT_DONE)
+      printf("%s:%d:E:%s:%s:%d: (after this point) never ran (internal error of dlop-check)\n",
+             slots[k].test->file, slots[k].test->line, slots[k].tcase, slots[k].test->name,
+             slots[k].index);
+    else if (r->type != CK_PASS)
+      printf("%s:%d:%s:%s:%s:%d: %s%s\n", r->file, r->line, r->type == CK_FAILURE ? "F" : "E",
+             slots[k].tcase, slots[k].test->name, slots[k].index,
+             r->type == CK_ERROR ? "(after this point) " : "", r->message);
+  }
+  fflush(stdout);
+  munmap(memory, bytes);
+  shared = NULL;
+  return failures + errors;
+}

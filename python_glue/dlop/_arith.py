@@ -9,8 +9,8 @@ arrays' device, and every later call with that signature is one compiled-functio
 """
 from __future__ import annotations
 
-import math
 import operator
+import struct
 from typing import Any, Callable
 
 from . import _C, _errors, _promote
@@ -138,9 +138,22 @@ def _symbolic_scalar(weak: _Weak, dtype: str) -> Variable:
     """A weak scalar in a user's graph: a 0-d constant of dtype (copied once at compile)."""
     _promote.check_scalar(weak.value, dtype)
     import numpy
-    if dtype == "bfloat16":  # NumPy has no bfloat16: a float32 constant and a cast node
-        return _op("cast")(_constant(numpy.float32(weak.value)), dtype="bfloat16")
+    if dtype == "bfloat16":  # NumPy has no bfloat16: a constant and a cast node (one rounding)
+        return _op("cast")(_constant(_exact_numpy_scalar(weak.value)), dtype="bfloat16")
     return _constant(numpy.asarray(weak.value, dtype=dtype))
+
+
+def _exact_numpy_scalar(value):
+    """value as a NumPy scalar that holds it exactly where it can (bool, int64, float64), for
+    the cast op to round once to bfloat16.  Going through float32 rounded twice: 1 + 2**-8 +
+    2**-30 became the bfloat16 tie 1 + 2**-8 in float32 and then 1.0, not 1 + 2**-7."""
+    import numpy
+    kind = type(value)
+    if kind is bool:
+        return numpy.bool_(value)
+    if kind is int and -2 ** 63 <= value < 2 ** 63:
+        return numpy.int64(value)
+    return numpy.float64(value)  # floats, and ints beyond int64 (as NumPy converts them)
 
 
 def _apply(builder, name: str, operands: tuple, params: tuple = ()):
@@ -173,18 +186,27 @@ def _remember(cache: dict, limit: int, key, value) -> None:
     cache[key] = value
 
 
+def _value_key(value):
+    """A cache key for a Python scalar or parameter: -0.0 == 0.0 and True == 1 == 1.0 but they
+    give different results, and NaN != NaN would miss every time (filling the cache with one
+    entry per call): a float is keyed by its bits, every value by its type too."""
+    kind = type(value)
+    if kind is float:
+        return (kind, struct.pack("<d", value))
+    if kind is tuple or kind is list:
+        return (kind, tuple(_value_key(v) for v in value))
+    return (kind, value)
+
+
 def _scalar_array(value, dtype: str, device: str):
     """A 0-d array of dtype on device holding a Python scalar, cached, so ``a * 2.0`` on a GPU
     does not copy 2.0 to the device on every call."""
-    # -0.0 == 0.0 and True == 1: the type and the sign keep them apart.
-    sign = math.copysign(1.0, value) if type(value) is float else 0
-    key = (type(value), value, sign, dtype, device)
+    key = (_value_key(value), dtype, device)
     array = _scalar_cache.get(key)
     if array is None:
         _promote.check_scalar(value, dtype)
         if dtype == "bfloat16":
-            import numpy
-            array = _op("cast")(_C.asarray(numpy.float32(value), device), dtype="bfloat16")
+            array = _op("cast")(_C.asarray(_exact_numpy_scalar(value), device), dtype="bfloat16")
         else:
             array = _C.asarray(value, device, dtype)
         _remember(_scalar_cache, _SCALAR_LIMIT, key, array)
@@ -237,7 +259,7 @@ def _eager(builder, name: str, operands: tuple, params: tuple):
     if device is None:
         # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
         return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
-    key = (builder, name, params, device, tuple(descriptions))
+    key = (builder, name, _value_key(params), device, tuple(descriptions))
     entry = _eager_cache.get(key)
     if entry is None:
         entry = _compile_eager(builder, name, tuple(descriptions), params, device)

@@ -6,7 +6,11 @@
  * that crashes, exits or outlives its timeout is killed and reported as an error naming it, and
  * the suite's remaining tests go on in a new child; after any failed test the child stops too,
  * so whatever a failure left behind (a longjmp past frees, a sticky CUDA error) never reaches
- * another test. The report has Check's CK_NORMAL format. */
+ * another test. The report has Check's CK_NORMAL format.
+ * Each CUDA (op, dtype) also gets a keeper: one thunk made before its first check and destroyed
+ * at the child's end, which holds the op's CUDA module loaded (the host counts references per
+ * module), so the checks' hundreds of fresh thunks do not each load a multi-megabyte fatbin. It
+ * exists before any check takes its baseline (host blocks, device bytes) and is never run. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +40,7 @@ typedef struct shared_progress {
   _Atomic int current;     /* the slot the child is in (or last finished) */
   _Atomic int clean_exit;  /* set just before the child's exit: next is valid */
   _Atomic int next;        /* the first slot the child did not run */
+  _Atomic int in_keeper;   /* the child is making the keeper thunk for the current slot's case */
   slot_result results[];
 } shared_progress;
 
@@ -86,6 +91,57 @@ static void run_one(const check_slot *slot, slot_result *result) {
   srunner_free(runner);
 }
 
+/* ---- keepers ------------------------------------------------------------------------------- */
+
+#define MAX_KEEPERS 64
+static check_prepared keepers[MAX_KEEPERS];
+static int keeper_count;
+static const check_case *tried[MAX_KEEPERS];
+static int tried_count;
+
+/* Hidden Check tests (run like the others, results ignored): a failure to make a keeper is
+ * not reported here; the checks that follow make the same kind of thunk and report it. */
+static void make_keeper(int index) {
+  const check_case *c = check_case_at(index);
+  const check_shape shape = check_sized_shape(c, "module keeper", 7);
+  check_prepared p;
+  check_prepare(c, "module keeper", &shape, 0, &p);
+  if (keeper_count < MAX_KEEPERS) keepers[keeper_count++] = p;
+  else check_release(&p);
+}
+static const TTest make_keeper_test = {"module_keeper", make_keeper, __FILE__, __LINE__};
+
+static void release_keepers(int unused) {
+  (void)unused;
+  while (keeper_count > 0) check_release(&keepers[--keeper_count]);
+}
+static const TTest release_keepers_test = {"release_keepers", release_keepers, __FILE__, __LINE__};
+
+static void run_hidden(const TTest *test, int index) {
+  check_slot slot = {"keeper", "keeper", 0, test, index};
+  slot_result ignored;
+  run_one(&slot, &ignored);
+}
+
+/* Before slot's first check of a case that makes thunks on CUDA (or on any device with
+ * DLOP_CHECK_KEEP_THUNKS=1, which exercises this path where there is no GPU). */
+static void keep_module_for(const check_slot *slot) {
+  if (strcmp(slot->suite, "plugin") == 0 || strcmp(slot->tcase, "op") == 0) return;
+  const check_case *c = check_case_at(slot->index);
+  const char *everywhere = getenv("DLOP_CHECK_KEEP_THUNKS");
+  if (c == NULL || c->dtype < 0 || c->op->make_thunk == NULL || check_is_view_op(c->op) ||
+      (c->device.type != DLOP_DEVICE_CUDA && !(everywhere && strcmp(everywhere, "1") == 0)))
+    return;
+  for (int t = 0; t < tried_count; t++)
+    if (tried[t] == c) return;
+  if (tried_count == MAX_KEEPERS) return;
+  tried[tried_count++] = c;
+  atomic_store(&shared->in_keeper, 1);
+  run_hidden(&make_keeper_test, slot->index);
+  fflush(stdout);
+  atomic_store(&shared->in_keeper, 0);
+}
+
 /* The child: slots from..to-1 of one suite, stopping after the first that does not pass. */
 static void run_child(const check_slot *slots, int from, int to) {
   int k = from;
@@ -93,6 +149,7 @@ static void run_child(const check_slot *slots, int from, int to) {
     slot_result *result = &shared->results[k];
     atomic_store(&shared->current, k);
     atomic_store(&result->state, SLOT_RUNNING);
+    keep_module_for(&slots[k]);
     run_one(&slots[k], result);
     fflush(stdout);
     fflush(stderr);
@@ -102,6 +159,8 @@ static void run_child(const check_slot *slots, int from, int to) {
       break; /* the rest runs in a fresh process: nothing this failure left behind leaks into it */
     }
   }
+  run_hidden(&release_keepers_test, 0);
+  fflush(stdout);
   atomic_store(&shared->next, k);
   atomic_store(&shared->clean_exit, 1);
   exit(0); /* as Check's forked children end: exit handlers run, as they would there */
@@ -132,6 +191,7 @@ static void run_suite(const check_slot *slots, int from, int to) {
     atomic_store(&shared->current, from);
     atomic_store(&shared->clean_exit, 0);
     atomic_store(&shared->next, from);
+    atomic_store(&shared->in_keeper, 0);
     fflush(stdout);
     fflush(stderr);
     pid_t child = fork();
@@ -175,11 +235,15 @@ static void run_suite(const check_slot *slots, int from, int to) {
     int k = atomic_load(&shared->current);
     if (k < from || k >= to) k = from;
     const check_slot *slot = &slots[k];
-    const char *after = clean ? " while the process exited after its last check" : "";
+    const char *after = clean ? " while the process exited after its last check"
+                        : atomic_load(&shared->in_keeper)
+                            ? " while making, before this check, the thunk dlop-check keeps for "
+                              "this (op, device, dtype) to hold its CUDA module loaded"
+                            : "";
     if (timed_out)
-      record_error(slot, &shared->results[k], "Test timeout expired (%.0f s): the process "
+      record_error(slot, &shared->results[k], "Test timeout expired (%.0f s)%s: the process "
                    "running %s's checks (--isolation op) was killed; the checks after this one "
-                   "ran in a new process", slot_timeout(slot), slot->suite);
+                   "ran in a new process", slot_timeout(slot), after, slot->suite);
     else if (WIFSIGNALED(status))
       record_error(slot, &shared->results[k], "Received signal %d (%s)%s: the process running "
                    "%s's checks (--isolation op) died in this check; the checks after it ran in a "

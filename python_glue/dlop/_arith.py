@@ -288,7 +288,41 @@ def _accepts(x) -> bool:
     return hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__")
 
 
+# A comparison of an integer array with a Python int outside its dtype's range has one answer
+# for every element (uint8 == -1 is False, uint8 < 300 is True), which NumPy 2 gives instead
+# of raising. For x of range [low, high]: x op v with v > high is x op' high, with v < low it
+# is x op' low, op' chosen so that it gives that constant answer for every x in range.
+_ABOVE_RANGE = {"less": "less_equal", "less_equal": "less_equal", "not_equal": "less_equal",
+                "greater": "greater", "greater_equal": "greater", "equal": "greater"}
+_BELOW_RANGE = {"greater": "greater_equal", "greater_equal": "greater_equal",
+                "not_equal": "greater_equal", "less": "less", "less_equal": "less",
+                "equal": "less"}
+
+
+def _fold_out_of_range(name: str, array, value):
+    """(name, value) for array <name> value, with an out-of-range Python int folded as above."""
+    if type(value) is not int or name not in _ABOVE_RANGE:
+        return name, value
+    limits = _promote.int_range(str(getattr(array, "dtype", "")))
+    if limits is None:
+        return name, value
+    low, high = limits
+    if value > high:
+        return _ABOVE_RANGE[name], high
+    if value < low:
+        return _BELOW_RANGE[name], low
+    return name, value
+
+
 def _binary_method(name: str, reflected: bool = False):
+    if name in _ABOVE_RANGE:  # comparisons: Python mirrors them itself, never reflected here
+        def compare(self, other):
+            if not _accepts(other):
+                return NotImplemented
+            op, other = _fold_out_of_range(name, self, other)
+            return _apply(_build_binary, op, (self, other))
+        compare.__name__ = f"__{name}__"
+        return compare
     if reflected:
         def method(self, other):
             if not _accepts(other):

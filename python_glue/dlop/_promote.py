@@ -125,6 +125,11 @@ def common(kinds: list) -> str:
     return "bool"
 
 
+def int_range(dtype: str):
+    """(low, high) of an integer dtype, None for the others (bool and floats)."""
+    return _INT_RANGE.get(dtype)
+
+
 def check_scalar(value, dtype: str) -> None:
     """Refuse a Python int that does not fit an integer dtype (x_int8 + 1000), as NumPy 2 does,
     rather than wrapping it around silently."""

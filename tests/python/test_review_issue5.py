@@ -2,6 +2,7 @@
 weak scalars converted to bfloat16 with one rounding (not float64 -> float32 -> bfloat16), and
 the eager caches keyed on a float's bits (NaN scalars and NaN/-0.0 parameters)."""
 import numpy as np
+import pytest
 
 import dlop
 from dlop import _arith
@@ -75,3 +76,19 @@ def test_zero_and_negative_zero_parameters_are_distinct_signatures():
     before = len(_arith._eager_cache)
     dlop.gemm(a, a, a, alpha=1.0, beta=-0.0)
     assert len(_arith._eager_cache) == before + 1
+
+
+def test_comparison_with_out_of_range_int_answers_like_numpy():
+    # NumPy 2 answers these (every element alike) instead of raising; arithmetic still raises.
+    values = np.array([0, 1, 127, 255], dtype=np.uint8)
+    a = dlop.asarray(values)
+    x = dlop.vector("x", dtype="uint8")
+    for scalar in (-1, -300, 256, 300, 2**70, -2**70):
+        for op in (lambda p, q: p < q, lambda p, q: p <= q, lambda p, q: p > q,
+                   lambda p, q: p >= q, lambda p, q: p == q, lambda p, q: p != q):
+            expected = op(values, scalar)
+            np.testing.assert_array_equal(op(a, scalar).numpy(), expected)
+            np.testing.assert_array_equal(op(scalar, a).numpy(), op(scalar, values))
+            np.testing.assert_array_equal(op(x, scalar).eval({x: values}).numpy(), expected)
+    with pytest.raises(dlop.ScalarOverflowError):
+        a + 256

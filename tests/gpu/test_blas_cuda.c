@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul_reference.h"
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
@@ -29,34 +31,18 @@ typedef struct tensor {
   dlop_array *span;
 } tensor;
 
-static int64_t numel(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t seed) {
-  int64_t contiguous = 1, lo = 0, hi = 0, any = 0;
+  int64_t first;
   size_t element = dlop_dtype_size(dtype);
   memset(x, 0, sizeof *x);
-  for (int32_t d = 0; d < s->ndim; d++) any |= s->strides[d];
-  for (int32_t d = s->ndim - 1; d >= 0; d--) {
-    x->shape[d] = s->shape[d];
-    x->strides[d] = any ? s->strides[d] : contiguous;
-    contiguous *= s->shape[d];
-  }
-  if (numel(s->ndim, s->shape) > 0)
-    for (int32_t d = 0; d < s->ndim; d++) {
-      int64_t reach = (s->shape[d] - 1) * x->strides[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
-    }
-  x->span_elements = (size_t)(hi - lo + 1);
+  memcpy(x->shape, s->shape, sizeof x->shape);
+  x->span_elements = (size_t)dlop_test_layout_span(
+      s->ndim, s->shape, dlop_test_strides_given(s->ndim, s->strides), x->strides, &first);
   x->allocation = malloc(x->span_elements * element);
   ck_assert_ptr_nonnull(x->allocation);
   dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
   x->t.data = x->allocation;
-  x->t.byte_offset = (uint64_t)(-lo * (int64_t)element);
+  x->t.byte_offset = (uint64_t)(first * (int64_t)element);
   x->t.device = (dlop_device){DLOP_DEVICE_CPU, 0};
   x->t.ndim = s->ndim;
   x->t.dtype = dlop_dtype_to_dl(dtype);
@@ -82,33 +68,7 @@ static void tensor_free(tensor *x) {
   free(x->allocation);
 }
 
-static double tensor_get(const tensor *x, int64_t i) {
-  int64_t offset = 0;
-  for (int32_t d = x->t.ndim - 1; d >= 0; d--) {
-    offset += (i % x->shape[d]) * x->strides[d];
-    i /= x->shape[d];
-  }
-  return dlop_test_get((char *)x->t.data + x->t.byte_offset, dlop_tensor_dtype(&x->t), offset);
-}
-
-static double *gather(const tensor *x) {
-  int64_t n = numel(x->t.ndim, x->shape);
-  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  for (int64_t i = 0; i < n; i++) v[i] = tensor_get(x, i);
-  return v;
-}
-
-static const dlop_op_desc *op_named(const char *name) {
-  dlop_test_load_bundled_plugins();
-  const dlop_op_desc *op = dlop_find_op(name);
-  ck_assert_msg(op != NULL, "op %s not found: %s", name, dlop_last_error());
-  return op;
-}
-
-typedef struct gemm_params {
-  double alpha, beta;
-  int trans_a, trans_b;
-} gemm_params;
+typedef dlop_test_gemm_params gemm_params;
 
 static void fill_params(const dlop_op_desc *op, const gemm_params *g, int allow_tf32,
                         dlop_param_value *v) {
@@ -122,57 +82,6 @@ static void fill_params(const dlop_op_desc *op, const gemm_params *g, int allow_
   }
 }
 
-/* ---- the reference ----------------------------------------------------------------------- */
-
-/* NumPy's matmul (dot for ranks <= 2 is the same) or gemm, in double. */
-static void reference(const char *op, const gemm_params *g, const tensor *a, const tensor *b,
-                      const tensor *c, const dlop_type *out_type, double *out) {
-  const double *va = gather(a), *vb = gather(b), *vc = c ? gather(c) : NULL;
-  int32_t na = a->t.ndim, nb = b->t.ndim, no = out_type->ndim;
-  int is_gemm = strcmp(op, "gemm") == 0;
-  int64_t m = na == 1 ? 1 : a->shape[na - 2], k = a->shape[na - 1];
-  int64_t n = nb == 1 ? 1 : b->shape[nb - 1];
-  if (is_gemm && g->trans_a) m = a->shape[1], k = a->shape[0];
-  if (is_gemm && g->trans_b) n = b->shape[0];
-  int has_m = is_gemm || na > 1, has_n = is_gemm || nb > 1;
-  int32_t batch = no - has_m - has_n, batch_a = na > 2 ? na - 2 : 0, batch_b = nb > 2 ? nb - 2 : 0;
-  int64_t total = numel(no, out_type->shape);
-  for (int64_t o = 0; o < total; o++) {
-    int64_t index[DLOP_MAX_NDIM], rest = o;
-    for (int32_t d = no - 1; d >= 0; d--) index[d] = rest % out_type->shape[d], rest /= out_type->shape[d];
-    int64_t i = has_m ? index[batch] : 0, j = has_n ? index[no - 1] : 0;
-    int64_t base_a = 0, base_b = 0; /* linear element of the batch's matrix start */
-    for (int32_t d = 0; d < batch_a; d++) {
-      int64_t idx = a->shape[d] == 1 ? 0 : index[batch - batch_a + d];
-      base_a = base_a * a->shape[d] + idx;
-    }
-    for (int32_t d = 0; d < batch_b; d++) {
-      int64_t idx = b->shape[d] == 1 ? 0 : index[batch - batch_b + d];
-      base_b = base_b * b->shape[d] + idx;
-    }
-    base_a *= (na == 1 ? k : m * k);
-    base_b *= (nb == 1 ? k : k * n);
-    double sum = 0;
-    for (int64_t q = 0; q < k; q++) {
-      double x = is_gemm && g->trans_a ? va[q * m + i] : va[base_a + i * k + q];
-      double y = is_gemm && g->trans_b ? vb[j * k + q] : vb[base_b + q * n + j];
-      sum += x * y;
-    }
-    if (is_gemm) {
-      double cv = 0;
-      if (c->t.ndim == 2) cv = vc[(c->shape[0] == 1 ? 0 : i) * c->shape[1] + (c->shape[1] == 1 ? 0 : j)];
-      else if (c->t.ndim == 1) cv = vc[c->shape[0] == 1 ? 0 : j];
-      else cv = vc[0];
-      sum = g->alpha * sum + (g->beta != 0 ? g->beta * cv : 0);
-    }
-    out[o] = sum;
-  }
-  free((void *)va);
-  free((void *)vb);
-  free((void *)vc);
-}
-
-
 static double tolerance(dlop_dtype dtype, int allow_tf32) {
   switch (dtype) {
     case DLOP_FLOAT64: return 1e-12;
@@ -185,14 +94,11 @@ static double tolerance(dlop_dtype dtype, int allow_tf32) {
 static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, const spec *sb,
                        const spec *sc, const gemm_params *g, const spec *out_strides,
                        int allow_tf32, int inplace, const char *what) {
-  const dlop_op_desc *op = op_named(op_name);
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value params[8];
   tensor x[3], out;
   dlop_type types[3], out_type;
   dlop_tensor inputs[3];
-  dlop_node_args node;
-  dlop_thunk_args thunk_args;
-  dlop_run_args run_args;
   dlop_thunk thunk;
   dlop_stream *stream = NULL;
   char error[1024] = "";
@@ -202,25 +108,17 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   tensor_init(&x[1], dtype, sb, 22);
   if (sc) tensor_init(&x[2], dtype, sc, 33);
   for (int32_t i = 0; i < num_inputs; i++) {
-    memset(&types[i], 0, sizeof types[i]);
-    types[i].dtype = dtype;
-    types[i].ndim = x[i].t.ndim;
-    memcpy(types[i].shape, x[i].shape, sizeof(int64_t) * (size_t)x[i].t.ndim);
+    types[i] = dlop_test_type_of(&x[i].t);
     inputs[i] = x[i].device;
   }
-  memset(&node, 0, sizeof node);
-  memset(&out_type, 0, sizeof out_type);
-  node.struct_size = sizeof node;
-  node.op = op, node.params = params, node.num_params = op->num_params;
-  node.num_inputs = num_inputs, node.inputs = types, node.outputs = &out_type, node.num_outputs = 1;
-  node.error = error, node.error_size = sizeof error;
-  ck_assert_msg(op->make_node(&node) == DLOP_OK, "%s %s: make_node: %s", op_name, what, error);
+  int status = dlop_test_make_node(op, params, types, num_inputs, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s %s: make_node: %s", op_name, what, error);
   spec os = {out_type.ndim, {0}, {0}};
   for (int32_t d = 0; d < out_type.ndim; d++) os.shape[d] = out_type.shape[d];
   if (out_strides) memcpy(os.strides, out_strides->strides, sizeof os.strides);
-  int64_t n = numel(out_type.ndim, out_type.shape);
+  int64_t n = dlop_test_numel(out_type.ndim, out_type.shape);
   double *expected = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  reference(op_name, g, &x[0], &x[1], sc ? &x[2] : NULL, &out_type, expected);
+  dlop_test_matmul_reference(op_name, g, &x[0].t, &x[1].t, sc ? &x[2].t : NULL, &out_type, expected);
   DLOP_CK_OK(dlop_stream_create(CUDA, &stream));
   if (inplace) {
     out = x[2];
@@ -234,30 +132,18 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
                          out.span_elements * dlop_dtype_size(dtype), dlop_stream_handle(stream)),
                      DLOP_OK);
   }
-  memset(&thunk_args, 0, sizeof thunk_args);
-  memset(&thunk, 0, sizeof thunk);
-  thunk.struct_size = sizeof thunk;
-  thunk_args.struct_size = sizeof thunk_args;
-  thunk_args.op = op, thunk_args.params = params, thunk_args.num_params = op->num_params;
-  thunk_args.num_inputs = num_inputs, thunk_args.inputs = types, thunk_args.outputs = &out_type;
-  thunk_args.num_outputs = 1, thunk_args.device = CUDA, thunk_args.thunk = &thunk;
-  thunk_args.error = error, thunk_args.error_size = sizeof error;
-  int status = op->make_thunk(&thunk_args);
+  status = dlop_test_make_thunk(op, params, types, num_inputs, &out_type, CUDA, &thunk, error,
+                                sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s: make_thunk: %s (%s)", op_name, what, dlop_status_name(status), error);
-  memset(&run_args, 0, sizeof run_args);
-  run_args.struct_size = sizeof run_args;
-  run_args.inputs = inputs, run_args.num_inputs = num_inputs;
-  run_args.outputs = &out.device, run_args.num_outputs = 1;
-  run_args.stream = dlop_stream_handle(stream);
-  run_args.error = error, run_args.error_size = sizeof error;
-  status = thunk.run(thunk.state, &run_args);
+  status = dlop_test_run(&thunk, inputs, num_inputs, &out.device, dlop_stream_handle(stream), error,
+                         sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s %s: run: %s (%s)", op_name, dlop_dtype_name(dtype), what,
                 dlop_status_name(status), error);
   DLOP_CK_OK(dlop_stream_synchronize(stream));
   tensor_download(&out);
   double tol = tolerance(dtype, allow_tf32);
   for (int64_t i = 0; i < n; i++) {
-    double got = tensor_get(&out, i);
+    double got = dlop_test_tensor_get(&out.t, i);
     ck_assert_msg(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
                   "%s %s %s: element %lld of %lld: expected %.10g, got %.10g", op_name,
                   dlop_dtype_name(dtype), what, (long long)i, (long long)n, expected[i], got);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -21,12 +22,6 @@ typedef struct layout {
   int64_t offset;     /* extra elements before element 0 (misaligned data) */
 } layout;
 
-static int64_t numel_of(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 /* One input: the same span on the host and on the GPU, viewed with the layout. */
 typedef struct operand {
   dlop_tensor host;
@@ -37,22 +32,13 @@ typedef struct operand {
 
 static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t seed, double low,
                          double high) {
-  int64_t contiguous = 1, lo = 0, hi = 0, any = 0, span;
+  int64_t first;
   size_t elsize = dlop_dtype_size(dtype);
   memset(o, 0, sizeof *o);
-  for (int32_t d = 0; d < l->ndim; d++) any |= l->strides[d];
-  for (int32_t d = l->ndim - 1; d >= 0; d--) {
-    o->shape[d] = l->shape[d];
-    o->strides[d] = any ? l->strides[d] : contiguous;
-    contiguous *= l->shape[d];
-  }
-  if (numel_of(l->ndim, l->shape) > 0)
-    for (int32_t d = 0; d < l->ndim; d++) {
-      int64_t reach = (l->shape[d] - 1) * o->strides[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
-    }
-  span = l->offset + hi - lo + 1;
+  memcpy(o->shape, l->shape, sizeof o->shape);
+  int64_t span = l->offset + dlop_test_layout_span(l->ndim, l->shape,
+                                                   dlop_test_strides_given(l->ndim, l->strides),
+                                                   o->strides, &first);
   o->span = malloc((size_t)span * elsize);
   ck_assert_ptr_nonnull(o->span);
   dlop_test_fill_random(o->span, dtype, span, seed, low, high);
@@ -67,7 +53,7 @@ static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t
   o->host.dtype = dlop_dtype_to_dl(dtype);
   o->host.shape = o->shape;
   o->host.strides = o->strides;
-  o->host.byte_offset = (uint64_t)(l->offset - lo) * elsize;
+  o->host.byte_offset = (uint64_t)(l->offset + first) * elsize;
   DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, o->span, &o->device_span));
   DLOP_CK_OK(dlop_array_view(o->device_span, l->ndim, l->shape, o->strides, o->host.byte_offset,
                              &o->device_view));
@@ -79,62 +65,11 @@ static void operand_free(operand *o) {
   free(o->span);
 }
 
-static dlop_type type_of(const operand *o) {
-  dlop_type t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dlop_tensor_dtype(&o->host);
-  t.ndim = o->host.ndim;
-  for (int32_t d = 0; d < t.ndim; d++) t.shape[d] = o->shape[d];
-  return t;
-}
-
-static void thunk_ok(const dlop_op_desc *op, const dlop_param_value *param, const dlop_type *in,
-                     int32_t n, const dlop_type *out, dlop_device device, dlop_thunk *thunk) {
-  char error[512] = "";
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
-  memset(thunk, 0, sizeof *thunk);
-  thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = param;
-  args.num_params = op->num_params;
-  args.num_inputs = n;
-  args.inputs = in;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.device = device;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = sizeof error;
-  int status = op->make_thunk(&args);
-  ck_assert_msg(status == DLOP_OK, "%s make_thunk: %s (%s)", op->name, dlop_status_name(status), error);
-}
-
-static void run_ok(const dlop_thunk *thunk, const dlop_tensor *in, int32_t n, const dlop_tensor *out,
-                   void *stream, const char *what) {
-  char error[512] = "";
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.inputs = in;
-  args.num_inputs = n;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.stream = stream;
-  args.error = error;
-  args.error_size = sizeof error;
-  int status = thunk->run(thunk->state, &args);
-  ck_assert_msg(status == DLOP_OK, "%s: run: %s (%s)", what, dlop_status_name(status), error);
-}
-
 /* Run op on both devices with the same inputs (dtypes[k], layouts[k]); rtol 0 means the CUDA
  * output must equal the CPU's bit for bit (any NaN matching a NaN). */
 static void parity(const char *op_name, const char *cast_to, int32_t n, const dlop_dtype *dtypes,
                    const layout *const *layouts, uint64_t seed, double rtol) {
-  dlop_test_load_bundled_plugins();
-  const dlop_op_desc *op = dlop_find_op(op_name);
-  ck_assert_msg(op != NULL, "%s: %s", op_name, dlop_last_error());
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value param = {.kind = DLOP_PARAM_STRING, .count = 1, .u.s = cast_to};
   const dlop_param_value *params = op->num_params ? &param : NULL;
   operand in[3];
@@ -148,26 +83,16 @@ static void parity(const char *op_name, const char *cast_to, int32_t n, const dl
     if (dtypes[k] == DLOP_UINT8) low = 0, high = 255;
     if (dtypes[k] == DLOP_INT8) low = -128, high = 127;
     operand_init(&in[k], dtypes[k], layouts[k], seed + (uint64_t)k, low, high);
-    types[k] = type_of(&in[k]);
+    types[k] = dlop_test_type_of(&in[k].host);
   }
   char error[512] = "";
-  dlop_node_args node;
-  memset(&node, 0, sizeof node);
-  node.struct_size = sizeof node;
-  node.op = op;
-  node.params = params;
-  node.num_params = op->num_params;
-  node.num_inputs = n;
-  node.inputs = types;
-  node.outputs = &out_type;
-  node.num_outputs = 1;
-  node.error = error;
-  node.error_size = sizeof error;
-  ck_assert_msg(op->make_node(&node) == DLOP_OK, "%s make_node: %s", op_name, error);
-  ck_assert_msg(op->infer_shape(&node) == DLOP_OK, "%s infer_shape: %s", op_name, error);
+  int status = dlop_test_make_node(op, params, types, n, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s make_node: %s", op_name, error);
+  status = dlop_test_infer_shape(op, params, types, n, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "%s infer_shape: %s", op_name, error);
   dlop_dtype out_dtype = (dlop_dtype)out_type.dtype;
   size_t elsize = dlop_dtype_size(out_dtype);
-  int64_t total = numel_of(out_type.ndim, out_type.shape);
+  int64_t total = dlop_test_numel(out_type.ndim, out_type.shape);
   size_t bytes = (size_t)total * elsize;
   char what[200];
   snprintf(what, sizeof what, "%s %s%s%s n=%lld (input 0 ndim %d)", op_name,
@@ -190,8 +115,8 @@ static void parity(const char *op_name, const char *cast_to, int32_t n, const dl
     device_in[k] = *dlop_array_tensor(in[k].device_view);
   }
   dlop_thunk cpu_thunk, gpu_thunk;
-  thunk_ok(op, params, types, n, &out_type, CPU, &cpu_thunk);
-  run_ok(&cpu_thunk, host_in, n, &cpu_output, NULL, what);
+  dlop_test_make_thunk_ok(op, params, types, n, &out_type, CPU, &cpu_thunk);
+  dlop_test_run_ok(&cpu_thunk, host_in, n, &cpu_output, NULL, what);
   if (cpu_thunk.destroy) cpu_thunk.destroy(cpu_thunk.state);
 
   /* CUDA, output poisoned first on the same stream */
@@ -203,8 +128,9 @@ static void parity(const char *op_name, const char *cast_to, int32_t n, const dl
   if (bytes > 0)
     ck_assert_int_eq(host->cuda_memset_async(dlop_tensor_base(dlop_array_tensor(output)), 0xA5,
                                              bytes, dlop_stream_handle(stream)), DLOP_OK);
-  thunk_ok(op, params, types, n, &out_type, CUDA, &gpu_thunk);
-  run_ok(&gpu_thunk, device_in, n, dlop_array_tensor(output), dlop_stream_handle(stream), what);
+  dlop_test_make_thunk_ok(op, params, types, n, &out_type, CUDA, &gpu_thunk);
+  dlop_test_run_ok(&gpu_thunk, device_in, n, dlop_array_tensor(output), dlop_stream_handle(stream),
+                   what);
   DLOP_CK_OK(dlop_stream_synchronize(stream));
   if (bytes > 0) DLOP_CK_OK(dlop_array_to_host(output, gpu_out, bytes));
   if (gpu_thunk.destroy) gpu_thunk.destroy(gpu_thunk.state);

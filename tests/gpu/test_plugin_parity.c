@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -20,30 +21,13 @@ typedef struct layout {
   int64_t offset;     /* extra elements before the first one (misalignment) */
 } layout;
 
-static int64_t numel_of(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
-/* Strides of a layout (contiguous when none given) and the element span it needs, with
- * *first the element index of element 0 inside that span. */
+/* Strides of a layout (contiguous when none given) and the element span it needs (just the
+ * offset when empty), with *first the element index of element 0 inside that span. */
 static int64_t layout_span(const layout *l, int64_t *strides, int64_t *first) {
-  int64_t contiguous = 1, lo = 0, hi = 0, any = 0;
-  for (int32_t d = 0; d < l->ndim; d++) any |= l->strides[d];
-  for (int32_t d = l->ndim - 1; d >= 0; d--) {
-    strides[d] = any ? l->strides[d] : contiguous;
-    contiguous *= l->shape[d];
-  }
-  *first = l->offset;
-  if (numel_of(l->ndim, l->shape) == 0) return l->offset;
-  for (int32_t d = 0; d < l->ndim; d++) {
-    int64_t reach = (l->shape[d] - 1) * strides[d];
-    if (reach < 0) lo += reach;
-    else hi += reach;
-  }
-  *first = l->offset - lo;
-  return l->offset + hi - lo + 1;
+  int64_t span = dlop_test_layout_span(l->ndim, l->shape, dlop_test_strides_given(l->ndim, l->strides),
+                                       strides, first);
+  *first += l->offset;
+  return l->offset + (dlop_test_numel(l->ndim, l->shape) > 0 ? span : 0);
 }
 
 /* One input: the same random span on the host and on the GPU, viewed with the layout. */
@@ -83,54 +67,6 @@ static void operand_free(operand *o) {
   dlop_array_release(o->device_view);
   dlop_array_release(o->device_span);
   free(o->host_span);
-}
-
-static dlop_type type_of(dlop_dtype dtype, const layout *l) {
-  dlop_type t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dtype;
-  t.ndim = l->ndim;
-  for (int32_t d = 0; d < l->ndim; d++) t.shape[d] = l->shape[d];
-  return t;
-}
-
-static void make_thunk_ok(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
-                          const dlop_type *output, dlop_device device, dlop_thunk *thunk) {
-  char error[512] = "";
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
-  memset(thunk, 0, sizeof *thunk);
-  thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.device = device;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = sizeof error;
-  int status = op->make_thunk(&args);
-  ck_assert_msg(status == DLOP_OK, "%s make_thunk on %s: %s (%s)", op->name,
-                device.type == DLOP_DEVICE_CUDA ? "cuda" : "cpu", dlop_status_name(status), error);
-}
-
-static void run_ok(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
-                   const dlop_tensor *output, void *stream, const char *what) {
-  char error[512] = "";
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.inputs = inputs;
-  args.num_inputs = num_inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.stream = stream;
-  args.error = error;
-  args.error_size = sizeof error;
-  int status = thunk->run(thunk->state, &args);
-  ck_assert_msg(status == DLOP_OK, "%s: run failed: %s (%s)", what, dlop_status_name(status), error);
 }
 
 static void value_range(const char *op_name, dlop_dtype dtype, double *low, double *high) {
@@ -183,8 +119,7 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
                               const layout *b_layout, uint64_t seed, const parity_options *opt) {
   static const parity_options defaults;
   if (opt == NULL) opt = &defaults;
-  const dlop_op_desc *op = dlop_find_op(op_name);
-  ck_assert_msg(op != NULL, "%s: %s", op_name, dlop_last_error());
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   const dlop_host_api *host = dlop_host_api_table();
   int32_t num_inputs = b_layout ? 2 : 1;
   const layout *layouts[2] = {a_layout, b_layout};
@@ -195,24 +130,15 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
   for (int k = 0; k < num_inputs; k++) {
     operand_init(&in[k], dtype, layouts[k], seed + (uint64_t)k, low, high,
                  k == 0 ? opt->values : NULL, k == 0 ? opt->num_values : 0);
-    in_types[k] = type_of(dtype, layouts[k]);
+    in_types[k] = dlop_test_type(dtype, layouts[k]->ndim, layouts[k]->shape);
   }
   /* output type and shape from the op's own rules */
   char error[512] = "";
-  dlop_node_args node;
-  memset(&node, 0, sizeof node);
-  memset(&out_type, 0, sizeof out_type);
-  node.struct_size = sizeof node;
-  node.op = op;
-  node.num_inputs = num_inputs;
-  node.inputs = in_types;
-  node.outputs = &out_type;
-  node.num_outputs = 1;
-  node.error = error;
-  node.error_size = sizeof error;
-  ck_assert_msg(op->make_node(&node) == DLOP_OK, "make_node: %s", error);
-  ck_assert_msg(op->infer_shape(&node) == DLOP_OK, "infer_shape: %s", error);
-  int64_t n = numel_of(out_type.ndim, out_type.shape);
+  int status = dlop_test_make_node(op, NULL, in_types, num_inputs, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "make_node: %s", error);
+  status = dlop_test_infer_shape(op, NULL, in_types, num_inputs, &out_type, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "infer_shape: %s", error);
+  int64_t n = dlop_test_numel(out_type.ndim, out_type.shape);
   size_t bytes = (size_t)n * dlop_dtype_size(dtype);
   char what[160];
   snprintf(what, sizeof what, "%s %s n=%lld (a ndim %d%s%s%s)", op_name, dlop_dtype_name(dtype),
@@ -231,9 +157,9 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
   cpu_output.dtype = dlop_dtype_to_dl(dtype);
   cpu_output.shape = out_type.shape;
   dlop_thunk cpu_thunk, gpu_thunk;
-  make_thunk_ok(op, in_types, num_inputs, &out_type, CPU, &cpu_thunk);
+  dlop_test_make_thunk_ok(op, NULL, in_types, num_inputs, &out_type, CPU, &cpu_thunk);
   dlop_tensor cpu_inputs[2] = {in[0].host_tensor, in[num_inputs - 1].host_tensor};
-  run_ok(&cpu_thunk, cpu_inputs, num_inputs, &cpu_output, NULL, what);
+  dlop_test_run_ok(&cpu_thunk, cpu_inputs, num_inputs, &cpu_output, NULL, what);
   if (cpu_thunk.destroy) cpu_thunk.destroy(cpu_thunk.state);
 
   /* CUDA: the output is a view output_offset elements into a buffer with one element to
@@ -255,12 +181,12 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
   ck_assert_int_eq(host->cuda_memset_async(dlop_tensor_base(dlop_array_tensor(output_buffer)),
                                            0xFF, (size_t)buffer_n * elsize,
                                            dlop_stream_handle(stream)), DLOP_OK);
-  make_thunk_ok(op, in_types, num_inputs, &out_type, CUDA, &gpu_thunk);
+  dlop_test_make_thunk_ok(op, NULL, in_types, num_inputs, &out_type, CUDA, &gpu_thunk);
   dlop_tensor gpu_inputs[2] = {*dlop_array_tensor(in[0].device_view),
                                *dlop_array_tensor(in[num_inputs - 1].device_view)};
-  run_ok(&gpu_thunk, gpu_inputs, num_inputs, gpu_output, dlop_stream_handle(stream), what);
+  dlop_test_run_ok(&gpu_thunk, gpu_inputs, num_inputs, gpu_output, dlop_stream_handle(stream), what);
   /* twice: a second run on the same thunk (module loaded once) must give the same result */
-  run_ok(&gpu_thunk, gpu_inputs, num_inputs, gpu_output, dlop_stream_handle(stream), what);
+  dlop_test_run_ok(&gpu_thunk, gpu_inputs, num_inputs, gpu_output, dlop_stream_handle(stream), what);
   DLOP_CK_OK(dlop_stream_synchronize(stream));
   unsigned char *buffer_host = malloc((size_t)buffer_n * elsize);
   ck_assert_ptr_nonnull(buffer_host);
@@ -297,11 +223,11 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
     int64_t a_first, a_strides[3];
     int64_t a_span = layout_span(a_layout, a_strides, &a_first);
     ck_assert_msg(a_layout->ndim == out_type.ndim && a_first == 0 && a_span == n &&
-                  numel_of(a_layout->ndim, a_layout->shape) == n,
+                  dlop_test_numel(a_layout->ndim, a_layout->shape) == n,
                   "%s: in place needs input a contiguous and shaped as the output", what);
     for (int32_t d = 0; d < out_type.ndim; d++)
       ck_assert_int_eq(a_layout->shape[d], out_type.shape[d]);
-    run_ok(&gpu_thunk, gpu_inputs, num_inputs, &gpu_inputs[0], dlop_stream_handle(stream), what);
+    dlop_test_run_ok(&gpu_thunk, gpu_inputs, num_inputs, &gpu_inputs[0], dlop_stream_handle(stream), what);
     DLOP_CK_OK(dlop_stream_synchronize(stream));
     void *in_place_out = malloc(bytes + 16);
     ck_assert_ptr_nonnull(in_place_out);
@@ -330,8 +256,7 @@ static void check_parity(const char *op_name, dlop_dtype dtype, const layout *a_
 static const int64_t sizes[] = {0, 1, 1000, (1 << 20) + 3};
 
 static void check_unary(const char *op_name) {
-  const dlop_op_desc *op = dlop_find_op(op_name);
-  ck_assert_msg(op != NULL, "%s: %s", op_name, dlop_last_error());
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   uint64_t seed = 1;
   for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
     if (!(op->cuda_dtypes & DLOP_DTYPE_BIT(dt))) continue;
@@ -382,8 +307,7 @@ static void check_unary(const char *op_name) {
 /* In place (output tensor == input tensor) and misaligned outputs: contiguous inputs of sizes
  * 0, 1, 1000 and 2^20 + 3, and 1001 x 48 rows. */
 static void check_unary_outputs(const char *op_name) {
-  const dlop_op_desc *op = dlop_find_op(op_name);
-  ck_assert_msg(op != NULL, "%s: %s", op_name, dlop_last_error());
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   uint64_t seed = 5000;
   for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
     if (!(op->cuda_dtypes & DLOP_DTYPE_BIT(dt))) continue;
@@ -461,8 +385,7 @@ START_TEST(test_exp_edge_values) {
 END_TEST
 
 START_TEST(test_multiply_them_parity) {
-  const dlop_op_desc *op = dlop_find_op("multiply_them");
-  ck_assert_msg(op != NULL, "%s", dlop_last_error());
+  const dlop_op_desc *op = dlop_test_find_op("multiply_them");
   uint64_t seed = 1000;
   for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
     if (!(op->cuda_dtypes & DLOP_DTYPE_BIT(dt))) continue;

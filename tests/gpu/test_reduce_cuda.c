@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -72,18 +73,9 @@ static double *run_on(const reduce_case *c, dlop_device device, const void *data
 /* CUDA against the CPU on the same random data; tolerance from the dtype's rounding and the
  * accumulation (different summation trees) relative to the reduced count. */
 static void check_parity(const reduce_case *c, uint64_t seed, int reruns) {
-  int64_t strides[4], contiguous = 1, any = 0, lo = 0, hi = 0;
-  for (int32_t d = 0; d < c->ndim; d++) any |= c->strides[d];
-  for (int32_t d = c->ndim - 1; d >= 0; d--) {
-    strides[d] = any ? c->strides[d] : contiguous;
-    contiguous *= c->shape[d];
-  }
-  for (int32_t d = 0; d < c->ndim; d++) {
-    int64_t reach = c->shape[d] > 0 ? (c->shape[d] - 1) * strides[d] : 0;
-    if (reach < 0) lo += reach;
-    else hi += reach;
-  }
-  int64_t span = hi - lo + 1, first = -lo, n_cpu, n_cuda, total = contiguous;
+  int64_t strides[4], first, n_cpu, n_cuda, total = dlop_test_numel(c->ndim, c->shape);
+  int64_t span = dlop_test_layout_span(c->ndim, c->shape, dlop_test_strides_given(c->ndim, c->strides),
+                                       strides, &first);
   int is_int = !dlop_dtype_is_float(c->dtype);
   void *data = malloc((size_t)span * dlop_dtype_size(c->dtype));
   dlop_test_fill_random(data, c->dtype, span, seed, is_int ? -100 : -2, is_int ? 100 : 2);

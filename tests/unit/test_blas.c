@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul_reference.h"
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -29,34 +31,18 @@ typedef struct tensor {
   size_t span_elements;
 } tensor;
 
-static int64_t numel(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t seed) {
-  int64_t contiguous = 1, lo = 0, hi = 0, any = 0;
+  int64_t first;
   size_t element = dlop_dtype_size(dtype);
   memset(x, 0, sizeof *x);
-  for (int32_t d = 0; d < s->ndim; d++) any |= s->strides[d];
-  for (int32_t d = s->ndim - 1; d >= 0; d--) {
-    x->shape[d] = s->shape[d];
-    x->strides[d] = any ? s->strides[d] : contiguous;
-    contiguous *= s->shape[d];
-  }
-  if (numel(s->ndim, s->shape) > 0)
-    for (int32_t d = 0; d < s->ndim; d++) {
-      int64_t reach = (s->shape[d] - 1) * x->strides[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
-    }
-  x->span_elements = (size_t)(hi - lo + 1);
+  memcpy(x->shape, s->shape, sizeof x->shape);
+  x->span_elements = (size_t)dlop_test_layout_span(
+      s->ndim, s->shape, dlop_test_strides_given(s->ndim, s->strides), x->strides, &first);
   x->allocation = malloc(x->span_elements * element);
   ck_assert_ptr_nonnull(x->allocation);
   dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
   x->t.data = x->allocation;
-  x->t.byte_offset = (uint64_t)(-lo * (int64_t)element);
+  x->t.byte_offset = (uint64_t)(first * (int64_t)element);
   x->t.device = CPU;
   x->t.ndim = s->ndim;
   x->t.dtype = dlop_dtype_to_dl(dtype);
@@ -64,37 +50,10 @@ static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t see
   x->t.strides = x->strides;
 }
 
-/* Element i (C order) as a double. */
-static double tensor_get(const tensor *x, int64_t i) {
-  int64_t offset = 0;
-  for (int32_t d = x->t.ndim - 1; d >= 0; d--) {
-    offset += (i % x->shape[d]) * x->strides[d];
-    i /= x->shape[d];
-  }
-  return dlop_test_get((char *)x->t.data + x->t.byte_offset, dlop_tensor_dtype(&x->t), offset);
-}
-
-static double *gather(const tensor *x) {
-  int64_t n = numel(x->t.ndim, x->shape);
-  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  for (int64_t i = 0; i < n; i++) v[i] = tensor_get(x, i);
-  return v;
-}
-
 /* ---- the op's stages ------------------------------------------------------------------- */
 
-static const dlop_op_desc *op_named(const char *name) {
-  dlop_test_load_bundled_plugins();
-  const dlop_op_desc *op = dlop_find_op(name);
-  ck_assert_msg(op != NULL, "op %s not found: %s", name, dlop_last_error());
-  return op;
-}
-
 /* Parameters: gemm (alpha, beta, trans_a, trans_b, allow_tf32); dot/matmul (allow_tf32). */
-typedef struct gemm_params {
-  double alpha, beta;
-  int trans_a, trans_b;
-} gemm_params;
+typedef dlop_test_gemm_params gemm_params;
 
 static int32_t fill_params(const dlop_op_desc *op, const gemm_params *g, dlop_param_value *v) {
   for (int32_t i = 0; i < op->num_params; i++) v[i] = op->params[i].default_value;
@@ -107,122 +66,12 @@ static int32_t fill_params(const dlop_op_desc *op, const gemm_params *g, dlop_pa
   return op->num_params;
 }
 
+/* make_node, then infer_shape when it succeeded (the output type the thunk gets). */
 static int make_node(const dlop_op_desc *op, const dlop_param_value *params, const dlop_type *in,
                      int32_t num_inputs, dlop_type *out, char *error, size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
-  memset(out, 0, sizeof *out);
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = op->num_params;
-  args.num_inputs = num_inputs;
-  args.inputs = in;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  error[0] = '\0';
-  int status = op->make_node(&args);
-  if (status == DLOP_OK) status = op->infer_shape(&args);
+  int status = dlop_test_make_node(op, params, in, num_inputs, out, error, error_size);
+  if (status == DLOP_OK) status = dlop_test_infer_shape(op, params, in, num_inputs, out, error, error_size);
   return status;
-}
-
-static int make_thunk(const dlop_op_desc *op, const dlop_param_value *params, const dlop_type *in,
-                      int32_t num_inputs, const dlop_type *out, dlop_thunk *thunk, char *error,
-                      size_t error_size) {
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
-  memset(thunk, 0, sizeof *thunk);
-  thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = op->num_params;
-  args.num_inputs = num_inputs;
-  args.inputs = in;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.device = CPU;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = error_size;
-  error[0] = '\0';
-  return op->make_thunk(&args);
-}
-
-static int run(dlop_thunk *thunk, const dlop_tensor *in, int32_t num_inputs, const dlop_tensor *out,
-               char *error, size_t error_size) {
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.inputs = in;
-  args.num_inputs = num_inputs;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  error[0] = '\0';
-  return thunk->run(thunk->state, &args);
-}
-
-static dlop_type type_of(const dlop_tensor *t) {
-  dlop_type type;
-  memset(&type, 0, sizeof type);
-  type.dtype = dlop_tensor_dtype(t);
-  type.ndim = t->ndim;
-  for (int32_t d = 0; d < t->ndim; d++) type.shape[d] = t->shape[d];
-  return type;
-}
-
-/* ---- the reference ----------------------------------------------------------------------- */
-
-/* NumPy's matmul (dot for ranks <= 2 is the same) or gemm, in double. */
-static void reference(const char *op, const gemm_params *g, const tensor *a, const tensor *b,
-                      const tensor *c, const dlop_type *out_type, double *out) {
-  const double *va = gather(a), *vb = gather(b), *vc = c ? gather(c) : NULL;
-  int32_t na = a->t.ndim, nb = b->t.ndim, no = out_type->ndim;
-  int is_gemm = strcmp(op, "gemm") == 0;
-  int64_t m = na == 1 ? 1 : a->shape[na - 2], k = a->shape[na - 1];
-  int64_t n = nb == 1 ? 1 : b->shape[nb - 1];
-  if (is_gemm && g->trans_a) m = a->shape[1], k = a->shape[0];
-  if (is_gemm && g->trans_b) n = b->shape[0];
-  int has_m = is_gemm || na > 1, has_n = is_gemm || nb > 1;
-  int32_t batch = no - has_m - has_n, batch_a = na > 2 ? na - 2 : 0, batch_b = nb > 2 ? nb - 2 : 0;
-  int64_t total = numel(no, out_type->shape);
-  for (int64_t o = 0; o < total; o++) {
-    int64_t index[DLOP_MAX_NDIM], rest = o;
-    for (int32_t d = no - 1; d >= 0; d--) index[d] = rest % out_type->shape[d], rest /= out_type->shape[d];
-    int64_t i = has_m ? index[batch] : 0, j = has_n ? index[no - 1] : 0;
-    int64_t base_a = 0, base_b = 0; /* linear element of the batch's matrix start */
-    for (int32_t d = 0; d < batch_a; d++) {
-      int64_t idx = a->shape[d] == 1 ? 0 : index[batch - batch_a + d];
-      base_a = base_a * a->shape[d] + idx;
-    }
-    for (int32_t d = 0; d < batch_b; d++) {
-      int64_t idx = b->shape[d] == 1 ? 0 : index[batch - batch_b + d];
-      base_b = base_b * b->shape[d] + idx;
-    }
-    base_a *= (na == 1 ? k : m * k);
-    base_b *= (nb == 1 ? k : k * n);
-    double sum = 0;
-    for (int64_t q = 0; q < k; q++) {
-      double x = is_gemm && g->trans_a ? va[q * m + i] : va[base_a + i * k + q];
-      double y = is_gemm && g->trans_b ? vb[j * k + q] : vb[base_b + q * n + j];
-      sum += x * y;
-    }
-    if (is_gemm) {
-      double cv = 0;
-      if (c->t.ndim == 2) cv = vc[(c->shape[0] == 1 ? 0 : i) * c->shape[1] + (c->shape[1] == 1 ? 0 : j)];
-      else if (c->t.ndim == 1) cv = vc[c->shape[0] == 1 ? 0 : j];
-      else cv = vc[0];
-      sum = g->alpha * sum + (g->beta != 0 ? g->beta * cv : 0);
-    }
-    out[o] = sum;
-  }
-  free((void *)va);
-  free((void *)vb);
-  free((void *)vc);
 }
 
 /* The CPU pool's allocations from the system so far. With the cache emptied first, any scratch
@@ -241,7 +90,7 @@ static uint64_t pool_allocations(void) {
 static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, const spec *sb,
                        const spec *sc, const gemm_params *g, const spec *out_spec,
                        int expect_copy, int inplace, const char *what) {
-  const dlop_op_desc *op = op_named(op_name);
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value params[8];
   tensor x[3], out;
   dlop_type types[3], out_type;
@@ -253,7 +102,7 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   tensor_init(&x[0], dtype, sa, 11);
   tensor_init(&x[1], dtype, sb, 22);
   if (sc) tensor_init(&x[2], dtype, sc, 33);
-  for (int32_t i = 0; i < num_inputs; i++) types[i] = type_of(&x[i].t), inputs[i] = x[i].t;
+  for (int32_t i = 0; i < num_inputs; i++) types[i] = dlop_test_type_of(&x[i].t), inputs[i] = x[i].t;
   int status = make_node(op, params, types, num_inputs, &out_type, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s: make_node: %s", op_name, what, error);
   spec os = {out_type.ndim, {0}, {0}};
@@ -262,9 +111,9 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
     ck_assert_int_eq(out_spec->ndim, out_type.ndim);
     memcpy(os.strides, out_spec->strides, sizeof os.strides);
   }
-  int64_t n = numel(out_type.ndim, out_type.shape);
+  int64_t n = dlop_test_numel(out_type.ndim, out_type.shape);
   double *expected = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  reference(op_name, g, &x[0], &x[1], sc ? &x[2] : NULL, &out_type, expected);
+  dlop_test_matmul_reference(op_name, g, &x[0].t, &x[1].t, sc ? &x[2].t : NULL, &out_type, expected);
   if (inplace) {
     out = x[2]; /* the host handed c's memory (of the output's shape) as the output */
     out.t.shape = out.shape;
@@ -273,11 +122,11 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
     tensor_init(&out, dtype, &os, 44);
     for (size_t i = 0; i < out.span_elements; i++) dlop_test_set(out.allocation, dtype, (int64_t)i, NAN);
   }
-  status = make_thunk(op, params, types, num_inputs, &out_type, &thunk, error, sizeof error);
+  status = dlop_test_make_thunk(op, params, types, num_inputs, &out_type, CPU, &thunk, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s: make_thunk: %s", op_name, what, error);
   DLOP_CK_OK(dlop_memory_release_cached(CPU));
   uint64_t allocations = pool_allocations();
-  status = run(&thunk, inputs, num_inputs, &out.t, error, sizeof error);
+  status = dlop_test_run(&thunk, inputs, num_inputs, &out.t, NULL, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s: run: %s (%s)", op_name, what, dlop_status_name(status), error);
   if (expect_copy == 0)
     ck_assert_msg(pool_allocations() == allocations, "%s %s: the run took scratch memory (a copy)", op_name, what);
@@ -287,12 +136,12 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   for (int32_t i = 0; i < 2; i++) k = k > x[i].shape[0] ? k : x[i].shape[0];
   double tol = dtype == DLOP_FLOAT32 ? 2e-5 * (double)k : 1e-13 * (double)k;
   for (int64_t i = 0; i < n; i++) {
-    double got = tensor_get(&out, i);
+    double got = dlop_test_tensor_get(&out.t, i);
     ck_assert_msg(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
                   "%s %s %s: element %lld: expected %.17g, got %.17g", op_name,
                   dlop_dtype_name(dtype), what, (long long)i, expected[i], got);
   }
-  if (thunk.destroy) thunk.destroy(thunk.state);
+  dlop_test_destroy_thunk(&thunk);
   free(expected);
   for (int32_t i = 0; i < num_inputs; i++) free(x[i].allocation);
   if (!inplace) free(out.allocation);
@@ -421,7 +270,8 @@ END_TEST
 
 /* The error a wrong node gets: both dtypes named; inner dims named with both shapes. */
 START_TEST(type_and_shape_errors) {
-  const dlop_op_desc *matmul = op_named("matmul"), *dot = op_named("dot"), *gemm = op_named("gemm");
+  const dlop_op_desc *matmul = dlop_test_find_op("matmul"), *dot = dlop_test_find_op("dot");
+  const dlop_op_desc *gemm = dlop_test_find_op("gemm");
   dlop_param_value params[8];
   dlop_type in[3], out;
   char error[512];
@@ -470,7 +320,7 @@ END_TEST
 
 /* A run whose tensors disagree with the shape rule is refused, not computed. */
 START_TEST(run_checks_shapes) {
-  const dlop_op_desc *op = op_named("matmul");
+  const dlop_op_desc *op = dlop_test_find_op("matmul");
   dlop_param_value params[2];
   fill_params(op, NULL, params);
   dlop_type in[2] = {{DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN}},
@@ -478,14 +328,14 @@ START_TEST(run_checks_shapes) {
   dlop_thunk thunk;
   char error[512];
   ck_assert_int_eq(make_node(op, params, in, 2, &out, error, sizeof error), DLOP_OK);
-  ck_assert_int_eq(make_thunk(op, params, in, 2, &out, &thunk, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_test_make_thunk(op, params, in, 2, &out, CPU, &thunk, error, sizeof error), DLOP_OK);
   tensor a, b, c;
   spec sa = S2(3, 4), sb = S2(5, 2), sc = S2(3, 2);
   tensor_init(&a, DLOP_FLOAT32, &sa, 1);
   tensor_init(&b, DLOP_FLOAT32, &sb, 2);
   tensor_init(&c, DLOP_FLOAT32, &sc, 3);
   dlop_tensor inputs[2] = {a.t, b.t};
-  ck_assert_int_eq(run(&thunk, inputs, 2, &c.t, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_run(&thunk, inputs, 2, &c.t, NULL, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "inner dimensions 4 and 5 differ") != NULL, "%s", error);
   thunk.destroy(thunk.state);
   free(a.allocation), free(b.allocation), free(c.allocation);
@@ -502,7 +352,7 @@ static void *concurrent_runs(void *unused) {
 /* Host threads may run thunks at the same time (OpenBLAS's pthread build serializes them). */
 START_TEST(threads_at_once) {
   pthread_t threads[3];
-  op_named("gemm"); /* load the plugins once, before the threads */
+  dlop_test_find_op("gemm"); /* load the plugins once, before the threads */
   for (int i = 0; i < 3; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, concurrent_runs, NULL), 0);
   for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
 }
@@ -512,14 +362,15 @@ END_TEST
  * tried and what to do (each test runs in its own process: the library is loaded once). */
 static void expect_missing_blas(const char *path, const char *why) {
   setenv("DLOP_BLAS_LIBRARY", path, 1);
-  const dlop_op_desc *op = op_named("matmul");
+  const dlop_op_desc *op = dlop_test_find_op("matmul");
   dlop_param_value params[2];
   fill_params(op, NULL, params);
   dlop_type in[2] = {{DLOP_FLOAT32, 2, {2, 3}}, {DLOP_FLOAT32, 2, {3, 4}}}, out;
   dlop_thunk thunk;
   char error[2048];
   ck_assert_int_eq(make_node(op, params, in, 2, &out, error, sizeof error), DLOP_OK);
-  ck_assert_int_eq(make_thunk(op, params, in, 2, &out, &thunk, error, sizeof error), DLOP_UNSUPPORTED);
+  ck_assert_int_eq(dlop_test_make_thunk(op, params, in, 2, &out, CPU, &thunk, error, sizeof error),
+                   DLOP_UNSUPPORTED);
   ck_assert_msg(strstr(error, "tried DLOP_BLAS_LIBRARY=") && strstr(error, path) && strstr(error, why) &&
                     strstr(error, "apt-get install libopenblas0-pthread") &&
                     strstr(error, "DLOP_BLAS_LIBRARY"),

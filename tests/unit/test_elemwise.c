@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -21,33 +22,18 @@ typedef struct tt {
   int64_t span; /* elements the strides reach */
 } tt;
 
-static int64_t numel_of(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 /* strides NULL: C-contiguous; any strides, negative and zero included. */
 static void tt_init(tt *x, dlop_dtype dtype, int32_t ndim, const int64_t *shape, const int64_t *strides) {
   size_t elsize = dlop_dtype_size(dtype);
-  int64_t lo = 0, hi = 0, contiguous = 1;
+  int64_t first;
   memset(x, 0, sizeof *x);
-  for (int32_t d = ndim - 1; d >= 0; d--) {
-    x->shape[d] = shape[d];
-    x->strides[d] = strides ? strides[d] : contiguous;
-    contiguous *= shape[d];
-  }
-  if (numel_of(ndim, shape) > 0)
-    for (int32_t d = 0; d < ndim; d++) {
-      int64_t reach = (shape[d] - 1) * x->strides[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
-    }
-  x->span = numel_of(ndim, shape) > 0 ? hi - lo + 1 : 0;
+  memcpy(x->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  x->span = dlop_test_layout_span(ndim, shape, strides, x->strides, &first);
+  if (dlop_test_numel(ndim, shape) == 0) x->span = 0; /* nothing to fill */
   x->allocation = calloc((size_t)x->span + 1, elsize);
   ck_assert_ptr_nonnull(x->allocation);
   x->t.data = x->allocation;
-  x->t.byte_offset = (uint64_t)(-lo * (int64_t)elsize);
+  x->t.byte_offset = (uint64_t)(first * (int64_t)elsize);
   x->t.device = CPU;
   x->t.ndim = ndim;
   x->t.dtype = dlop_dtype_to_dl(dtype);
@@ -134,110 +120,44 @@ static void set_wrapped(void *p, dlop_dtype dt, int64_t i, uint64_t v) {
 
 /* ---- calling the op --------------------------------------------------------------------- */
 
-static const dlop_op_desc *op_named(const char *name) {
-  dlop_test_load_bundled_plugins();
-  const dlop_op_desc *op = dlop_find_op(name);
-  ck_assert_msg(op != NULL, "op %s not found: %s", name, dlop_last_error());
-  return op;
-}
-
-static dlop_type type_of_tt(const tt *x) {
-  dlop_type t;
-  memset(&t, 0, sizeof t);
-  t.dtype = tt_dtype(x);
-  t.ndim = x->t.ndim;
-  for (int32_t d = 0; d < x->t.ndim; d++) t.shape[d] = x->shape[d];
-  return t;
-}
-
 /* make_node with inputs' types; returns the status, the output type and the message. */
 static int node(const char *op_name, const dlop_type *inputs, int32_t n, const char *cast_to,
                 dlop_type *out, char *error, size_t error_size) {
-  const dlop_op_desc *op = op_named(op_name);
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value param = {.kind = DLOP_PARAM_STRING, .count = 1, .u.s = cast_to};
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
-  memset(out, 0, sizeof *out);
-  error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = op->num_params ? &param : NULL;
-  args.num_params = op->num_params;
-  args.num_inputs = n;
-  args.inputs = inputs;
-  args.outputs = out;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  return op->make_node(&args);
+  return dlop_test_make_node(op, op->num_params ? &param : NULL, inputs, n, out, error, error_size);
 }
 
 /* The whole life of a node on the CPU: make_node (output dtype and shape checked against the
  * expectation), infer_shape, make_thunk, run writing into out (whose tensor the caller made,
  * or NULL: one is made here of the inferred type, C-contiguous, poisoned). */
 static void run_op(const char *op_name, const char *cast_to, tt *in, int32_t n, tt *out) {
-  const dlop_op_desc *op = op_named(op_name);
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value param = {.kind = DLOP_PARAM_STRING, .count = 1, .u.s = cast_to};
   dlop_type in_types[3], out_type, inferred;
   char error[512];
-  for (int32_t k = 0; k < n; k++) in_types[k] = type_of_tt(&in[k]);
+  for (int32_t k = 0; k < n; k++) in_types[k] = dlop_test_type_of(&in[k].t);
   int status = node(op_name, in_types, n, cast_to, &out_type, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s make_node: %s", op_name, error);
   ck_assert_int_eq(out_type.dtype, tt_dtype(out));
   ck_assert_int_eq(out_type.ndim, out->t.ndim);
   for (int32_t d = 0; d < out->t.ndim; d++) ck_assert_int_eq(out_type.shape[d], out->shape[d]);
   /* infer_shape with the concrete shapes */
-  dlop_node_args nargs;
-  memset(&nargs, 0, sizeof nargs);
+  const dlop_param_value *params = op->num_params ? &param : NULL;
   inferred = out_type;
   memset(inferred.shape, 0xFF, sizeof inferred.shape);
-  nargs.struct_size = sizeof nargs;
-  nargs.op = op;
-  nargs.params = op->num_params ? &param : NULL;
-  nargs.num_params = op->num_params;
-  nargs.num_inputs = n;
-  nargs.inputs = in_types;
-  nargs.outputs = &inferred;
-  nargs.num_outputs = 1;
-  nargs.error = error;
-  nargs.error_size = sizeof error;
-  status = op->infer_shape(&nargs);
+  status = dlop_test_infer_shape(op, params, in_types, n, &inferred, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s infer_shape: %s", op_name, error);
   for (int32_t d = 0; d < out->t.ndim; d++) ck_assert_int_eq(inferred.shape[d], out->shape[d]);
   /* make_thunk, run */
   dlop_thunk thunk;
-  dlop_thunk_args targs;
-  memset(&thunk, 0, sizeof thunk);
-  memset(&targs, 0, sizeof targs);
-  thunk.struct_size = sizeof thunk;
-  targs.struct_size = sizeof targs;
-  targs.op = op;
-  targs.params = nargs.params;
-  targs.num_params = nargs.num_params;
-  targs.num_inputs = n;
-  targs.inputs = in_types;
-  targs.outputs = &out_type;
-  targs.num_outputs = 1;
-  targs.device = CPU;
-  targs.thunk = &thunk;
-  targs.error = error;
-  targs.error_size = sizeof error;
-  status = op->make_thunk(&targs);
+  status = dlop_test_make_thunk(op, params, in_types, n, &out_type, CPU, &thunk, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s make_thunk: %s", op_name, error);
   dlop_tensor inputs[3];
   for (int32_t k = 0; k < n; k++) inputs[k] = in[k].t;
-  dlop_run_args rargs;
-  memset(&rargs, 0, sizeof rargs);
-  rargs.struct_size = sizeof rargs;
-  rargs.inputs = inputs;
-  rargs.num_inputs = n;
-  rargs.outputs = &out->t;
-  rargs.num_outputs = 1;
-  rargs.error = error;
-  rargs.error_size = sizeof error;
-  status = thunk.run(thunk.state, &rargs);
+  status = dlop_test_run(&thunk, inputs, n, &out->t, NULL, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s run: %s", op_name, error);
-  if (thunk.destroy) thunk.destroy(thunk.state);
+  dlop_test_destroy_thunk(&thunk);
 }
 
 /* ---- input values ----------------------------------------------------------------------- */
@@ -271,7 +191,7 @@ static void fill(tt *x, uint64_t seed, double low, double high, int specials) {
  * |a - e| <= rtol (|e| + 1e-30), infinities and NaN must match. */
 static void compare_out(const char *what, const void *expected, const tt *out, double rtol) {
   dlop_dtype dt = tt_dtype(out);
-  int64_t n = numel_of(out->t.ndim, out->shape);
+  int64_t n = dlop_test_numel(out->t.ndim, out->shape);
   size_t size = dlop_dtype_size(dt);
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++) {
@@ -412,7 +332,7 @@ static void check_arith_case(int op, dlop_dtype dt, const shape_case *c, uint64_
   int32_t ndim = bcast_shape(in, n, shape);
   tt_init(&out, dt, ndim, shape, NULL);
   memset(out.allocation, 0xA5, (size_t)out.span * dlop_dtype_size(dt)); /* poison */
-  int64_t total = numel_of(ndim, shape);
+  int64_t total = dlop_test_numel(ndim, shape);
   void *expected = calloc((size_t)total + 1, dlop_dtype_size(dt));
   for (int64_t i = 0; i < total; i++)
     ref_arith(op, dt, tt_base(&in[0]), bcast_offset(&in[0], ndim, shape, i),
@@ -521,7 +441,7 @@ START_TEST(test_comparisons_every_dtype) {
         int32_t ndim = bcast_shape(in, 2, shape);
         tt_init(&out, DLOP_BOOL, ndim, shape, NULL);
         memset(out.allocation, 0xA5, (size_t)out.span);
-        int64_t total = numel_of(ndim, shape);
+        int64_t total = dlop_test_numel(ndim, shape);
         uint8_t *expected = calloc((size_t)total + 1, 1);
         for (int64_t i = 0; i < total; i++)
           expected[i] = (uint8_t)ref_compare(op, get_ld(tt_base(&in[0]), dt, bcast_offset(&in[0], ndim, shape, i)),
@@ -554,7 +474,7 @@ START_TEST(test_where_every_dtype) {
       ((uint8_t *)in[0].allocation)[0] = 7; /* any nonzero byte is true */
       int32_t ndim = bcast_shape(in, 3, shape);
       tt_init(&out, dt, ndim, shape, NULL);
-      int64_t total = numel_of(ndim, shape);
+      int64_t total = dlop_test_numel(ndim, shape);
       size_t size = dlop_dtype_size(dt);
       char *expected = calloc((size_t)total + 1, size);
       for (int64_t i = 0; i < total; i++) {
@@ -708,8 +628,8 @@ START_TEST(test_in_place_output_is_input_0) {
   for (int i = 0; i < 1000; i++) expected[i] = -((float *)tt_base(&a))[i];
   run_op("neg", NULL, &a, 1, &a);
   ck_assert(memcmp(expected, tt_base(&a), sizeof expected) == 0);
-  ck_assert_int_eq(op_named("add")->inplace_map[0], 0);
-  ck_assert_int_eq(op_named("where")->inplace_map[0], 1);
+  ck_assert_int_eq(dlop_test_find_op("add")->inplace_map[0], 0);
+  ck_assert_int_eq(dlop_test_find_op("where")->inplace_map[0], 1);
   tt_free(&a), tt_free(&b);
 }
 END_TEST
@@ -769,49 +689,28 @@ START_TEST(test_type_and_shape_errors) {
 END_TEST
 
 START_TEST(test_run_rejects_a_wrong_output_shape) {
-  const dlop_op_desc *op = op_named("add");
+  const dlop_op_desc *op = dlop_test_find_op("add");
   int64_t s3[1] = {3}, s4[1] = {4};
   tt a, b, out;
   tt_init(&a, DLOP_FLOAT32, 1, s3, NULL);
   tt_init(&b, DLOP_FLOAT32, 1, s3, NULL);
   tt_init(&out, DLOP_FLOAT32, 1, s4, NULL);
-  dlop_type types[2] = {type_of_tt(&a), type_of_tt(&b)}, out_type = type_of_tt(&a);
+  dlop_type types[2] = {dlop_test_type_of(&a.t), dlop_test_type_of(&b.t)};
+  dlop_type out_type = dlop_test_type_of(&a.t);
   out_type.shape[0] = DLOP_DIM_UNKNOWN;
   types[0].shape[0] = types[1].shape[0] = DLOP_DIM_UNKNOWN;
   dlop_thunk thunk;
-  dlop_thunk_args targs;
   char error[256] = "";
-  memset(&thunk, 0, sizeof thunk);
-  memset(&targs, 0, sizeof targs);
-  thunk.struct_size = sizeof thunk;
-  targs.struct_size = sizeof targs;
-  targs.op = op;
-  targs.num_inputs = 2;
-  targs.inputs = types;
-  targs.outputs = &out_type;
-  targs.num_outputs = 1;
-  targs.device = CPU;
-  targs.thunk = &thunk;
-  targs.error = error;
-  targs.error_size = sizeof error;
-  DLOP_CK_OK(op->make_thunk(&targs));
+  DLOP_CK_OK(dlop_test_make_thunk(op, NULL, types, 2, &out_type, CPU, &thunk, error, sizeof error));
   dlop_tensor inputs[2] = {a.t, b.t};
-  dlop_run_args rargs;
-  memset(&rargs, 0, sizeof rargs);
-  rargs.struct_size = sizeof rargs;
-  rargs.inputs = inputs;
-  rargs.num_inputs = 2;
-  rargs.outputs = &out.t;
-  rargs.num_outputs = 1;
-  rargs.error = error;
-  rargs.error_size = sizeof error;
-  ck_assert_int_eq(thunk.run(thunk.state, &rargs), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_run(&thunk, inputs, 2, &out.t, NULL, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "add: output shape (4,) differs from the inputs' broadcast shape (3,)"),
                 "%s", error);
   thunk.destroy(thunk.state);
   /* a thunk for int32 refuses float32 inputs at make_thunk */
   types[0].dtype = types[1].dtype = DLOP_INT32;
-  ck_assert_int_eq(op->make_thunk(&targs), DLOP_UNSUPPORTED);
+  ck_assert_int_eq(dlop_test_make_thunk(op, NULL, types, 2, &out_type, CPU, &thunk, error, sizeof error),
+                   DLOP_UNSUPPORTED);
   ck_assert_msg(strstr(error, "add: no kernel for input dtypes (int32, int32) and output dtype float32"),
                 "%s", error);
   tt_free(&a), tt_free(&b), tt_free(&out);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 #define GUARD_BYTES 64
@@ -26,36 +27,19 @@ typedef struct test_tensor {
   size_t span_bytes; /* between the guards */
 } test_tensor;
 
-static int64_t numel_of(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
-
 /* strides NULL: C-contiguous. Negative and zero strides allowed. */
 static void tensor_init(test_tensor *x, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
                         const int64_t *strides) {
   size_t elsize = dlop_dtype_size(dtype);
-  int64_t lo = 0, hi = 0, contiguous = 1;
+  int64_t first;
   memset(x, 0, sizeof *x);
-  for (int32_t d = ndim - 1; d >= 0; d--) {
-    x->shape[d] = shape[d];
-    x->strides[d] = strides ? strides[d] : contiguous;
-    contiguous *= shape[d];
-  }
-  if (numel_of(ndim, shape) > 0) {
-    for (int32_t d = 0; d < ndim; d++) {
-      int64_t reach = (shape[d] - 1) * x->strides[d];
-      if (reach < 0) lo += reach;
-      else hi += reach;
-    }
-    x->span_bytes = (size_t)(hi - lo + 1) * elsize;
-  }
+  memcpy(x->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  x->span_bytes = (size_t)dlop_test_layout_span(ndim, shape, strides, x->strides, &first) * elsize;
   x->allocation = malloc(x->span_bytes + 2 * GUARD_BYTES);
   ck_assert_ptr_nonnull(x->allocation);
   memset(x->allocation, GUARD_BYTE, x->span_bytes + 2 * GUARD_BYTES);
   x->t.data = x->allocation + GUARD_BYTES;
-  x->t.byte_offset = (uint64_t)(-lo * (int64_t)elsize);
+  x->t.byte_offset = (uint64_t)(first * (int64_t)elsize);
   x->t.device = CPU;
   x->t.ndim = ndim;
   x->t.dtype = dlop_dtype_to_dl(dtype);
@@ -67,22 +51,13 @@ static void tensor_free(test_tensor *x) { free(x->allocation); }
 
 static void *element_base(const test_tensor *x) { return (char *)x->t.data + x->t.byte_offset; }
 
-/* Element offset (in elements) of linear index i in C order of the shape. */
-static int64_t offset_of(const test_tensor *x, int64_t i) {
-  int64_t offset = 0;
-  for (int32_t d = x->t.ndim - 1; d >= 0; d--) {
-    offset += (i % x->shape[d]) * x->strides[d];
-    i /= x->shape[d];
-  }
-  return offset;
-}
-
 /* Copy the tensor's elements in C order into contiguous memory. */
 static void gather(const test_tensor *x, void *out) {
   size_t elsize = dlop_dtype_size(dlop_tensor_dtype(&x->t));
-  int64_t n = numel_of(x->t.ndim, x->shape);
+  int64_t n = dlop_test_numel(x->t.ndim, x->shape);
   for (int64_t i = 0; i < n; i++)
-    memcpy((char *)out + i * elsize, (char *)element_base(x) + offset_of(x, i) * (int64_t)elsize, elsize);
+    memcpy((char *)out + i * elsize,
+           (char *)element_base(x) + dlop_test_element_offset(&x->t, i) * (int64_t)elsize, elsize);
 }
 
 /* Random values everywhere in the span (the elements and the holes between them). */
@@ -98,98 +73,6 @@ static void check_guards(const test_tensor *x, const char *what) {
     ck_assert_msg(x->allocation[GUARD_BYTES + x->span_bytes + i] == GUARD_BYTE,
                   "%s: guard byte %zu after the data changed", what, i);
   }
-}
-
-/* ---- calling an op's stages ------------------------------------------------------------ */
-
-static const dlop_op_desc *op_named(const char *name) {
-  dlop_test_load_bundled_plugins();
-  const dlop_op_desc *op = dlop_find_op(name);
-  ck_assert_msg(op != NULL, "op %s not found: %s", name, dlop_last_error());
-  return op;
-}
-
-static dlop_type make_type(dlop_dtype dtype, int32_t ndim, const int64_t *shape) {
-  dlop_type t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dtype;
-  t.ndim = ndim;
-  for (int32_t d = 0; d < ndim; d++) t.shape[d] = shape[d];
-  return t;
-}
-
-static int call_make_node(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
-                          dlop_type *output, char *error, size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
-  memset(output, 0, sizeof *output);
-  error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  return op->make_node(&args);
-}
-
-static int call_infer_shape(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
-                            dlop_type *output, char *error, size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
-  error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  return op->infer_shape(&args);
-}
-
-static void make_thunk_ok(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
-                          const dlop_type *output, dlop_thunk *thunk) {
-  char error[512] = "";
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
-  memset(thunk, 0, sizeof *thunk);
-  thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.device = CPU;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = sizeof error;
-  int status = op->make_thunk(&args);
-  ck_assert_msg(status == DLOP_OK, "%s make_thunk: %s (%s)", op->name, dlop_status_name(status), error);
-  ck_assert_ptr_nonnull(thunk->run);
-}
-
-static int run_thunk(dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
-                     const dlop_tensor *output, char *error, size_t error_size) {
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
-  error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.inputs = inputs;
-  args.num_inputs = num_inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
-  return thunk->run(thunk->state, &args);
-}
-
-static void destroy_thunk(dlop_thunk *thunk) {
-  if (thunk->destroy) thunk->destroy(thunk->state);
 }
 
 /* ---- references ------------------------------------------------------------------------ */
@@ -271,7 +154,7 @@ typedef struct layout {
  * also checks that inputs are untouched and the output's guard bytes intact. */
 static void check_op(const char *op_name, op_kind kind, dlop_dtype dtype, const layout *a_layout,
                      const layout *b_layout, const layout *out_layout, uint64_t seed) {
-  const dlop_op_desc *op = op_named(op_name);
+  const dlop_op_desc *op = dlop_test_find_op(op_name);
   int32_t num_inputs = b_layout ? 2 : 1;
   test_tensor in[2], out;
   dlop_type in_types[2], out_type;
@@ -282,20 +165,20 @@ static void check_op(const char *op_name, op_kind kind, dlop_dtype dtype, const 
   for (int k = 0; k < num_inputs; k++) {
     tensor_init(&in[k], dtype, layouts[k]->ndim, layouts[k]->shape, layouts[k]->strides);
     fill_span_random(&in[k], dtype, seed + (uint64_t)k, low, high);
-    in_types[k] = make_type(dtype, layouts[k]->ndim, layouts[k]->shape);
+    in_types[k] = dlop_test_type(dtype, layouts[k]->ndim, layouts[k]->shape);
   }
-  int status = call_make_node(op, in_types, num_inputs, &out_type, error, sizeof error);
+  int status = dlop_test_make_node(op, NULL, in_types, num_inputs, &out_type, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s make_node %s: %s", op_name, dlop_dtype_name(dtype), error);
   ck_assert_int_eq(out_type.dtype, dtype);
   dlop_type shaped = out_type;
-  status = call_infer_shape(op, in_types, num_inputs, &shaped, error, sizeof error);
+  status = dlop_test_infer_shape(op, NULL, in_types, num_inputs, &shaped, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s infer_shape: %s", op_name, error);
   ck_assert_int_eq(shaped.ndim, out_layout->ndim);
   for (int32_t d = 0; d < shaped.ndim; d++) ck_assert_int_eq(shaped.shape[d], out_layout->shape[d]);
 
   tensor_init(&out, dtype, out_layout->ndim, out_layout->shape, out_layout->strides);
   memset(out.allocation + GUARD_BYTES, 0xFF, out.span_bytes); /* poison */
-  int64_t n = numel_of(out_layout->ndim, out_layout->shape);
+  int64_t n = dlop_test_numel(out_layout->ndim, out_layout->shape);
   size_t elsize = dlop_dtype_size(dtype);
   unsigned char *before[2] = {NULL, NULL};
   void *a_flat = malloc(n * elsize + 1), *b_flat = malloc(n * elsize + 1);
@@ -322,12 +205,12 @@ static void check_op(const char *op_name, op_kind kind, dlop_dtype dtype, const 
   reference(kind, dtype, a_flat, b_flat, expected, n);
 
   dlop_thunk thunk;
-  make_thunk_ok(op, in_types, num_inputs, &out_type, &thunk);
+  dlop_test_make_thunk_ok(op, NULL, in_types, num_inputs, &out_type, CPU, &thunk);
   dlop_tensor inputs[2] = {in[0].t, num_inputs > 1 ? in[1].t : in[0].t};
-  status = run_thunk(&thunk, inputs, num_inputs, &out.t, error, sizeof error);
+  status = dlop_test_run(&thunk, inputs, num_inputs, &out.t, NULL, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s run %s: %s (%s)", op_name, dlop_dtype_name(dtype),
                 dlop_status_name(status), error);
-  destroy_thunk(&thunk);
+  dlop_test_destroy_thunk(&thunk);
 
   gather(&out, actual);
   char report[512];
@@ -353,7 +236,7 @@ static void check_op(const char *op_name, op_kind kind, dlop_dtype dtype, const 
 /* Every dtype the op declares on the CPU, in a loop; the test's _i picks nothing. */
 #define FOR_EACH_DTYPE(op_name, dtype)                                                      \
   for (int dtype##_index = 0; dtype##_index < DLOP_DTYPE_COUNT; dtype##_index++)            \
-    if (op_named(op_name)->cpu_dtypes & DLOP_DTYPE_BIT(dtype##_index))                      \
+    if (dlop_test_find_op(op_name)->cpu_dtypes & DLOP_DTYPE_BIT(dtype##_index))                      \
       for (dlop_dtype dtype = (dlop_dtype)dtype##_index; dtype != DLOP_DTYPE_INVALID;       \
            dtype = DLOP_DTYPE_INVALID)
 
@@ -370,7 +253,7 @@ START_TEST(test_declared_dtypes_and_flags) {
   uint32_t want[3] = {ints | floats, ints | floats, floats};
   int32_t arity[3] = {1, 2, 1};
   for (int i = 0; i < 3; i++) {
-    const dlop_op_desc *op = op_named(names[i]);
+    const dlop_op_desc *op = dlop_test_find_op(names[i]);
     ck_assert_uint_eq(op->cpu_dtypes, want[i]);
     /* A build without nvcc has no CUDA kernels, and the plugins then declare no CUDA dtypes. */
     ck_assert_uint_eq(op->cuda_dtypes, DLOP_TEST_WITH_CUDA ? want[i] : 0);
@@ -492,88 +375,90 @@ END_TEST
 /* ---- type and shape errors --------------------------------------------------------------- */
 
 START_TEST(test_type_errors_come_back_with_messages) {
-  const dlop_op_desc *multiply = op_named("multiply_them"), *dbl = op_named("double"), *ex = op_named("exp");
+  const dlop_op_desc *multiply = dlop_test_find_op("multiply_them"), *dbl = dlop_test_find_op("double");
+  const dlop_op_desc *ex = dlop_test_find_op("exp");
   int64_t shape[1] = {4};
-  dlop_type out, types[2] = {make_type(DLOP_FLOAT32, 1, shape), make_type(DLOP_FLOAT64, 1, shape)};
+  dlop_type out, types[2] = {dlop_test_type(DLOP_FLOAT32, 1, shape), dlop_test_type(DLOP_FLOAT64, 1, shape)};
   char error[512];
-  ck_assert_int_eq(call_make_node(multiply, types, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, types, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "multiply_them: inputs must have the same dtype, got float32 and float64"),
                 "message: %s", error);
-  ck_assert_int_eq(call_make_node(dbl, types, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_make_node(dbl, NULL, types, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "double") && strstr(error, "1 input") && strstr(error, "got 2"), "message: %s", error);
-  ck_assert_int_eq(call_make_node(multiply, types, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, types, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "2 inputs") && strstr(error, "got 1"), "message: %s", error);
-  dlop_type flags[2] = {make_type(DLOP_BOOL, 1, shape), make_type(DLOP_BOOL, 1, shape)};
-  ck_assert_int_eq(call_make_node(dbl, flags, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  dlop_type flags[2] = {dlop_test_type(DLOP_BOOL, 1, shape), dlop_test_type(DLOP_BOOL, 1, shape)};
+  ck_assert_int_eq(dlop_test_make_node(dbl, NULL, flags, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "bool") && strstr(error, "not supported"), "message: %s", error);
-  ck_assert_int_eq(call_make_node(multiply, flags, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, flags, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "bool"), "message: %s", error);
-  ck_assert_int_eq(call_make_node(ex, flags, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_make_node(ex, NULL, flags, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "exp") && strstr(error, "bool"), "message: %s", error);
-  dlop_type int32s = make_type(DLOP_INT32, 1, shape);
-  ck_assert_int_eq(call_make_node(ex, &int32s, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
+  dlop_type int32s = dlop_test_type(DLOP_INT32, 1, shape);
+  ck_assert_int_eq(dlop_test_make_node(ex, NULL, &int32s, 1, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "int32") && strstr(error, "float32"), "message: %s", error);
 }
 END_TEST
 
 START_TEST(test_broadcast_shape_rules) {
-  const dlop_op_desc *multiply = op_named("multiply_them");
+  const dlop_op_desc *multiply = dlop_test_find_op("multiply_them");
   char error[512];
   dlop_type out;
   int64_t s34[2] = {3, 4}, s5[1] = {5}, su4[2] = {DLOP_DIM_UNKNOWN, 4}, s31[2] = {3, 1};
   int64_t su[1] = {DLOP_DIM_UNKNOWN}, s1[1] = {1};
-  dlop_type bad[2] = {make_type(DLOP_FLOAT32, 2, s34), make_type(DLOP_FLOAT32, 1, s5)};
-  ck_assert_int_eq(call_make_node(multiply, bad, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  dlop_type bad[2] = {dlop_test_type(DLOP_FLOAT32, 2, s34), dlop_test_type(DLOP_FLOAT32, 1, s5)};
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, bad, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "cannot broadcast (3, 4) with (5,)"), "message: %s", error);
-  out = make_type(DLOP_FLOAT32, 2, s34);
-  ck_assert_int_eq(call_infer_shape(multiply, bad, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
+  out = dlop_test_type(DLOP_FLOAT32, 2, s34);
+  ck_assert_int_eq(dlop_test_infer_shape(multiply, NULL, bad, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "cannot broadcast (3, 4) with (5,)"), "message: %s", error);
   /* unknown dims: against a known n > 1 they become n; against 1 they stay unknown */
-  dlop_type partial[2] = {make_type(DLOP_INT16, 2, su4), make_type(DLOP_INT16, 2, s31)};
-  ck_assert_int_eq(call_make_node(multiply, partial, 2, &out, error, sizeof error), DLOP_OK);
+  dlop_type partial[2] = {dlop_test_type(DLOP_INT16, 2, su4), dlop_test_type(DLOP_INT16, 2, s31)};
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, partial, 2, &out, error, sizeof error), DLOP_OK);
   ck_assert_int_eq(out.dtype, DLOP_INT16);
   ck_assert_int_eq(out.ndim, 2);
   ck_assert_int_eq(out.shape[0], 3);
   ck_assert_int_eq(out.shape[1], 4);
-  dlop_type unknown[2] = {make_type(DLOP_FLOAT64, 1, su), make_type(DLOP_FLOAT64, 1, s1)};
-  ck_assert_int_eq(call_make_node(multiply, unknown, 2, &out, error, sizeof error), DLOP_OK);
+  dlop_type unknown[2] = {dlop_test_type(DLOP_FLOAT64, 1, su), dlop_test_type(DLOP_FLOAT64, 1, s1)};
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, unknown, 2, &out, error, sizeof error), DLOP_OK);
   ck_assert_int_eq(out.ndim, 1);
   ck_assert_int_eq(out.shape[0], DLOP_DIM_UNKNOWN);
   /* unary ops keep unknown dims */
-  dlop_type x = make_type(DLOP_FLOAT32, 2, su4);
-  ck_assert_int_eq(call_make_node(op_named("exp"), &x, 1, &out, error, sizeof error), DLOP_OK);
+  dlop_type x = dlop_test_type(DLOP_FLOAT32, 2, su4);
+  ck_assert_int_eq(dlop_test_make_node(dlop_test_find_op("exp"), NULL, &x, 1, &out, error, sizeof error),
+                   DLOP_OK);
   ck_assert_int_eq(out.shape[0], DLOP_DIM_UNKNOWN);
   ck_assert_int_eq(out.shape[1], 4);
 }
 END_TEST
 
 START_TEST(test_run_rejects_mismatched_tensors) {
-  const dlop_op_desc *dbl = op_named("double"), *multiply = op_named("multiply_them");
+  const dlop_op_desc *dbl = dlop_test_find_op("double"), *multiply = dlop_test_find_op("multiply_them");
   int64_t shape[1] = {8}, other[1] = {9};
-  dlop_type type = make_type(DLOP_FLOAT32, 1, shape), out_type;
+  dlop_type type = dlop_test_type(DLOP_FLOAT32, 1, shape), out_type;
   char error[512];
-  ck_assert_int_eq(call_make_node(dbl, &type, 1, &out_type, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_test_make_node(dbl, NULL, &type, 1, &out_type, error, sizeof error), DLOP_OK);
   dlop_thunk thunk;
-  make_thunk_ok(dbl, &type, 1, &out_type, &thunk);
+  dlop_test_make_thunk_ok(dbl, NULL, &type, 1, &out_type, CPU, &thunk);
   test_tensor f64, f32, f32_9;
   tensor_init(&f64, DLOP_FLOAT64, 1, shape, NULL);
   tensor_init(&f32, DLOP_FLOAT32, 1, shape, NULL);
   tensor_init(&f32_9, DLOP_FLOAT32, 1, other, NULL);
-  ck_assert_int_eq(run_thunk(&thunk, &f64.t, 1, &f32.t, error, sizeof error), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_run(&thunk, &f64.t, 1, &f32.t, NULL, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "float64") && strstr(error, "float32"), "message: %s", error);
-  ck_assert_int_eq(run_thunk(&thunk, &f32.t, 1, &f32_9.t, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_run(&thunk, &f32.t, 1, &f32_9.t, NULL, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "(9,)") && strstr(error, "(8,)"), "message: %s", error);
-  destroy_thunk(&thunk);
+  dlop_test_destroy_thunk(&thunk);
   /* multiply_them: an output that is not the broadcast shape */
   dlop_type types[2] = {type, type};
-  ck_assert_int_eq(call_make_node(multiply, types, 2, &out_type, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_test_make_node(multiply, NULL, types, 2, &out_type, error, sizeof error), DLOP_OK);
   out_type.shape[0] = DLOP_DIM_UNKNOWN;
   types[0].shape[0] = types[1].shape[0] = DLOP_DIM_UNKNOWN;
-  make_thunk_ok(multiply, types, 2, &out_type, &thunk);
+  dlop_test_make_thunk_ok(multiply, NULL, types, 2, &out_type, CPU, &thunk);
   dlop_tensor ins[2] = {f32.t, f32.t};
-  ck_assert_int_eq(run_thunk(&thunk, ins, 2, &f32_9.t, error, sizeof error), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_run(&thunk, ins, 2, &f32_9.t, NULL, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "broadcast"), "message: %s", error);
-  destroy_thunk(&thunk);
+  dlop_test_destroy_thunk(&thunk);
   tensor_free(&f64);
   tensor_free(&f32);
   tensor_free(&f32_9);
@@ -589,24 +474,25 @@ START_TEST(test_run_rejects_misaligned_tensors) {
   int64_t shape[1] = {8}, roomy[1] = {9};
   char error[512];
   for (int k = 0; k < 3; k++) {
-    const dlop_op_desc *op = op_named(ops[k]);
+    const dlop_op_desc *op = dlop_test_find_op(ops[k]);
     int32_t num_inputs = strcmp(ops[k], "multiply_them") == 0 ? 2 : 1;
-    dlop_type types[2] = {make_type(DLOP_FLOAT64, 1, shape), make_type(DLOP_FLOAT64, 1, shape)};
+    dlop_type types[2] = {dlop_test_type(DLOP_FLOAT64, 1, shape), dlop_test_type(DLOP_FLOAT64, 1, shape)};
     dlop_type out_type;
-    ck_assert_int_eq(call_make_node(op, types, num_inputs, &out_type, error, sizeof error), DLOP_OK);
+    ck_assert_int_eq(dlop_test_make_node(op, NULL, types, num_inputs, &out_type, error, sizeof error),
+                     DLOP_OK);
     dlop_thunk thunk;
-    make_thunk_ok(op, types, num_inputs, &out_type, &thunk);
+    dlop_test_make_thunk_ok(op, NULL, types, num_inputs, &out_type, CPU, &thunk);
     test_tensor in, out;
     tensor_init(&in, DLOP_FLOAT64, 1, roomy, NULL);
     tensor_init(&out, DLOP_FLOAT64, 1, roomy, NULL);
     fill_span_random(&in, DLOP_FLOAT64, 7, -1.0, 1.0);
     in.shape[0] = out.shape[0] = 8;
     dlop_tensor ins[2] = {in.t, in.t};
-    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &out.t, error, sizeof error), DLOP_OK);
+    ck_assert_int_eq(dlop_test_run(&thunk, ins, num_inputs, &out.t, NULL, error, sizeof error), DLOP_OK);
     /* a misaligned input */
     ins[num_inputs - 1].byte_offset += 4;
     memset(out.allocation + GUARD_BYTES, 0x5a, out.span_bytes);
-    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &out.t, error, sizeof error),
+    ck_assert_int_eq(dlop_test_run(&thunk, ins, num_inputs, &out.t, NULL, error, sizeof error),
                      DLOP_INVALID_ARGUMENT);
     char want[160];
     snprintf(want, sizeof want, "input %d is misaligned", (int)num_inputs - 1);
@@ -619,13 +505,13 @@ START_TEST(test_run_rejects_misaligned_tensors) {
     ins[num_inputs - 1].byte_offset -= 4;
     dlop_tensor shifted = out.t;
     shifted.byte_offset += 2;
-    ck_assert_int_eq(run_thunk(&thunk, ins, num_inputs, &shifted, error, sizeof error),
+    ck_assert_int_eq(dlop_test_run(&thunk, ins, num_inputs, &shifted, NULL, error, sizeof error),
                      DLOP_INVALID_ARGUMENT);
     ck_assert_msg(strstr(error, "output 0 is misaligned") && strstr(error, "byte_offset 2") &&
                       strstr(error, "2 bytes past"),
                   "%s: %s", ops[k], error);
     check_guards(&out, ops[k]);
-    destroy_thunk(&thunk);
+    dlop_test_destroy_thunk(&thunk);
     tensor_free(&in);
     tensor_free(&out);
   }
@@ -635,12 +521,12 @@ END_TEST
 /* ---- exp edge values --------------------------------------------------------------------- */
 
 static void check_exp_edges(dlop_dtype dtype, const double *values, int64_t n) {
-  const dlop_op_desc *ex = op_named("exp");
-  dlop_type type = make_type(dtype, 1, &n), out_type;
+  const dlop_op_desc *ex = dlop_test_find_op("exp");
+  dlop_type type = dlop_test_type(dtype, 1, &n), out_type;
   char error[512];
-  ck_assert_int_eq(call_make_node(ex, &type, 1, &out_type, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_test_make_node(ex, NULL, &type, 1, &out_type, error, sizeof error), DLOP_OK);
   dlop_thunk thunk;
-  make_thunk_ok(ex, &type, 1, &out_type, &thunk);
+  dlop_test_make_thunk_ok(ex, NULL, &type, 1, &out_type, CPU, &thunk);
   test_tensor x, y;
   tensor_init(&x, dtype, 1, &n, NULL);
   tensor_init(&y, dtype, 1, &n, NULL);
@@ -649,7 +535,7 @@ static void check_exp_edges(dlop_dtype dtype, const double *values, int64_t n) {
     dlop_test_set(element_base(&x), dtype, i, values[i]);
     dlop_test_set(expected, dtype, i, exp(dlop_test_get(element_base(&x), dtype, i)));
   }
-  ck_assert_int_eq(run_thunk(&thunk, &x.t, 1, &y.t, error, sizeof error), DLOP_OK);
+  ck_assert_int_eq(dlop_test_run(&thunk, &x.t, 1, &y.t, NULL, error, sizeof error), DLOP_OK);
   char report[512];
   /* subnormal results: allow one unit of the smallest subnormal, rounding is coarse there */
   double atol = dtype == DLOP_FLOAT32 ? 1.5e-45 : 5e-324;
@@ -664,7 +550,7 @@ static void check_exp_edges(dlop_dtype dtype, const double *values, int64_t n) {
     if (isinf(in) && in > 0) ck_assert_msg(isinf(got) && got > 0, "exp(inf) = %g", got);
     if (in == 0.0) ck_assert_msg(got == 1.0, "exp(0) = %.17g", got);
   }
-  destroy_thunk(&thunk);
+  dlop_test_destroy_thunk(&thunk);
   tensor_free(&x);
   tensor_free(&y);
   free(expected);

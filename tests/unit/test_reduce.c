@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -32,12 +33,6 @@ typedef struct reduce_result {
   double *actual, *expected, *scale; /* scale: sum of |x| reduced into each output */
   int64_t count;                     /* elements per output */
 } reduce_result;
-
-static int64_t numel_of(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
-}
 
 /* Applies c's op to a fresh input; DLOP_OK or the apply's status (message in last error). */
 static int apply_case(const reduce_case *c, dlop_graph **graph, dlop_var **x, dlop_var **y) {
@@ -75,7 +70,7 @@ static void run_case(const reduce_case *c, uint64_t seed, double low, double hig
   dlop_var *x, *y;
   dlop_function *function;
   dlop_array *span_array, *input, *output;
-  int64_t strides[4], contiguous = 1, any = 0, lo = 0, hi = 0, span, first;
+  int64_t strides[4], span, first;
   size_t elsize = dlop_dtype_size(c->dtype);
   int status = apply_case(c, &graph, &x, &y);
   ck_assert_msg(status == DLOP_OK, "%s apply: %s", c->op, dlop_last_error());
@@ -83,20 +78,10 @@ static void run_case(const reduce_case *c, uint64_t seed, double low, double hig
   r->out_dtype = (dlop_dtype)dlop_var_type(y)->dtype;
   r->out_ndim = dlop_var_type(y)->ndim;
   memcpy(r->out_shape, dlop_var_type(y)->shape, sizeof(int64_t) * (size_t)r->out_ndim);
-  r->outputs = numel_of(r->out_ndim, r->out_shape);
+  r->outputs = dlop_test_numel(r->out_ndim, r->out_shape);
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
-  for (int32_t d = 0; d < c->ndim; d++) any |= c->strides[d];
-  for (int32_t d = c->ndim - 1; d >= 0; d--) {
-    strides[d] = any ? c->strides[d] : contiguous;
-    contiguous *= c->shape[d];
-  }
-  for (int32_t d = 0; d < c->ndim; d++) {
-    int64_t reach = c->shape[d] > 0 ? (c->shape[d] - 1) * strides[d] : 0;
-    if (reach < 0) lo += reach;
-    else hi += reach;
-  }
-  span = hi - lo + 1;
-  first = -lo;
+  span = dlop_test_layout_span(c->ndim, c->shape, dlop_test_strides_given(c->ndim, c->strides), strides,
+                               &first);
   void *data = malloc((size_t)span * elsize);
   ck_assert_ptr_nonnull(data);
   dlop_test_fill_random(data, c->dtype, span, seed, low, high);
@@ -115,7 +100,7 @@ static void run_case(const reduce_case *c, uint64_t seed, double low, double hig
   /* the reference: every input element in C order, into its output element */
   int is_max = strcmp(c->op, "max") == 0, is_min = strcmp(c->op, "min") == 0;
   int *seen = calloc((size_t)r->outputs + 1, sizeof(int));
-  int64_t n = numel_of(c->ndim, c->shape);
+  int64_t n = dlop_test_numel(c->ndim, c->shape);
   r->count = r->outputs > 0 ? n / r->outputs : 0;
   if (r->outputs > 0 && n == 0) r->count = 0;
   for (int64_t i = 0; i < n; i++) {

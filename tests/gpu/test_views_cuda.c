@@ -8,39 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
-
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
-
-static int apply_ints(dlop_graph *graph, const char *op, dlop_var *x, const char *name,
-                      const int64_t *ints, int32_t count, dlop_var **y) {
-  dlop_named_param param = {name, {DLOP_PARAM_INTS, count, {.ints = ints}}};
-  return dlop_graph_apply(graph, op, &x, 1, name ? &param : NULL, name ? 1 : 0, y, 1);
-}
-
-static dlop_memory_stats cuda_stats(void) {
-  dlop_memory_stats stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
-  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &stats));
-  return stats;
-}
-
-static void *read_back(const dlop_array *array) {
-  size_t bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
-  void *data = malloc(bytes + 1);
-  ck_assert_ptr_nonnull(data);
-  DLOP_CK_OK(dlop_array_to_host(array, data, bytes));
-  return data;
-}
 
 static double *iota(int64_t n) {
   double *data = malloc(sizeof(double) * (size_t)(n + 1));
@@ -61,7 +33,7 @@ static double *run_cuda(dlop_function *f, int32_t ndim, const int64_t *shape, co
   /* the caller's input goes first: the view keeps the memory alive */
   dlop_array_release(input);
   *numel = dlop_array_numel(output);
-  double *got = read_back(output);
+  double *got = dlop_test_read_back(output);
   dlop_array_release(output);
   return got;
 }
@@ -76,12 +48,12 @@ static void expect_equal(const double *expected, const double *got, int64_t n, d
 
 /* transpose of a function input as the function's output: a view, no device allocation. */
 START_TEST(transpose_of_input_is_a_view) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {33, 65};
   dlop_var *x, *t;
   dlop_function *f = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, NULL, &x));
-  DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &t, 1, CUDA, &f));
   double *data = iota(33 * 65), *expected = malloc(sizeof(double) * 33 * 65);
   ck_assert_ptr_nonnull(expected);
@@ -91,16 +63,16 @@ START_TEST(transpose_of_input_is_a_view) {
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT64, 2, shape, data, &input));
   DLOP_CK_OK(dlop_function_run(f, &input, 1, &output, 1, NULL)); /* warm-up */
   dlop_array_release(output);
-  dlop_memory_stats before = cuda_stats();
+  dlop_memory_stats before = dlop_test_memory_stats(CUDA);
   DLOP_CK_OK(dlop_function_run(f, &input, 1, &output, 1, NULL));
-  dlop_memory_stats after = cuda_stats();
+  dlop_memory_stats after = dlop_test_memory_stats(CUDA);
   ck_assert_msg(after.bytes_in_use == before.bytes_in_use,
                 "a view allocated on the device: %llu bytes in use before, %llu after",
                 (unsigned long long)before.bytes_in_use, (unsigned long long)after.bytes_in_use);
   ck_assert_ptr_eq(dlop_array_tensor(output)->data, dlop_array_tensor(input)->data);
   ck_assert(dlop_array_tensor(output)->strides[0] == 1 &&
             dlop_array_tensor(output)->strides[1] == 65);
-  double *got = read_back(output);
+  double *got = dlop_test_read_back(output);
   expect_equal(expected, got, 33 * 65, 0.0, "transpose");
   free(got);
   dlop_array_release(output);
@@ -116,7 +88,7 @@ END_TEST
  * writes on the function's stream; reading it must wait for that kernel. Large enough that
  * the kernel is still running when the run returns. */
 START_TEST(view_of_an_intermediate_waits_for_its_writer) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   const int64_t rows = 1024, cols = 4099, n = rows * cols;
   int64_t shape[2] = {rows, cols};
   const int64_t flat[1] = {n};
@@ -124,8 +96,8 @@ START_TEST(view_of_an_intermediate_waits_for_its_writer) {
   dlop_function *f_t = NULL, *f_r = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &d, 1));
-  DLOP_CK_OK(apply_ints(graph, "transpose", d, NULL, NULL, 0, &t));
-  DLOP_CK_OK(apply_ints(graph, "reshape", d, "shape", flat, 1, &r));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", d, NULL, NULL, 0, &t));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", d, "shape", flat, 1, &r));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &t, 1, CUDA, &f_t));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &r, 1, CUDA, &f_r));
   double *data = iota(n), *expected = malloc(sizeof(double) * (size_t)n);
@@ -155,18 +127,18 @@ END_TEST
 START_TEST(views_feed_cuda_kernels) {
   static const int64_t sizes[][2] = {{0, 3}, {1, 1}, {7, 13}, {129, 257}};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-    dlop_graph *graph = new_graph();
+    dlop_graph *graph = dlop_test_new_graph();
     int64_t shape[2] = {sizes[s][0], sizes[s][1]};
     const int64_t target[3] = {3, sizes[s][0], sizes[s][1]}, pattern[3] = {1, -1, 0};
     dlop_var *x, *t, *e, *b, *db, *flat, *dflat, *ds, *dds;
     DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, NULL, &x));
-    DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
     DLOP_CK_OK(dlop_graph_apply(graph, "exp", &t, 1, NULL, 0, &e, 1));
-    DLOP_CK_OK(apply_ints(graph, "broadcast_to", x, "shape", target, 3, &b));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "broadcast_to", x, "shape", target, 3, &b));
     DLOP_CK_OK(dlop_graph_apply(graph, "double", &b, 1, NULL, 0, &db, 1));
-    DLOP_CK_OK(apply_ints(graph, "reshape", t, NULL, NULL, 0, &flat));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", t, NULL, NULL, 0, &flat));
     DLOP_CK_OK(dlop_graph_apply(graph, "double", &flat, 1, NULL, 0, &dflat, 1));
-    DLOP_CK_OK(apply_ints(graph, "dimshuffle", x, "pattern", pattern, 3, &ds));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", pattern, 3, &ds));
     DLOP_CK_OK(dlop_graph_apply(graph, "double", &ds, 1, NULL, 0, &dds, 1));
     dlop_var *outputs[4] = {e, db, dflat, dds};
     const char *names[4] = {"exp(transpose(x))", "double(broadcast_to(x))",
@@ -181,7 +153,7 @@ START_TEST(views_feed_cuda_kernels) {
       DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT64, 2, shape, data, &input));
       DLOP_CK_OK(dlop_function_run(cpu, &input, 1, &cpu_out, 1, NULL));
       int64_t numel;
-      double *expected = read_back(cpu_out), *got = run_cuda(cuda, 2, shape, data, &numel, NULL);
+      double *expected = dlop_test_read_back(cpu_out), *got = run_cuda(cuda, 2, shape, data, &numel, NULL);
       ck_assert_int_eq(numel, dlop_array_numel(cpu_out));
       char what[128];
       snprintf(what, sizeof what, "%s of (%lld, %lld)", names[o], (long long)shape[0],
@@ -203,12 +175,12 @@ END_TEST
 /* Every dtype through transpose on the device, byte for byte against a host loop. */
 START_TEST(transpose_every_dtype_on_cuda) {
   for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++) {
-    dlop_graph *graph = new_graph();
+    dlop_graph *graph = dlop_test_new_graph();
     int64_t shape[2] = {5, 7};
     dlop_var *x, *y;
     dlop_function *f = NULL;
     DLOP_CK_OK(dlop_graph_input(graph, "x", (dlop_dtype)dtype, 2, NULL, &x));
-    DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &y));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &y));
     DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &f));
     size_t size = dlop_dtype_size((dlop_dtype)dtype);
     unsigned char data[35 * 8], expected[35 * 8];
@@ -221,7 +193,7 @@ START_TEST(transpose_every_dtype_on_cuda) {
     dlop_array *input = NULL, *output = NULL;
     DLOP_CK_OK(dlop_array_from_host(CUDA, (dlop_dtype)dtype, 2, shape, data, &input));
     DLOP_CK_OK(dlop_function_run(f, &input, 1, &output, 1, NULL));
-    unsigned char *got = read_back(output);
+    unsigned char *got = dlop_test_read_back(output);
     ck_assert_msg(memcmp(got, expected, 35 * size) == 0, "transpose of %s on cuda:0 differs",
                   dlop_dtype_name((dlop_dtype)dtype));
     free(got);

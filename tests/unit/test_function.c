@@ -7,16 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
-
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
 
 /* exp(double(x)) for a float32 vector of n elements (n < 0: unknown length). */
 static dlop_function *compile_exp_double(dlop_graph *graph, dlop_dtype dtype, int64_t n,
@@ -30,25 +24,10 @@ static dlop_function *compile_exp_double(dlop_graph *graph, dlop_dtype dtype, in
   return function;
 }
 
-static dlop_array *host_array(dlop_dtype dtype, int32_t ndim, const int64_t *shape,
-                              const void *data) {
-  dlop_array *array = NULL;
-  DLOP_CK_OK(dlop_array_from_host(CPU, dtype, ndim, shape, data, &array));
-  return array;
-}
-
-static void *read_back(const dlop_array *array) {
-  size_t bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
-  void *data = malloc(bytes + 1);
-  ck_assert_ptr_nonnull(data);
-  DLOP_CK_OK(dlop_array_to_host(array, data, bytes));
-  return data;
-}
-
 static void check_equal(const void *expected, const dlop_array *actual, dlop_dtype dtype,
                         int64_t n) {
   char report[512];
-  void *got = read_back(actual);
+  void *got = dlop_test_read_back(actual);
   double tolerance = dlop_test_tolerance(dtype);
   int64_t bad =
       dlop_test_compare(expected, got, dtype, n, tolerance, tolerance, report, sizeof report);
@@ -59,13 +38,13 @@ static void check_equal(const void *expected, const dlop_array *actual, dlop_dty
 
 START_TEST(test_exp_double_matches_reference) {
   enum { N = 1001 };
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   float x[N], expected[N];
   int64_t n = N;
   dlop_test_fill_random(x, DLOP_FLOAT32, N, 1, -3.0, 3.0);
   for (int i = 0; i < N; i++) expected[i] = expf(2.0f * x[i]);
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x), *output = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, x), *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   ck_assert_int_eq(dlop_function_node_count(function), 2);
   ck_assert_int_eq(dlop_function_device(function).type, DLOP_DEVICE_CPU);
@@ -87,7 +66,7 @@ START_TEST(test_double_every_dtype) {
   enum { N = 37 };
   for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
     dlop_dtype dtype = dtypes[k];
-    dlop_graph *graph = new_graph();
+    dlop_graph *graph = dlop_test_new_graph();
     dlop_var *x, *y;
     dlop_function *function = NULL;
     int64_t n = N;
@@ -98,7 +77,7 @@ START_TEST(test_double_every_dtype) {
     dlop_test_fill_random(x_data, dtype, N, 7 + k, dtype == DLOP_UINT8 ? 0 : -50, 50);
     for (int i = 0; i < N; i++)
       dlop_test_set(expected, dtype, i, 2 * dlop_test_get(x_data, dtype, i));
-    dlop_array *input = host_array(dtype, 1, &n, x_data), *output = NULL;
+    dlop_array *input = dlop_test_host_array(dtype, 1, &n, x_data), *output = NULL;
     DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
     ck_assert_int_eq(dlop_array_dtype(output), dtype);
     check_equal(expected, output, dtype, N);
@@ -111,7 +90,7 @@ START_TEST(test_double_every_dtype) {
 END_TEST
 
 START_TEST(test_multiply_them_broadcasting) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *inputs[2], *z;
   dlop_function *function = NULL;
   int64_t a_shape[2] = {3, 1}, b_shape[2] = {1, 4};
@@ -122,8 +101,8 @@ START_TEST(test_multiply_them_broadcasting) {
   DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 4; j++) expected[i * 4 + j] = a[i] * b[j];
-  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 2, a_shape, a),
-                           host_array(DLOP_FLOAT32, 2, b_shape, b)};
+  dlop_array *arrays[2] = {dlop_test_host_array(DLOP_FLOAT32, 2, a_shape, a),
+                           dlop_test_host_array(DLOP_FLOAT32, 2, b_shape, b)};
   dlop_array *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, arrays, 2, &output, 1, NULL));
   ck_assert_int_eq(dlop_array_tensor(output)->ndim, 2);
@@ -141,7 +120,7 @@ END_TEST
 /* Theano's multiply_them example: 100 random float32 pairs. */
 START_TEST(test_multiply_them_theano_example) {
   enum { N = 100 };
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *inputs[2], *z;
   dlop_function *function = NULL;
   int64_t n = N;
@@ -153,7 +132,8 @@ START_TEST(test_multiply_them_theano_example) {
   dlop_test_fill_random(a, DLOP_FLOAT32, N, 11, -1, 1);
   dlop_test_fill_random(b, DLOP_FLOAT32, N, 12, -1, 1);
   for (int i = 0; i < N; i++) expected[i] = a[i] * b[i];
-  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 1, &n, a), host_array(DLOP_FLOAT32, 1, &n, b)};
+  dlop_array *arrays[2] = {dlop_test_host_array(DLOP_FLOAT32, 1, &n, a),
+                          dlop_test_host_array(DLOP_FLOAT32, 1, &n, b)};
   dlop_array *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, arrays, 2, &output, 1, NULL));
   check_equal(expected, output, DLOP_FLOAT32, N);
@@ -171,7 +151,7 @@ START_TEST(test_buffer_plan_reuses_memory) {
   enum { CHAIN = 10 };
   const int64_t n = (int64_t)1 << 21; /* 8 MiB of float32 per buffer */
   const uint64_t buffer_bytes = (uint64_t)n * sizeof(float);
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *v;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
@@ -183,7 +163,7 @@ START_TEST(test_buffer_plan_reuses_memory) {
   float *data = malloc((size_t)buffer_bytes);
   ck_assert_ptr_nonnull(data);
   for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 1000) * 0.25f;
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, data), *output = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, data), *output = NULL;
   dlop_memory_stats before, first, second;
   memset(&before, 0, sizeof before);
   before.struct_size = sizeof before;
@@ -191,7 +171,7 @@ START_TEST(test_buffer_plan_reuses_memory) {
   DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
 
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-  float *result = read_back(output);
+  float *result = dlop_test_read_back(output);
   for (int64_t i = 0; i < n; i++)
     ck_assert_msg(result[i] == data[i] * 1024.0f, "[%lld] expected %g, got %g", (long long)i,
                   (double)(data[i] * 1024.0f), (double)result[i]);
@@ -225,14 +205,6 @@ END_TEST
 
 enum { INPLACE_N = 1 << 21 }; /* 8 MiB of float32 per buffer */
 
-static dlop_memory_stats stats_now(void) {
-  dlop_memory_stats stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
-  DLOP_CK_OK(dlop_memory_stats_get(CPU, &stats));
-  return stats;
-}
-
 static float *inplace_data(void) {
   float *x = malloc(sizeof(float) * INPLACE_N);
   ck_assert_ptr_nonnull(x);
@@ -242,7 +214,7 @@ static float *inplace_data(void) {
 
 /* The host's input array still holds what the caller put there. */
 static void check_input_untouched(const float *x, const dlop_array *input) {
-  float *now = read_back(input);
+  float *now = dlop_test_read_back(input);
   ck_assert_msg(memcmp(now, x, sizeof(float) * INPLACE_N) == 0,
                 "the run wrote into the function's input array");
   free(now);
@@ -266,7 +238,7 @@ static void explain_line(const dlop_function *function, int index, char *line, s
 START_TEST(test_inplace_chain_halves_peak) {
   int64_t n = INPLACE_N;
   const uint64_t buffer = (uint64_t)n * sizeof(float);
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *y1, *y2, *z;
   dlop_function *function = NULL;
   char line[256];
@@ -287,13 +259,13 @@ START_TEST(test_inplace_chain_halves_peak) {
   float *x_data = inplace_data(), *expected = malloc(sizeof(float) * INPLACE_N);
   ck_assert_ptr_nonnull(expected);
   for (int64_t i = 0; i < n; i++) expected[i] = expf(4.0f * x_data[i]);
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *output = NULL;
-  dlop_memory_stats before = stats_now();
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, x_data), *output = NULL;
+  dlop_memory_stats before = dlop_test_memory_stats(CPU);
   ck_assert_msg(before.peak_bytes_in_use < before.bytes_in_use + buffer / 4,
                 "an earlier peak (%llu bytes) hides the run's", 
                 (unsigned long long)before.peak_bytes_in_use);
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-  dlop_memory_stats after = stats_now();
+  dlop_memory_stats after = dlop_test_memory_stats(CPU);
   double extra = (double)(after.peak_bytes_in_use - before.bytes_in_use) / (double)buffer;
   fprintf(stderr, "in-place chain exp(double(double(x))), %lld float32: peak %.2f buffers "
           "(input + %.2f)\n", (long long)n, 1.0 + extra, extra);
@@ -323,7 +295,7 @@ END_TEST
 START_TEST(test_inplace_never_overwrites_a_function_output) {
   int64_t n = INPLACE_N;
   const uint64_t buffer = (uint64_t)n * sizeof(float);
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *y1, *y2, *z;
   dlop_function *function = NULL;
   char line[256];
@@ -346,10 +318,10 @@ START_TEST(test_inplace_never_overwrites_a_function_output) {
     twice[i] = 2.0f * x_data[i];
     expected[i] = expf(4.0f * x_data[i]);
   }
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *results[2] = {NULL, NULL};
-  dlop_memory_stats before = stats_now();
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, x_data), *results[2] = {NULL, NULL};
+  dlop_memory_stats before = dlop_test_memory_stats(CPU);
   DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 2, NULL));
-  dlop_memory_stats after = stats_now();
+  dlop_memory_stats after = dlop_test_memory_stats(CPU);
   double extra = (double)(after.peak_bytes_in_use - before.bytes_in_use) / (double)buffer;
   fprintf(stderr, "chain with y1 also an output: peak %.2f buffers (input + %.2f)\n",
           1.0 + extra, extra);
@@ -374,7 +346,7 @@ END_TEST
  * reader, may overwrite it. multiply_them(y2, y2) reads its input twice: never in place. */
 START_TEST(test_inplace_shared_intermediate) {
   int64_t n = INPLACE_N;
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *y, *a, *b, *y2, *c;
   dlop_function *function = NULL;
   char line[256];
@@ -403,7 +375,7 @@ START_TEST(test_inplace_shared_intermediate) {
     want_b[i] = 4.0f * x_data[i];
     want_c[i] = (2.0f * x_data[i]) * (2.0f * x_data[i]);
   }
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &n, x_data), *results[3] = {NULL, NULL, NULL};
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, x_data), *results[3] = {NULL, NULL, NULL};
   DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 3, NULL));
   check_equal(want_a, results[0], DLOP_FLOAT32, n);
   check_equal(want_b, results[1], DLOP_FLOAT32, n);
@@ -425,7 +397,7 @@ END_TEST
  * larger than double(x), so it must get its own buffer; with equal lengths it reuses it. */
 START_TEST(test_inplace_decided_at_run_time) {
   int64_t unknown = DLOP_DIM_UNKNOWN;
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *w, *y, *z;
   dlop_function *function = NULL;
   char line[256];
@@ -443,8 +415,8 @@ START_TEST(test_inplace_decided_at_run_time) {
   int64_t one = 1, five = 5;
   dlop_array *args[2], *output = NULL;
   /* broadcast: z has 5 elements, double(x) only 1 */
-  args[0] = host_array(DLOP_FLOAT32, 1, &one, xs);
-  args[1] = host_array(DLOP_FLOAT32, 1, &five, ws);
+  args[0] = dlop_test_host_array(DLOP_FLOAT32, 1, &one, xs);
+  args[1] = dlop_test_host_array(DLOP_FLOAT32, 1, &five, ws);
   for (int i = 0; i < 5; i++) expected[i] = 2.0f * xs[0] * ws[i];
   DLOP_CK_OK(dlop_function_run(function, args, 2, &output, 1, NULL));
   ck_assert_int_eq(dlop_array_numel(output), 5);
@@ -452,11 +424,11 @@ START_TEST(test_inplace_decided_at_run_time) {
   dlop_array_release(output);
   dlop_array_release(args[0]);
   /* equal lengths: reuse allowed, the answer the same */
-  args[0] = host_array(DLOP_FLOAT32, 1, &five, xs);
+  args[0] = dlop_test_host_array(DLOP_FLOAT32, 1, &five, xs);
   for (int i = 0; i < 5; i++) expected[i] = 2.0f * xs[i] * ws[i];
   DLOP_CK_OK(dlop_function_run(function, args, 2, &output, 1, NULL));
   check_equal(expected, output, DLOP_FLOAT32, 5);
-  float *w_now = read_back(args[1]);
+  float *w_now = dlop_test_read_back(args[1]);
   ck_assert(memcmp(w_now, ws, sizeof ws) == 0);
   free(w_now);
   dlop_array_release(output);
@@ -468,7 +440,7 @@ START_TEST(test_inplace_decided_at_run_time) {
 END_TEST
 
 START_TEST(test_input_errors) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t four = 4, five = 5, two_by_two[2] = {2, 2};
   dlop_var *x, *y;
   dlop_function *function = NULL;
@@ -477,10 +449,10 @@ START_TEST(test_input_errors) {
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
   float f32[5] = {0}, f32_4[4] = {0};
   double f64[4] = {0};
-  dlop_array *wrong_dtype = host_array(DLOP_FLOAT64, 1, &four, f64);
-  dlop_array *wrong_shape = host_array(DLOP_FLOAT32, 1, &five, f32);
-  dlop_array *wrong_rank = host_array(DLOP_FLOAT32, 2, two_by_two, f32);
-  dlop_array *good = host_array(DLOP_FLOAT32, 1, &four, f32_4);
+  dlop_array *wrong_dtype = dlop_test_host_array(DLOP_FLOAT64, 1, &four, f64);
+  dlop_array *wrong_shape = dlop_test_host_array(DLOP_FLOAT32, 1, &five, f32);
+  dlop_array *wrong_rank = dlop_test_host_array(DLOP_FLOAT32, 2, two_by_two, f32);
+  dlop_array *good = dlop_test_host_array(DLOP_FLOAT32, 1, &four, f32_4);
   dlop_array *output = (dlop_array *)&output, *two[2] = {good, good};
 
   ck_assert_int_eq(dlop_function_run(function, &wrong_dtype, 1, &output, 1, NULL), DLOP_TYPE_ERROR);
@@ -508,7 +480,7 @@ END_TEST
 
 /* Static shapes unknown when compiling, incompatible at run time: the node names itself. */
 START_TEST(test_runtime_shape_error_names_node) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *inputs[2], *z;
   dlop_function *function = NULL;
   int64_t unknown = DLOP_DIM_UNKNOWN, three = 3, five = 5;
@@ -517,8 +489,8 @@ START_TEST(test_runtime_shape_error_names_node) {
   DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &unknown, &inputs[1]));
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
   DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
-  dlop_array *arrays[2] = {host_array(DLOP_FLOAT32, 1, &three, data),
-                           host_array(DLOP_FLOAT32, 1, &five, data)};
+  dlop_array *arrays[2] = {dlop_test_host_array(DLOP_FLOAT32, 1, &three, data),
+                           dlop_test_host_array(DLOP_FLOAT32, 1, &five, data)};
   dlop_array *output = NULL;
   ck_assert_int_eq(dlop_function_run(function, arrays, 2, &output, 1, NULL), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "node #0 multiply_them") != NULL, "%s",
@@ -531,7 +503,7 @@ START_TEST(test_runtime_shape_error_names_node) {
 END_TEST
 
 START_TEST(test_missing_input_is_named) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *inputs[2], *z;
   dlop_function *function = (dlop_function *)&function;
   DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, NULL, &inputs[0]));
@@ -548,7 +520,7 @@ END_TEST
 /* Never a silent CPU fallback: without a GPU, compiling for CUDA fails and says why. */
 START_TEST(test_cuda_without_gpu_is_an_error) {
   dlop_device cuda = {DLOP_DEVICE_CUDA, 0};
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *y;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
@@ -572,7 +544,7 @@ START_TEST(test_cuda_without_gpu_is_an_error) {
 END_TEST
 
 START_TEST(test_explain_lists_nodes_and_device) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   char text[1024], small[16];
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
@@ -592,7 +564,7 @@ END_TEST
 
 /* A transposed view (strides 1, 4) and a reversed view (stride -1) give correct results. */
 START_TEST(test_strided_inputs) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t matrix_shape[2] = {3, 4}, t_shape[2] = {4, 3}, t_strides[2] = {1, 4};
   int64_t n = 7, reversed_stride = -1;
   float m[12], v[7], w[7];
@@ -609,7 +581,7 @@ START_TEST(test_strided_inputs) {
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", ab, 2, NULL, 0, &p, 1));
   DLOP_CK_OK(dlop_function_compile(graph, ab, 2, &p, 1, CPU, &f_mul));
 
-  dlop_array *base = host_array(DLOP_FLOAT32, 2, matrix_shape, m), *view = NULL, *out = NULL;
+  dlop_array *base = dlop_test_host_array(DLOP_FLOAT32, 2, matrix_shape, m), *view = NULL, *out = NULL;
   DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
   DLOP_CK_OK(dlop_function_run(f_double, &view, 1, &out, 1, NULL));
   float expected_t[12];
@@ -619,7 +591,8 @@ START_TEST(test_strided_inputs) {
   dlop_array_release(out);
   dlop_array_release(view);
 
-  dlop_array *va = host_array(DLOP_FLOAT32, 1, &n, v), *wb = host_array(DLOP_FLOAT32, 1, &n, w);
+  dlop_array *va = dlop_test_host_array(DLOP_FLOAT32, 1, &n, v);
+  dlop_array *wb = dlop_test_host_array(DLOP_FLOAT32, 1, &n, w);
   dlop_array *reversed = NULL;
   DLOP_CK_OK(
       dlop_array_view(va, 1, &n, &reversed_stride, (uint64_t)(n - 1) * sizeof(float), &reversed));
@@ -641,10 +614,10 @@ END_TEST
 
 /* Constants are fed to every run; outputs that are inputs or constants come back as is. */
 START_TEST(test_constants_and_passthrough_outputs) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t four = 4;
   float c_data[4] = {1.0f, -2.0f, 0.5f, 4.0f}, x_data[4] = {3.0f, 3.0f, -8.0f, 0.25f};
-  dlop_array *c_array = host_array(DLOP_FLOAT32, 1, &four, c_data);
+  dlop_array *c_array = dlop_test_host_array(DLOP_FLOAT32, 1, &four, c_data);
   dlop_var *c, *x, *xc[2], *p, *outputs[3];
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_constant(graph, "c", c_array, &c));
@@ -659,7 +632,7 @@ START_TEST(test_constants_and_passthrough_outputs) {
   char text[1024];
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
   ck_assert_msg(strstr(text, "constants: c: float32[4]") != NULL, "%s", text);
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &four, x_data), *results[3];
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &four, x_data), *results[3];
   for (int run = 0; run < 2; run++) {
     DLOP_CK_OK(dlop_function_run(function, &input, 1, results, 3, NULL));
     float expected[4];
@@ -677,11 +650,11 @@ START_TEST(test_constants_and_passthrough_outputs) {
 END_TEST
 
 START_TEST(test_empty_input) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   int64_t zero = 0;
   float nothing[1] = {0};
-  dlop_array *input = host_array(DLOP_FLOAT32, 1, &zero, nothing), *output = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &zero, nothing), *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   ck_assert_int_eq(dlop_array_numel(output), 0);
   dlop_array_release(output);
@@ -696,7 +669,7 @@ END_TEST
  * included, and declares DLOP_OP_NEEDS_CONTIGUOUS_INPUTS: a transposed view is copied first. */
 START_TEST(test_parameters_and_contiguous_copies) {
   const dlop_plugin *plugin = NULL;
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
   int64_t unknown2[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
   int64_t shape[2] = {3, 4}, t_shape[2] = {4, 3}, t_strides[2] = {1, 4};
@@ -715,7 +688,7 @@ START_TEST(test_parameters_and_contiguous_copies) {
       by_default[i * 3 + j] = 2.0 * m[j * 4 + i];
       by_params[i * 3 + j] = -0.5 * m[j * 4 + i];
     }
-  dlop_array *base = host_array(DLOP_FLOAT64, 2, shape, m), *view = NULL, *results[2];
+  dlop_array *base = dlop_test_host_array(DLOP_FLOAT64, 2, shape, m), *view = NULL, *results[2];
   DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
   DLOP_CK_OK(dlop_function_run(function, &view, 1, results, 2, NULL));
   check_equal(by_default, results[0], DLOP_FLOAT64, 12);
@@ -772,7 +745,7 @@ static void *run_many(void *context) {
 
 START_TEST(test_four_threads_one_function) {
   setenv("DLOP_NUM_THREADS", "4", 0); /* a pool with workers even on 1-core machines */
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   pthread_t threads[4];
   thread_job jobs[4];
@@ -792,13 +765,13 @@ END_TEST
 
 /* A function is independent of its graph once compiled. */
 START_TEST(test_function_outlives_graph) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph, DLOP_FLOAT64, 3, CPU);
   dlop_graph_destroy(graph);
   int64_t three = 3;
   double x[3] = {0.0, 0.5, -1.0}, expected[3];
   for (int i = 0; i < 3; i++) expected[i] = exp(2.0 * x[i]);
-  dlop_array *input = host_array(DLOP_FLOAT64, 1, &three, x), *output = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 1, &three, x), *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   check_equal(expected, output, DLOP_FLOAT64, 3);
   dlop_array_release(output);

@@ -8,56 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 #define FIXTURE(name) DLOP_TEST_FIXTURE_DIR "/" name ".so"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
-
-/* One node of op on x with one ints parameter (name NULL: no parameter given). */
-static int apply_ints(dlop_graph *graph, const char *op, dlop_var *x, const char *name,
-                      const int64_t *ints, int32_t count, dlop_var **y) {
-  dlop_named_param param = {name, {DLOP_PARAM_INTS, count, {.ints = ints}}};
-  return dlop_graph_apply(graph, op, &x, 1, name ? &param : NULL, name ? 1 : 0, y, 1);
-}
-
-static dlop_array *host_array(dlop_dtype dtype, int32_t ndim, const int64_t *shape,
-                              const void *data) {
-  dlop_array *array = NULL;
-  DLOP_CK_OK(dlop_array_from_host(CPU, dtype, ndim, shape, data, &array));
-  return array;
-}
-
-static double *read_doubles(const dlop_array *array) {
-  int64_t n = dlop_array_numel(array);
-  double *data = malloc(sizeof(double) * (size_t)(n + 1));
-  ck_assert_ptr_nonnull(data);
-  DLOP_CK_OK(dlop_array_to_host(array, data, sizeof(double) * (size_t)n));
-  return data;
-}
-
 static void check_doubles(const double *expected, const dlop_array *actual, int64_t n) {
   ck_assert_int_eq(dlop_array_numel(actual), n);
-  double *got = read_doubles(actual);
+  double *got = (double *)dlop_test_read_back(actual);
   for (int64_t i = 0; i < n; i++)
     ck_assert_msg(got[i] == expected[i], "element %lld: expected %g, got %g", (long long)i,
                   expected[i], got[i]);
   free(got);
-}
-
-static dlop_memory_stats stats_now(void) {
-  dlop_memory_stats stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
-  DLOP_CK_OK(dlop_memory_stats_get(CPU, &stats));
-  return stats;
 }
 
 /* Bytes [low, high) that a tensor's elements cover, as addresses. */
@@ -85,9 +49,9 @@ static void assert_aliases(const dlop_array *view, const dlop_array *input) {
 /* Run a one-input function; the pool allocates nothing during the run when no_alloc. */
 static dlop_array *run_one(dlop_function *function, dlop_array *input, int no_alloc) {
   dlop_array *output = NULL;
-  dlop_memory_stats before = stats_now();
+  dlop_memory_stats before = dlop_test_memory_stats(CPU);
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-  dlop_memory_stats after = stats_now();
+  dlop_memory_stats after = dlop_test_memory_stats(CPU);
   if (no_alloc) {
     ck_assert_msg(after.bytes_in_use == before.bytes_in_use &&
                       after.peak_bytes_in_use == before.peak_bytes_in_use,
@@ -115,14 +79,14 @@ static void explain_has(const dlop_function *function, const char *needle) {
 /* transpose of a (2, 3, 4) float64: axes (2, 0, 1) and the default (reversed), zero copies,
  * unknown dims propagated while the graph is built. */
 START_TEST(transpose_values_and_zero_copy) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 3, 4}, unknown[3] = {DLOP_DIM_UNKNOWN, 3, DLOP_DIM_UNKNOWN};
   const int64_t axes[3] = {2, 0, 1};
   dlop_var *x, *y, *t;
   dlop_function *f_axes = NULL, *f_reverse = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, unknown, &x));
-  DLOP_CK_OK(apply_ints(graph, "transpose", x, "axes", axes, 3, &y));
-  DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, "axes", axes, 3, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
   const dlop_type *type = dlop_var_type(y);
   ck_assert_int_eq(type->ndim, 3);
   ck_assert_int_eq(type->shape[0], DLOP_DIM_UNKNOWN);
@@ -134,7 +98,7 @@ START_TEST(transpose_values_and_zero_copy) {
   explain_has(f_axes, "#0 transpose(x: float64[?,3,?]) -> float64[?,?,3] on cpu (view of input 0)");
 
   double *data = iota(24), expected[24];
-  dlop_array *input = host_array(DLOP_FLOAT64, 3, shape, data);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(f_axes, input, 1);
   /* y[k][i][j] = x[i][j][k] */
   for (int k = 0; k < 4; k++)
@@ -163,19 +127,19 @@ END_TEST
 /* Every dtype: a transposed (3, 5) matrix, byte for byte. */
 START_TEST(transpose_every_dtype) {
   for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++) {
-    dlop_graph *graph = new_graph();
+    dlop_graph *graph = dlop_test_new_graph();
     int64_t shape[2] = {3, 5};
     dlop_var *x, *y;
     dlop_function *function = NULL;
     DLOP_CK_OK(dlop_graph_input(graph, "x", (dlop_dtype)dtype, 2, NULL, &x));
-    DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &y));
+    DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &y));
     DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
     size_t size = dlop_dtype_size((dlop_dtype)dtype);
     unsigned char data[15 * 8], got[15 * 8], expected[15 * 8];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + 11);
     if (dtype == DLOP_BOOL)
       for (size_t i = 0; i < sizeof data; i++) data[i] &= 1;
-    dlop_array *input = host_array((dlop_dtype)dtype, 2, shape, data);
+    dlop_array *input = dlop_test_host_array((dlop_dtype)dtype, 2, shape, data);
     dlop_array *out = run_one(function, input, 1);
     for (int i = 0; i < 5; i++)
       for (int j = 0; j < 3; j++)
@@ -193,19 +157,19 @@ END_TEST
 
 /* dimshuffle (2, -1, 0) of a (2, 1, 3): axis 1 (size 1) dropped, a new axis inserted. */
 START_TEST(dimshuffle_values) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 1, 3};
   const int64_t pattern[3] = {2, -1, 0};
   dlop_var *x, *y;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, shape, &x));
-  DLOP_CK_OK(apply_ints(graph, "dimshuffle", x, "pattern", pattern, 3, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", pattern, 3, &y));
   const dlop_type *type = dlop_var_type(y);
   ck_assert_int_eq(type->ndim, 3);
   ck_assert(type->shape[0] == 3 && type->shape[1] == 1 && type->shape[2] == 2);
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
   double *data = iota(6), expected[6];
-  dlop_array *input = host_array(DLOP_FLOAT64, 3, shape, data);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(function, input, 1);
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < 2; i++) expected[k * 2 + i] = data[i * 3 + k];
@@ -219,36 +183,36 @@ START_TEST(dimshuffle_values) {
 END_TEST
 
 START_TEST(dimshuffle_errors) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3}, unknown[2] = {2, DLOP_DIM_UNKNOWN}, two = 2;
   const int64_t keep0[1] = {0}, twice[2] = {0, 0}, bad[2] = {0, 5};
   dlop_var *x, *u, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 2, shape, &x));
-  ck_assert_int_eq(apply_ints(graph, "dimshuffle", x, "pattern", keep0, 1, &y), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", keep0, 1, &y), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "drops input axis 1 of size 3") != NULL, "%s",
                 dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "dimshuffle", x, "pattern", twice, 2, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", twice, 2, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "uses input axis 0 twice") != NULL, "%s",
                 dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "dimshuffle", x, "pattern", bad, 2, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", bad, 2, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "entry 5 is neither an input axis") != NULL, "%s",
                 dlop_last_error());
   /* an unknown dim may be dropped while the graph is built; the run checks it */
   dlop_function *function = NULL;
   dlop_array *out = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "u", DLOP_FLOAT32, 2, unknown, &u));
-  DLOP_CK_OK(apply_ints(graph, "dimshuffle", u, "pattern", keep0, 1, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "dimshuffle", u, "pattern", keep0, 1, &y));
   ck_assert_int_eq(dlop_var_type(y)->shape[0], 2);
   DLOP_CK_OK(dlop_function_compile(graph, &u, 1, &y, 1, CPU, &function));
   float values[6] = {1, 2, 3, 4, 5, 6};
-  dlop_array *input = host_array(DLOP_FLOAT32, 2, shape, values);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 2, shape, values);
   ck_assert_int_eq(dlop_function_run(function, &input, 1, &out, 1, NULL), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "node #0 dimshuffle: pattern (0,) drops input axis 1 "
                                           "of size 3") != NULL,
                 "%s", dlop_last_error());
   dlop_array_release(input);
   int64_t column[2] = {2, 1};
-  input = host_array(DLOP_FLOAT32, 2, column, values);
+  input = dlop_test_host_array(DLOP_FLOAT32, 2, column, values);
   out = run_one(function, input, 1);
   float got[2];
   DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
@@ -263,20 +227,20 @@ END_TEST
 
 /* reshape of a contiguous (2, 3, 4): (6, -1) and the default flatten are views. */
 START_TEST(reshape_contiguous_is_a_view) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 3, 4};
   const int64_t target[2] = {6, -1};
   dlop_var *x, *y, *flat;
   dlop_function *f_target = NULL, *f_flat = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, shape, &x));
-  DLOP_CK_OK(apply_ints(graph, "reshape", x, "shape", target, 2, &y));
-  DLOP_CK_OK(apply_ints(graph, "reshape", x, NULL, NULL, 0, &flat));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", target, 2, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, NULL, NULL, 0, &flat));
   ck_assert(dlop_var_type(y)->ndim == 2 && dlop_var_type(y)->shape[1] == 4);
   ck_assert(dlop_var_type(flat)->ndim == 1 && dlop_var_type(flat)->shape[0] == 24);
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &f_target));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &flat, 1, CPU, &f_flat));
   double *data = iota(24);
-  dlop_array *input = host_array(DLOP_FLOAT64, 3, shape, data);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(f_target, input, 1);
   ck_assert_ptr_eq(dlop_array_tensor(out)->data, dlop_array_tensor(input)->data);
   check_doubles(data, out, 24);
@@ -295,18 +259,18 @@ END_TEST
 /* A (4, 3) window of a (4, 6) matrix (strides (6, 1)): to (2, 2, 3) splits the first axis, a
  * view; to (12,) cannot merge the rows, so the host copies it contiguous first. */
 START_TEST(reshape_strided_view_or_copy) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t full[2] = {4, 6}, window[2] = {4, 3}, window_strides[2] = {6, 1};
   const int64_t split[3] = {2, 2, 3}, flat[1] = {12};
   dlop_var *x, *y, *z;
   dlop_function *f_split = NULL, *f_flat = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, NULL, &x));
-  DLOP_CK_OK(apply_ints(graph, "reshape", x, "shape", split, 3, &y));
-  DLOP_CK_OK(apply_ints(graph, "reshape", x, "shape", flat, 1, &z));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", split, 3, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", flat, 1, &z));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &f_split));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CPU, &f_flat));
   double *data = iota(24), expected[12];
-  dlop_array *base = host_array(DLOP_FLOAT64, 2, full, data), *input = NULL;
+  dlop_array *base = dlop_test_host_array(DLOP_FLOAT64, 2, full, data), *input = NULL;
   DLOP_CK_OK(dlop_array_view(base, 2, window, window_strides, 2 * sizeof(double), &input));
   /* element (i, j) of the window is data[2 + 6 i + j] */
   for (int i = 0; i < 4; i++)
@@ -317,10 +281,10 @@ START_TEST(reshape_strided_view_or_copy) {
   check_doubles(expected, out, 12);
   dlop_array_release(out);
 
-  dlop_memory_stats before = stats_now();
+  dlop_memory_stats before = dlop_test_memory_stats(CPU);
   out = NULL;
   DLOP_CK_OK(dlop_function_run(f_flat, &input, 1, &out, 1, NULL));
-  ck_assert_msg(stats_now().bytes_in_use > before.bytes_in_use,
+  ck_assert_msg(dlop_test_memory_stats(CPU).bytes_in_use > before.bytes_in_use,
                 "the copy path keeps a contiguous copy alive under the view");
   uintptr_t ol, oh, il, ih;
   address_span(dlop_array_tensor(out), &ol, &oh);
@@ -340,19 +304,19 @@ END_TEST
 /* reshape(transpose(x)): the transposed view cannot be flattened by strides; the values are
  * those of NumPy's x.T.reshape(-1). */
 START_TEST(reshape_of_transpose_copies) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {3, 4};
   dlop_var *x, *t, *flat;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
-  DLOP_CK_OK(apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
-  DLOP_CK_OK(apply_ints(graph, "reshape", t, NULL, NULL, 0, &flat));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", t, NULL, NULL, 0, &flat));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &flat, 1, CPU, &function));
   explain_has(function, "#1 reshape(");
   double *data = iota(12), expected[12];
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 3; j++) expected[i * 3 + j] = data[j * 4 + i];
-  dlop_array *input = host_array(DLOP_FLOAT64, 2, shape, data);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 2, shape, data);
   dlop_array *out = run_one(function, input, 0);
   ck_assert(dlop_tensor_is_contiguous(dlop_array_tensor(out)));
   check_doubles(expected, out, 12);
@@ -367,38 +331,38 @@ START_TEST(reshape_of_transpose_copies) {
 END_TEST
 
 START_TEST(reshape_errors) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3}, unknown[2] = {DLOP_DIM_UNKNOWN, 3};
   const int64_t four[1] = {4}, four_any[2] = {4, -1}, two_any[2] = {-1, -1}, negative[1] = {-2};
   dlop_var *x, *u, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 2, shape, &x));
-  ck_assert_int_eq(apply_ints(graph, "reshape", x, "shape", four, 1, &y), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "reshape", x, "shape", four, 1, &y), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(),
                        "cannot reshape (2, 3) (6 elements) to (4,) (4 elements)") != NULL,
                 "%s", dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "reshape", x, "shape", four_any, 2, &y), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "reshape", x, "shape", four_any, 2, &y), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "6 is not a multiple of 4") != NULL, "%s",
                 dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "reshape", x, "shape", two_any, 2, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "reshape", x, "shape", two_any, 2, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "more than one -1") != NULL, "%s", dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "reshape", x, "shape", negative, 1, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "reshape", x, "shape", negative, 1, &y), DLOP_TYPE_ERROR);
   /* unknown dims: the size check happens at run time, naming the node */
   dlop_function *function = NULL;
   dlop_array *out = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "u", DLOP_FLOAT32, 2, unknown, &u));
-  DLOP_CK_OK(apply_ints(graph, "reshape", u, "shape", four_any, 2, &y));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", u, "shape", four_any, 2, &y));
   ck_assert_int_eq(dlop_var_type(y)->shape[0], 4);
   ck_assert_int_eq(dlop_var_type(y)->shape[1], DLOP_DIM_UNKNOWN);
   DLOP_CK_OK(dlop_function_compile(graph, &u, 1, &y, 1, CPU, &function));
   float values[12] = {0};
-  dlop_array *input = host_array(DLOP_FLOAT32, 2, shape, values);
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 2, shape, values);
   ck_assert_int_eq(dlop_function_run(function, &input, 1, &out, 1, NULL), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "node #0 reshape: cannot reshape (2, 3) (6 elements) "
                                           "to (4, -1): 6 is not a multiple of 4") != NULL,
                 "%s", dlop_last_error());
   dlop_array_release(input);
   int64_t rows[2] = {4, 3};
-  input = host_array(DLOP_FLOAT32, 2, rows, values);
+  input = dlop_test_host_array(DLOP_FLOAT32, 2, rows, values);
   out = run_one(function, input, 1);
   ck_assert_int_eq(dlop_array_tensor(out)->shape[1], 3);
   dlop_array_release(out);
@@ -411,14 +375,14 @@ END_TEST
 /* broadcast_to (3,) -> (4, 3): stride 0 along the new axis; multiply_them and double consume
  * the zero strides. */
 START_TEST(broadcast_to_feeds_kernels) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t three = 3, matrix[2] = {4, 3};
   const int64_t target[2] = {4, 3};
   dlop_var *x, *m, *b, *products, *doubled, *pair[2];
   dlop_function *f_view = NULL, *f_mul = NULL, *f_double = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &three, &x));
   DLOP_CK_OK(dlop_graph_input(graph, "m", DLOP_FLOAT32, 2, matrix, &m));
-  DLOP_CK_OK(apply_ints(graph, "broadcast_to", x, "shape", target, 2, &b));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "broadcast_to", x, "shape", target, 2, &b));
   pair[0] = b;
   pair[1] = m;
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", pair, 2, NULL, 0, &products, 1));
@@ -429,8 +393,8 @@ START_TEST(broadcast_to_feeds_kernels) {
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &doubled, 1, CPU, &f_double));
   float xv[3] = {1.5f, -2.0f, 4.0f}, mv[12], got[12];
   for (int i = 0; i < 12; i++) mv[i] = (float)i - 6.0f;
-  dlop_array *xa = host_array(DLOP_FLOAT32, 1, &three, xv);
-  dlop_array *ma = host_array(DLOP_FLOAT32, 2, matrix, mv);
+  dlop_array *xa = dlop_test_host_array(DLOP_FLOAT32, 1, &three, xv);
+  dlop_array *ma = dlop_test_host_array(DLOP_FLOAT32, 2, matrix, mv);
   dlop_array *out = run_one(f_view, xa, 1);
   const dlop_tensor *t = dlop_array_tensor(out);
   ck_assert(t->strides[0] == 0 && t->strides[1] == 1);
@@ -458,39 +422,39 @@ START_TEST(broadcast_to_feeds_kernels) {
 END_TEST
 
 START_TEST(broadcast_to_errors) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t three = 3, matrix[2] = {2, 3};
   const int64_t four[1] = {4}, vector[1] = {3};
   dlop_var *x, *m, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &three, &x));
   DLOP_CK_OK(dlop_graph_input(graph, "m", DLOP_FLOAT32, 2, matrix, &m));
-  ck_assert_int_eq(apply_ints(graph, "broadcast_to", x, "shape", four, 1, &y), DLOP_SHAPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "broadcast_to", x, "shape", four, 1, &y), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "cannot broadcast (3,) to (4,): input axis 0 has size "
                                           "3, expected 1 or 4") != NULL,
                 "%s", dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "broadcast_to", m, "shape", vector, 1, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "broadcast_to", m, "shape", vector, 1, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "more axes (2) than the target (1)") != NULL, "%s",
                 dlop_last_error());
   /* the default (the 0-d shape) takes only a 0-d input */
-  ck_assert_int_eq(apply_ints(graph, "broadcast_to", x, NULL, NULL, 0, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "broadcast_to", x, NULL, NULL, 0, &y), DLOP_TYPE_ERROR);
   dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* transpose errors name the axes and the rank. */
 START_TEST(transpose_errors) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3};
   const int64_t short_axes[1] = {0}, repeated[2] = {1, 1}, out_of_range[2] = {0, 2};
   dlop_var *x, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 2, shape, &x));
-  ck_assert_int_eq(apply_ints(graph, "transpose", x, "axes", short_axes, 1, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "transpose", x, "axes", short_axes, 1, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "axes (0,) has 1 entries but the input has rank 2"),
                 "%s", dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "transpose", x, "axes", repeated, 2, &y), DLOP_TYPE_ERROR);
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "transpose", x, "axes", repeated, 2, &y), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "not a permutation: axis 1 appears twice"), "%s",
                 dlop_last_error());
-  ck_assert_int_eq(apply_ints(graph, "transpose", x, "axes", out_of_range, 2, &y),
+  ck_assert_int_eq(dlop_test_apply_ints(graph, "transpose", x, "axes", out_of_range, 2, &y),
                    DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "axis 2 is out of range for rank 2"), "%s",
                 dlop_last_error());
@@ -502,13 +466,13 @@ END_TEST
  * at exp, read once); out = multiply_them(v, b). The run must not let exp write over a while
  * v still reads it: out = 2x * exp(2x), not exp(2x)^2. */
 START_TEST(inplace_never_overwrites_a_viewed_intermediate) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t n = 1000;
   dlop_var *x, *a, *v, *b, *out_var, *pair[2];
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 1, &n, &x));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &a, 1));
-  DLOP_CK_OK(apply_ints(graph, "transpose", a, NULL, NULL, 0, &v));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", a, NULL, NULL, 0, &v));
   DLOP_CK_OK(dlop_graph_apply(graph, "exp", &a, 1, NULL, 0, &b, 1));
   pair[0] = v;
   pair[1] = b;
@@ -522,10 +486,10 @@ START_TEST(inplace_never_overwrites_a_viewed_intermediate) {
     data[i] = (double)(i % 17) * 0.125 - 1.0;
     expected[i] = (2.0 * data[i]) * exp(2.0 * data[i]);
   }
-  dlop_array *input = host_array(DLOP_FLOAT64, 1, &n, data), *out = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 1, &n, data), *out = NULL;
   for (int run = 0; run < 2; run++) {
     DLOP_CK_OK(dlop_function_run(function, &input, 1, &out, 1, NULL));
-    double *got = read_doubles(out);
+    double *got = (double *)dlop_test_read_back(out);
     for (int64_t i = 0; i < n; i++)
       ck_assert_msg(fabs(got[i] - expected[i]) <= 1e-12 * (1.0 + fabs(expected[i])),
                     "run %d, element %lld: expected %.17g, got %.17g", run, (long long)i,
@@ -545,18 +509,18 @@ END_TEST
 /* v = reshape(x) views the caller's input; double may work in place of v (an intermediate
  * dying there): it must not, or it would write into the caller's array. */
 START_TEST(inplace_never_writes_through_a_view_of_an_input) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {4, 5};
   const int64_t flat[1] = {20};
   dlop_var *x, *v, *d;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
-  DLOP_CK_OK(apply_ints(graph, "reshape", x, "shape", flat, 1, &v));
+  DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", flat, 1, &v));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &d, 1));
   DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &d, 1, CPU, &function));
   double *data = iota(20), expected[20];
   for (int i = 0; i < 20; i++) expected[i] = 2.0 * data[i];
-  dlop_array *input = host_array(DLOP_FLOAT64, 2, shape, data), *out = NULL;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 2, shape, data), *out = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &out, 1, NULL));
   check_doubles(expected, out, 20);
   check_doubles(data, input, 20);
@@ -593,7 +557,7 @@ static void expect_run_error(const char *mode, int expected, const char *needle)
   int64_t n = 6;
   dlop_function *function = compile_view_op(graph, mode, n);
   double *data = iota(n);
-  dlop_array *input = host_array(DLOP_FLOAT64, 1, &n, data), *out = (dlop_array *)&out;
+  dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 1, &n, data), *out = (dlop_array *)&out;
   int status = dlop_function_run(function, &input, 1, &out, 1, NULL);
   ck_assert_msg(status == expected, "mode %s: expected %s, got %s (%s)", mode,
                 dlop_status_name(expected), dlop_status_name(status), dlop_last_error());
@@ -661,7 +625,7 @@ START_TEST(view_copy_path_and_negative_strides) {
   explain_has(f_reverse, "(view of input 0)");
   double *data = iota(n), reversed_values[7];
   for (int i = 0; i < 7; i++) reversed_values[i] = data[6 - i];
-  dlop_array *base = host_array(DLOP_FLOAT64, 1, &n, data), *reversed = NULL;
+  dlop_array *base = dlop_test_host_array(DLOP_FLOAT64, 1, &n, data), *reversed = NULL;
   DLOP_CK_OK(dlop_array_view(base, 1, &n, &minus_one, 6 * sizeof(double), &reversed));
   dlop_array *out = run_one(f_contiguous, reversed, 0);
   ck_assert_int_eq(dlop_array_tensor(out)->strides[0], 1);

@@ -45,61 +45,48 @@ static const int32_t gemm_inplace[] = {2};
  * during the run. */
 #define BLAS_FLAGS 0u
 
+/* What the three descriptors share: one output, the dtypes (CUDA needs the copy kernels),
+ * the flags, the same make_node/infer_shape/make_thunk told apart by op_data. Each op below
+ * spells out only what is its own: name, doc, inputs, parameters, in-place map. */
+#define BLAS_OP_COMMON(info)                                                               \
+  .struct_size = sizeof(dlop_op_desc), .flags = BLAS_FLAGS, .num_outputs = 1,              \
+  .cpu_dtypes = BLAS_CPU_DTYPES, .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0, \
+  .make_node = blas_make_node, .infer_shape = blas_infer_shape,                            \
+  .make_thunk = blas_make_thunk, .op_data = (void *)&(info)
+
+#define BLAS_COUNT(array) ((int32_t)(sizeof(array) / sizeof((array)[0])))
+
 static const dlop_op_desc dot_op = {
-    .struct_size = sizeof(dlop_op_desc),
-    .flags = BLAS_FLAGS,
+    BLAS_OP_COMMON(dot_info),
     .name = "dot",
     .doc = "dot(a, b): a and b of rank 1 or 2; (n)·(n) -> (), (m,k)·(k) -> (m), (k)·(k,n) -> (n), "
            "(m,k)·(k,n) -> (m,n). One dtype for both. cuBLAS on CUDA (float16/bfloat16 "
            "accumulate in float32), a CBLAS library (OpenBLAS) on the CPU.",
     .num_inputs = 2,
-    .num_outputs = 1,
     .params = blas_tf32_params,
-    .num_params = 1,
-    .cpu_dtypes = BLAS_CPU_DTYPES,
-    .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0, /* copy kernels needed */
-    .make_node = blas_make_node,
-    .infer_shape = blas_infer_shape,
-    .make_thunk = blas_make_thunk,
-    .op_data = (void *)&dot_info,
+    .num_params = BLAS_COUNT(blas_tf32_params),
 };
 
 static const dlop_op_desc matmul_op = {
-    .struct_size = sizeof(dlop_op_desc),
-    .flags = BLAS_FLAGS,
+    BLAS_OP_COMMON(matmul_info),
     .name = "matmul",
     .doc = "matmul(a, b): NumPy's matmul: a and b of rank >= 1, batch dims broadcast, a 1-D "
            "operand is promoted to a matrix and the added dim dropped. One dtype for both.",
     .num_inputs = 2,
-    .num_outputs = 1,
     .params = blas_tf32_params,
-    .num_params = 1,
-    .cpu_dtypes = BLAS_CPU_DTYPES,
-    .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0, /* copy kernels needed */
-    .make_node = blas_make_node,
-    .infer_shape = blas_infer_shape,
-    .make_thunk = blas_make_thunk,
-    .op_data = (void *)&matmul_info,
+    .num_params = BLAS_COUNT(blas_tf32_params),
 };
 
 static const dlop_op_desc gemm_op = {
-    .struct_size = sizeof(dlop_op_desc),
-    .flags = BLAS_FLAGS,
+    BLAS_OP_COMMON(gemm_info),
     .name = "gemm",
     .doc = "gemm(a, b, c) = alpha * op(a) @ op(b) + beta * c, a and b of rank 2, op(x) = x or "
            "x.T (trans_a, trans_b), c of rank <= 2 broadcast to (m, n); beta = 0 ignores c. "
            "One dtype for all three.",
     .num_inputs = 3,
-    .num_outputs = 1,
     .params = gemm_params,
-    .num_params = 5,
-    .cpu_dtypes = BLAS_CPU_DTYPES,
-    .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0, /* copy kernels needed */
+    .num_params = BLAS_COUNT(gemm_params),
     .inplace_map = gemm_inplace,
-    .make_node = blas_make_node,
-    .infer_shape = blas_infer_shape,
-    .make_thunk = blas_make_thunk,
-    .op_data = (void *)&gemm_info,
 };
 
 static const dlop_op_desc *const blas_ops[] = {&dot_op, &matmul_op, &gemm_op};
@@ -113,7 +100,7 @@ static const dlop_plugin_desc blas_plugin = {
            "library loaded at run time on the CPU (float32, float64; OpenBLAS, or "
            "DLOP_BLAS_LIBRARY).",
     .ops = blas_ops,
-    .num_ops = 3,
+    .num_ops = BLAS_COUNT(blas_ops),
 };
 
 DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,

@@ -153,6 +153,18 @@ int64_t dlop_test_layout_span(int32_t ndim, const int64_t *shape, const int64_t 
   return hi - lo + 1;
 }
 
+void dlop_test_host_tensor(dlop_tensor *t, void *data, uint64_t byte_offset, dlop_dtype dtype,
+                           int32_t ndim, int64_t *shape, int64_t *strides) {
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->byte_offset = byte_offset;
+  t->device = (dlop_device){DLOP_DEVICE_CPU, 0};
+  t->ndim = ndim;
+  t->dtype = dlop_dtype_to_dl(dtype);
+  t->shape = shape;
+  t->strides = strides;
+}
+
 int64_t dlop_test_element_offset(const dlop_tensor *t, int64_t i) {
   int64_t offset = 0;
   for (int32_t d = t->ndim - 1; d >= 0; d--) {

@@ -61,6 +61,10 @@ const int64_t *dlop_test_strides_given(int32_t ndim, const int64_t *strides);
  * an empty tensor still gets an allocation. */
 int64_t dlop_test_layout_span(int32_t ndim, const int64_t *shape, const int64_t *strides,
                               int64_t *strides_out, int64_t *first);
+/* Point t (cleared first) at host memory: element 0 at byte_offset from data, dtype, shape and
+ * strides (in elements; the arrays are the caller's and must outlive t). */
+void dlop_test_host_tensor(dlop_tensor *t, void *data, uint64_t byte_offset, dlop_dtype dtype,
+                           int32_t ndim, int64_t *shape, int64_t *strides);
 /* Elements from element 0 of a tensor to its element i in C order of its shape. */
 int64_t dlop_test_element_offset(const dlop_tensor *t, int64_t i);
 /* Element i (C order) of a host tensor as a double. */

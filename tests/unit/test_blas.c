@@ -41,13 +41,8 @@ static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t see
   x->allocation = malloc(x->span_elements * element);
   ck_assert_ptr_nonnull(x->allocation);
   dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
-  x->t.data = x->allocation;
-  x->t.byte_offset = (uint64_t)(first * (int64_t)element);
-  x->t.device = CPU;
-  x->t.ndim = s->ndim;
-  x->t.dtype = dlop_dtype_to_dl(dtype);
-  x->t.shape = x->shape;
-  x->t.strides = x->strides;
+  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype, s->ndim,
+                        x->shape, x->strides);
 }
 
 /* ---- the op's stages ------------------------------------------------------------------- */

@@ -32,13 +32,8 @@ static void tt_init(tt *x, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
   if (dlop_test_numel(ndim, shape) == 0) x->span = 0; /* nothing to fill */
   x->allocation = calloc((size_t)x->span + 1, elsize);
   ck_assert_ptr_nonnull(x->allocation);
-  x->t.data = x->allocation;
-  x->t.byte_offset = (uint64_t)(first * (int64_t)elsize);
-  x->t.device = CPU;
-  x->t.ndim = ndim;
-  x->t.dtype = dlop_dtype_to_dl(dtype);
-  x->t.shape = x->shape;
-  x->t.strides = x->strides;
+  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)elsize), dtype, ndim,
+                        x->shape, x->strides);
 }
 
 static void tt_free(tt *x) { free(x->allocation); }

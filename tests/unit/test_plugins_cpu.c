@@ -38,13 +38,8 @@ static void tensor_init(test_tensor *x, dlop_dtype dtype, int32_t ndim, const in
   x->allocation = malloc(x->span_bytes + 2 * GUARD_BYTES);
   ck_assert_ptr_nonnull(x->allocation);
   memset(x->allocation, GUARD_BYTE, x->span_bytes + 2 * GUARD_BYTES);
-  x->t.data = x->allocation + GUARD_BYTES;
-  x->t.byte_offset = (uint64_t)(first * (int64_t)elsize);
-  x->t.device = CPU;
-  x->t.ndim = ndim;
-  x->t.dtype = dlop_dtype_to_dl(dtype);
-  x->t.shape = x->shape;
-  x->t.strides = x->strides;
+  dlop_test_host_tensor(&x->t, x->allocation + GUARD_BYTES, (uint64_t)(first * (int64_t)elsize),
+                        dtype, ndim, x->shape, x->strides);
 }
 
 static void tensor_free(test_tensor *x) { free(x->allocation); }

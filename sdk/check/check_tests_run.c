@@ -293,7 +293,17 @@ typedef struct thread_job {
 
 static void *thread_body(void *argument) {
   thread_job *job = (thread_job *)argument;
-  check_prepared *p = job->p;
+  /* The thunk is shared; the workspace is per run, as a host gives it (dlop's function runner
+   * takes one from the pool for each run): two threads must not share the suite's one. */
+  check_prepared mine = *job->p, *p = &mine;
+  mine.workspace = NULL;
+  if (mine.thunk.workspace_bytes > 0 &&
+      dlop_memory_alloc(mine.c->device, mine.thunk.workspace_bytes, job->stream, &mine.workspace) != DLOP_OK) {
+    job->status = DLOP_OUT_OF_MEMORY;
+    snprintf(job->report, sizeof job->report, "the suite could not allocate this thread's "
+             "%zu-byte workspace: %s", mine.thunk.workspace_bytes, dlop_last_error());
+    return NULL;
+  }
   for (int run = 0; run < THREAD_RUNS && job->status == DLOP_OK && job->mismatches == 0; run++) {
     char error[512];
     job->status = check_run(p, job->work->in, job->work->out, job->stream, error, sizeof error);
@@ -332,6 +342,10 @@ static void *thread_body(void *argument) {
       free(values);
       free(downloaded);
     }
+  }
+  if (mine.workspace != NULL) {
+    if (job->stream != NULL) dlop_host_api_table()->cuda_stream_synchronize(job->stream);
+    dlop_memory_free(mine.c->device, mine.workspace, job->stream);
   }
   return NULL;
 }

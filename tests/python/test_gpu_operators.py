@@ -52,7 +52,7 @@ def test_arithmetic_promotion_and_scalars():
 def test_scalar_constants_live_on_the_device_and_are_cached():
     x = on_gpu(np.arange(8, dtype=np.float64))
     check(x * 2.5, np.arange(8) * 2.5)
-    key = (float, 2.5, 1.0, "float64", "cuda:0")
+    key = (_arith._value_key(2.5), "float64", "cuda:0")
     assert _arith._scalar_cache[key].device == "cuda:0"
     cached = _arith._scalar_cache[key]
     check(x * 2.5, np.arange(8) * 2.5)

@@ -21,8 +21,7 @@
 typedef struct dlop__shape_cache {
   atomic_flag lock;
   int valid;
-  int32_t num_dims;         /* sum of the inputs' ndims (fixed at compile time) */
-  int64_t *input_dims;      /* num_dims values: each input's shape in turn */
+  int64_t *input_dims;      /* each input's shape in turn (as many as the inputs' ndims) */
   dlop_type *output_types;  /* num_outputs types */
 } dlop__shape_cache;
 

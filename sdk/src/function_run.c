@@ -80,7 +80,6 @@ int dlop__function_prepare_runs(dlop_function *function) {
     for (int32_t i = 0; i < node->num_inputs; i++) dims += node->input_types[i].ndim;
     atomic_flag_clear(&cache->lock);
     cache->valid = 0;
-    cache->num_dims = dims;
     cache->input_dims = malloc(sizeof(int64_t) * ((size_t)dims + 1));
     cache->output_types = calloc((size_t)node->num_outputs + 1, sizeof(dlop_type));
     if (cache->input_dims == NULL || cache->output_types == NULL)

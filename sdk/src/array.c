@@ -78,18 +78,18 @@ static void drop_evicted(dlop_stream *evicted) {
   dlop_stream_destroy(evicted);
 }
 
+static dlop_array *owner_of(const dlop_array *array) {
+  return array->base ? array->base : (dlop_array *)array;
+}
+
 /* The pending write's stream with a reference taken (NULL when none); dlop_stream_destroy it. */
 static dlop_stream *writer_of(const dlop_array *array) {
-  dlop_array *owner = array->base ? array->base : (dlop_array *)array;
+  dlop_array *owner = owner_of(array);
   lock_streams(owner);
   dlop_stream *stream = owner->stream;
   dlop__stream_retain(stream);
   unlock_streams(owner);
   return stream;
-}
-
-static dlop_array *owner_of(const dlop_array *array) {
-  return array->base ? array->base : (dlop_array *)array;
 }
 
 static const char *device_text(dlop_device device, char *buffer, size_t size) {

@@ -134,15 +134,16 @@ static int validate_dtype_mask(const char *path, const char *where, const char *
 }
 
 /* The in-place map: per output, an input index or -1. */
-static int validate_io_map(const char *path, const char *where, const char *field,
-                           const int32_t *map, const dlop_op_desc *op) {
+static int validate_inplace_map(const char *path, const char *where, const dlop_op_desc *op) {
+  const int32_t *map = op->inplace_map;
   if (map == NULL) return DLOP_OK;
   for (int32_t i = 0; i < op->num_outputs; i++) {
     int bad = map[i] < -1 || (op->num_inputs != DLOP_VARIADIC && map[i] >= op->num_inputs);
     if (bad)
       return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s: %s[%d] is %d: expected -1 or an input index in [0, %d)", path,
-                         where, field, (int)i, (int)map[i], (int)op->num_inputs);
+                         "%s: %s: inplace_map[%d] is %d: expected -1 or an input index in [0, "
+                         "%d)",
+                         path, where, (int)i, (int)map[i], (int)op->num_inputs);
   }
   return DLOP_OK;
 }
@@ -251,5 +252,5 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                        op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
   status = validate_view_map(path, where, op);
   if (status != DLOP_OK) return status;
-  return validate_io_map(path, where, "inplace_map", op->inplace_map, op);
+  return validate_inplace_map(path, where, op);
 }

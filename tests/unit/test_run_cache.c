@@ -9,16 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
-
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
 
 /* exp(double(x)) over a float32 vector of unknown length. */
 static dlop_function *compile_exp_double(dlop_graph *graph) {
@@ -68,7 +62,7 @@ static int run_and_check(dlop_function *function, const float *x, int64_t n, cha
 /* Lengths that come back and change: the cache must follow every change, including to 0. */
 START_TEST(test_alternating_shapes) {
   static const int64_t lengths[] = {3, 5, 3, 3, 0, 5, 1, 1000, 3, 0, 0, 7};
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph);
   float x[1000];
   char message[256] = "";
@@ -85,7 +79,7 @@ END_TEST
 /* A run whose shapes make infer_shape fail, between good runs: the failure is reported every
  * time (never cached as a success) and the good shapes still work afterwards. */
 START_TEST(test_shape_error_between_good_runs) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t unknown = DLOP_DIM_UNKNOWN;
   dlop_var *inputs[2], *z;
   dlop_function *function = NULL;
@@ -151,7 +145,7 @@ static void *run_shapes(void *context) {
 /* Four threads run one function on different shapes at once: whichever thread's shapes the
  * cache holds, every run gets outputs of its own shape and correct values. */
 START_TEST(test_threads_with_different_shapes) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   dlop_function *function = compile_exp_double(graph);
   shape_job jobs[4] = {{.lengths = {1, 2}}, {.lengths = {7, 7}}, {.lengths = {1000, 3}},
                        {.lengths = {0, 33}}};
@@ -219,7 +213,7 @@ END_TEST
  * retains every other: each output is released once, its values are right, and nothing is
  * leaked or freed twice (bytes in use come back to where they were). */
 START_TEST(test_outputs_moved_or_retained) {
-  dlop_graph *graph = new_graph();
+  dlop_graph *graph = dlop_test_new_graph();
   int64_t unknown = DLOP_DIM_UNKNOWN, n = 7;
   dlop_var *x, *y, *z;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));

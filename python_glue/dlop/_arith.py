@@ -178,6 +178,7 @@ _EAGER_LIMIT = 512     # compiled signatures kept (reshape's shape is a paramete
 _SCALAR_LIMIT = 256    # 0-d scalar arrays kept per (value, dtype, device)
 _eager_cache: dict = {}
 _scalar_cache: dict = {}
+_float_bits = struct.Struct("<d").pack
 
 
 def _remember(cache: dict, limit: int, key, value) -> None:
@@ -192,9 +193,9 @@ def _value_key(value):
     entry per call): a float is keyed by its bits, every value by its type too."""
     kind = type(value)
     if kind is float:
-        return (kind, struct.pack("<d", value))
+        return (kind, _float_bits(value))
     if kind is tuple or kind is list:
-        return (kind, tuple(_value_key(v) for v in value))
+        return (kind, tuple(map(_value_key, value)))
     return (kind, value)
 
 

@@ -3,11 +3,6 @@
  * output shape, unknown dims propagated. Both are pure. */
 #include "reduce_plugin.h"
 
-/* "(0, -1)" for messages. */
-static const char *format_axes(const int64_t *axes, int32_t count, char *buffer, size_t size) {
-  return dlop_format_shape(axes, count, buffer, size);
-}
-
 int reduce_parse_params(const reduce_op_info *info, const dlop_param_value *params,
                         int32_t num_params, int32_t ndim, reduce_params *out, char *error,
                         size_t error_size) {
@@ -51,12 +46,13 @@ int reduce_parse_params(const reduce_op_info *info, const dlop_param_value *para
         dlop_set_error(error, error_size,
                        "%s: axes %s are invalid for an input of rank 0: axis %lld is out of range "
                        "(a 0-d input takes no axes; leave axes empty)",
-                       info->name, format_axes(axes, count, text, sizeof text), (long long)axes[i]);
+                       info->name, dlop_format_ints(axes, count, text, sizeof text),
+                       (long long)axes[i]);
       else
         dlop_set_error(error, error_size,
                        "%s: axes %s are invalid for an input of rank %d: axis %lld is out of range "
                        "[%d, %d]",
-                       info->name, format_axes(axes, count, text, sizeof text), (int)ndim,
+                       info->name, dlop_format_ints(axes, count, text, sizeof text), (int)ndim,
                        (long long)axes[i], -(int)ndim, (int)ndim - 1);
       return DLOP_TYPE_ERROR;
     }
@@ -64,7 +60,7 @@ int reduce_parse_params(const reduce_op_info *info, const dlop_param_value *para
       dlop_set_error(error, error_size,
                      "%s: axes %s are invalid for an input of rank %d: axis %lld is repeated "
                      "(each axis may appear once)",
-                     info->name, format_axes(axes, count, text, sizeof text), (int)ndim,
+                     info->name, dlop_format_ints(axes, count, text, sizeof text), (int)ndim,
                      (long long)axes[i]);
       return DLOP_TYPE_ERROR;
     }

@@ -9,14 +9,15 @@ static int broadcast_rule(const dlop_param_value *target, const dlop_type *x, in
   char text[256], shape[256];
   if (target->count > DLOP_MAX_NDIM) {
     dlop_set_error(error, error_size, "broadcast_to: shape %s has %d entries, at most %d allowed",
-                   shape_format_ints(target, text, sizeof text), (int)target->count,
-                   DLOP_MAX_NDIM);
+                   dlop_format_ints(target->u.ints, target->count, text, sizeof text),
+                   (int)target->count, DLOP_MAX_NDIM);
     return DLOP_TYPE_ERROR;
   }
   for (int32_t i = 0; i < target->count; i++)
     if (target->u.ints[i] < 0) {
       dlop_set_error(error, error_size, "broadcast_to: shape %s has a negative size %lld",
-                     shape_format_ints(target, text, sizeof text), (long long)target->u.ints[i]);
+                     dlop_format_ints(target->u.ints, target->count, text, sizeof text),
+                     (long long)target->u.ints[i]);
       return DLOP_TYPE_ERROR;
     }
   if (x->ndim > target->count) {
@@ -24,7 +25,7 @@ static int broadcast_rule(const dlop_param_value *target, const dlop_type *x, in
                    "broadcast_to: cannot broadcast %s to %s: the input has more axes (%d) than "
                    "the target (%d)",
                    dlop_format_shape(x->shape, x->ndim, shape, sizeof shape),
-                   shape_format_ints(target, text, sizeof text), (int)x->ndim,
+                   dlop_format_ints(target->u.ints, target->count, text, sizeof text), (int)x->ndim,
                    (int)target->count);
     return DLOP_TYPE_ERROR;
   }
@@ -36,8 +37,8 @@ static int broadcast_rule(const dlop_param_value *target, const dlop_type *x, in
                    "broadcast_to: cannot broadcast %s to %s: input axis %d has size %lld, "
                    "expected 1 or %lld",
                    dlop_format_shape(x->shape, x->ndim, shape, sizeof shape),
-                   shape_format_ints(target, text, sizeof text), (int)d, (long long)have,
-                   (long long)want);
+                   dlop_format_ints(target->u.ints, target->count, text, sizeof text),
+                   (int)d, (long long)have, (long long)want);
     return DLOP_SHAPE_ERROR;
   }
   if (out)

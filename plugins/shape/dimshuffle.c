@@ -13,8 +13,8 @@ static int dimshuffle_rule(const dlop_param_value *pattern, const dlop_type *x, 
   int used[DLOP_MAX_NDIM] = {0};
   if (pattern->count > DLOP_MAX_NDIM) {
     dlop_set_error(error, error_size, "dimshuffle: pattern %s has %d entries, at most %d allowed",
-                   shape_format_ints(pattern, text, sizeof text), (int)pattern->count,
-                   DLOP_MAX_NDIM);
+                   dlop_format_ints(pattern->u.ints, pattern->count, text, sizeof text),
+                   (int)pattern->count, DLOP_MAX_NDIM);
     return DLOP_TYPE_ERROR;
   }
   for (int32_t i = 0; i < pattern->count; i++) {
@@ -27,13 +27,14 @@ static int dimshuffle_rule(const dlop_param_value *pattern, const dlop_type *x, 
       dlop_set_error(error, error_size,
                      "dimshuffle: pattern %s: entry %lld is neither an input axis (0 to %d) nor "
                      "-1 (a new axis of size 1)",
-                     shape_format_ints(pattern, text, sizeof text), (long long)axis,
-                     (int)x->ndim - 1);
+                     dlop_format_ints(pattern->u.ints, pattern->count, text, sizeof text),
+                     (long long)axis, (int)x->ndim - 1);
       return DLOP_TYPE_ERROR;
     }
     if (used[axis]++) {
       dlop_set_error(error, error_size, "dimshuffle: pattern %s uses input axis %lld twice",
-                     shape_format_ints(pattern, text, sizeof text), (long long)axis);
+                     dlop_format_ints(pattern->u.ints, pattern->count, text, sizeof text),
+                     (long long)axis);
       return DLOP_TYPE_ERROR;
     }
     if (out) out[i] = x->shape[axis];
@@ -43,7 +44,7 @@ static int dimshuffle_rule(const dlop_param_value *pattern, const dlop_type *x, 
     dlop_set_error(error, error_size,
                    "dimshuffle: pattern %s drops input axis %d of size %lld from shape %s: only "
                    "axes of size 1 may be dropped",
-                   shape_format_ints(pattern, text, sizeof text), (int)d,
+                   dlop_format_ints(pattern->u.ints, pattern->count, text, sizeof text), (int)d,
                    (long long)x->shape[d], dlop_format_shape(x->shape, x->ndim, shape, sizeof shape));
     return DLOP_SHAPE_ERROR;
   }

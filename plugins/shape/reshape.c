@@ -14,8 +14,8 @@ static int reshape_rule(const dlop_param_value *target, const dlop_type *x, int6
   int known = 1;
   if (target->count > DLOP_MAX_NDIM) {
     dlop_set_error(error, error_size, "reshape: shape %s has %d entries, at most %d allowed",
-                   shape_format_ints(target, text, sizeof text), (int)target->count,
-                   DLOP_MAX_NDIM);
+                   dlop_format_ints(target->u.ints, target->count, text, sizeof text),
+                   (int)target->count, DLOP_MAX_NDIM);
     return DLOP_TYPE_ERROR;
   }
   for (int32_t i = 0; i < target->count; i++) {
@@ -27,13 +27,13 @@ static int reshape_rule(const dlop_param_value *target, const dlop_type *x, int6
     if (dim < 0) {
       dlop_set_error(error, error_size,
                      "reshape: shape %s: %s (expected sizes >= 0 and at most one -1)",
-                     shape_format_ints(target, text, sizeof text),
+                     dlop_format_ints(target->u.ints, target->count, text, sizeof text),
                      dim == -1 ? "more than one -1" : "a negative size");
       return DLOP_TYPE_ERROR;
     }
     if (__builtin_mul_overflow(product, dim, &product)) {
       dlop_set_error(error, error_size, "reshape: shape %s has more than 2^63 elements",
-                     shape_format_ints(target, text, sizeof text));
+                     dlop_format_ints(target->u.ints, target->count, text, sizeof text));
       return DLOP_SHAPE_ERROR;
     }
   }
@@ -47,7 +47,7 @@ static int reshape_rule(const dlop_param_value *target, const dlop_type *x, int6
     return DLOP_OK;
   }
   dlop_format_shape(x->shape, x->ndim, shape, sizeof shape);
-  shape_format_ints(target, text, sizeof text);
+  dlop_format_ints(target->u.ints, target->count, text, sizeof text);
   if (inferred < 0 && product != numel) {
     dlop_set_error(error, error_size,
                    "reshape: cannot reshape %s (%lld elements) to %s (%lld elements)", shape,

@@ -1,5 +1,5 @@
 /* shape_common.c — what the shape plugin's ops share: the input check (one input of a known
- * dtype and a valid rank, one output) and formatting of ints parameters for messages. */
+ * dtype and a valid rank, one output) and the view's start. */
 #include "shape_plugin.h"
 
 int shape_check_input(const dlop_node_args *args) {
@@ -23,18 +23,6 @@ int shape_check_input(const dlop_node_args *args) {
     return DLOP_TYPE_ERROR;
   }
   return DLOP_OK;
-}
-
-const char *shape_format_ints(const dlop_param_value *value, char *buffer, size_t size) {
-  size_t used = 0;
-  buffer[0] = '\0';
-  used += (size_t)snprintf(buffer, size, "(");
-  for (int32_t i = 0; i < value->count && used < size; i++)
-    used += (size_t)snprintf(buffer + used, size - used, "%s%lld", i ? ", " : "",
-                             (long long)value->u.ints[i]);
-  if (used < size) snprintf(buffer + used, size - used, value->count == 1 ? ",)" : ")");
-  buffer[size - 1] = '\0';
-  return buffer;
 }
 
 void shape_view_same_start(const dlop_view_args *args) {

@@ -11,8 +11,6 @@
 
 /* One input of any dtype and rank, one output: DLOP_TYPE_ERROR naming the op otherwise. */
 int shape_check_input(const dlop_node_args *args);
-/* "(0, 2, 1)" for an ints parameter into buffer. */
-const char *shape_format_ints(const dlop_param_value *value, char *buffer, size_t size);
 /* make_view's usual start: the output's byte offset is the input's (views that only permute,
  * add or drop axes start at the input's element 0). */
 void shape_view_same_start(const dlop_view_args *args);

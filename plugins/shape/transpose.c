@@ -15,8 +15,8 @@ static int transpose_axes(const dlop_param_value *axes, int32_t ndim, int32_t *p
     dlop_set_error(error, error_size,
                    "transpose: axes %s has %d entries but the input has rank %d: give a "
                    "permutation of all %d axes (or no axes to reverse them)",
-                   shape_format_ints(axes, text, sizeof text), (int)axes->count, (int)ndim,
-                   (int)ndim);
+                   dlop_format_ints(axes->u.ints, axes->count, text, sizeof text),
+                   (int)axes->count, (int)ndim, (int)ndim);
     return DLOP_TYPE_ERROR;
   }
   int seen[DLOP_MAX_NDIM] = {0};
@@ -26,15 +26,16 @@ static int transpose_axes(const dlop_param_value *axes, int32_t ndim, int32_t *p
       dlop_set_error(error, error_size,
                      "transpose: axes %s: axis %lld is out of range for rank %d (expected %d to "
                      "%d)",
-                     shape_format_ints(axes, text, sizeof text), (long long)axis, (int)ndim,
-                     -(int)ndim, (int)ndim - 1);
+                     dlop_format_ints(axes->u.ints, axes->count, text, sizeof text),
+                     (long long)axis, (int)ndim, -(int)ndim, (int)ndim - 1);
       return DLOP_TYPE_ERROR;
     }
     if (axis < 0) axis += ndim;
     if (seen[axis]++) {
       dlop_set_error(error, error_size,
                      "transpose: axes %s is not a permutation: axis %lld appears twice",
-                     shape_format_ints(axes, text, sizeof text), (long long)axis);
+                     dlop_format_ints(axes->u.ints, axes->count, text, sizeof text),
+                     (long long)axis);
       return DLOP_TYPE_ERROR;
     }
     perm[i] = (int32_t)axis;

@@ -85,6 +85,10 @@ START_TEST(test_broadcast_shapes) {
   char text[64];
   ck_assert_str_eq(dlop_format_shape(u, 2, text, sizeof text), "(?, 1)");
   ck_assert_str_eq(dlop_format_shape(NULL, 0, text, sizeof text), "()");
+  /* ints (axes, patterns) print as given: -1 is a value there, not an unknown dim */
+  ck_assert_str_eq(dlop_format_ints(u, 2, text, sizeof text), "(-1, 1)");
+  ck_assert_str_eq(dlop_format_ints(c, 1, text, sizeof text), "(5,)");
+  ck_assert_str_eq(dlop_format_ints(NULL, 0, text, sizeof text), "()");
 }
 END_TEST
 

@@ -408,6 +408,10 @@ START_TEST(test_errors) {
   reduce_case repeated = {"sum", DLOP_FLOAT32, 3, {2, 3, 4}, {0}, 2, {1, -2}, 0};
   expect_error(&repeated, DLOP_TYPE_ERROR,
                "sum: axes (1, -2) are invalid for an input of rank 3: axis -2 is repeated");
+  /* -1 is an axis here, not an unknown dim: the message quotes it as given */
+  reduce_case repeated_last = {"sum", DLOP_FLOAT32, 1, {4}, {0}, 2, {0, -1}, 0};
+  expect_error(&repeated_last, DLOP_TYPE_ERROR,
+               "sum: axes (0, -1) are invalid for an input of rank 1: axis -1 is repeated");
   reduce_case range = {"max", DLOP_INT32, 3, {2, 3, 4}, {0}, 2, {0, 3}, 0};
   expect_error(&range, DLOP_TYPE_ERROR,
                "max: axes (0, 3) are invalid for an input of rank 3: axis 3 is out of range [-3, 2]");

@@ -1,5 +1,5 @@
 /* dlop/kernel_error.h — error messages for plugins: bounded formatting into the host's error
- * buffer, and the text of dtype masks and shapes that messages quote ("float32", "(3, 4)").
+ * buffer, and the text of dtype masks, shapes and ints that messages quote ("float32", "(3, 4)").
  * Part of kernel_util.h; static inline, needs nothing from libdlop. */
 #ifndef DLOP_KERNEL_ERROR_H
 #define DLOP_KERNEL_ERROR_H
@@ -51,9 +51,10 @@ static inline const char *dlop_format_dtypes(uint32_t mask, char *buffer, size_t
   return buffer;
 }
 
-/* "(3, 4)", "(5,)", "()" with "?" for unknown dimensions. Returns buffer. */
-static inline const char *dlop_format_shape(const int64_t *shape, int32_t ndim, char *buffer,
-                                            size_t size) {
+/* "(3, 4)", "(5,)", "()": a Python tuple of values; with unknown_as_question, DLOP_DIM_UNKNOWN
+ * prints as "?". Returns buffer. dlop_format_shape and dlop_format_ints below are the callers. */
+static inline const char *dlop__format_tuple(const int64_t *values, int32_t count,
+                                             int unknown_as_question, char *buffer, size_t size) {
   size_t used = 0;
   int32_t i;
   if (buffer == NULL || size == 0) return buffer;
@@ -66,14 +67,27 @@ static inline const char *dlop_format_shape(const int64_t *shape, int32_t ndim, 
     }                                                                                      \
   } while (0)
   DLOP__APPEND("(");
-  for (i = 0; i < ndim; i++) {
-    if (shape[i] == DLOP_DIM_UNKNOWN) DLOP__APPEND("%s?", i ? ", " : "");
-    else DLOP__APPEND("%s%lld", i ? ", " : "", (long long)shape[i]);
+  for (i = 0; i < count; i++) {
+    if (unknown_as_question && values[i] == DLOP_DIM_UNKNOWN) DLOP__APPEND("%s?", i ? ", " : "");
+    else DLOP__APPEND("%s%lld", i ? ", " : "", (long long)values[i]);
   }
-  DLOP__APPEND(ndim == 1 ? ",)" : ")");
+  DLOP__APPEND(count == 1 ? ",)" : ")");
 #undef DLOP__APPEND
   buffer[size - 1] = '\0';
   return buffer;
+}
+
+/* "(3, 4)", "(5,)", "()" with "?" for unknown dimensions. Returns buffer. */
+static inline const char *dlop_format_shape(const int64_t *shape, int32_t ndim, char *buffer,
+                                            size_t size) {
+  return dlop__format_tuple(shape, ndim, 1, buffer, size);
+}
+
+/* "(0, -1)", "(2,)", "()": ints as given (an axes or pattern parameter, where -1 is a value,
+ * not an unknown dimension). Returns buffer. */
+static inline const char *dlop_format_ints(const int64_t *values, int32_t count, char *buffer,
+                                           size_t size) {
+  return dlop__format_tuple(values, count, 0, buffer, size);
 }
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
 #ifndef DLOP_KERNEL_UTIL_H
 #define DLOP_KERNEL_UTIL_H
 
-#include "kernel_error.h"  /* dlop_set_error, dlop_format_dtypes, dlop_format_shape */
+#include "kernel_error.h"  /* dlop_set_error, dlop_format_dtypes, _shape, _ints */
 #include "half_float.h"    /* float16 and bfloat16 to and from float */
 #include "broadcast.h"     /* NumPy broadcasting of static shapes and types */
 #include "tensor_check.h"  /* dlop_check_tensors: a thunk's run checks its tensors */

@@ -51,11 +51,7 @@ static void elemwise_destroy(void *state) {
 /* Tensors against the thunk's types, the output against the inputs' broadcast shape; on
  * success the loop is set up (output first, then the inputs). */
 static int prepare(const elemwise_state *s, const dlop_run_args *args, dlop_strided_loop *loop) {
-  const dlop_tensor *out;
-  int64_t shape[2][DLOP_MAX_NDIM];
-  const int64_t *folded;
-  int32_t ndim, i, n = s->info->num_inputs;
-  char got[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
+  int32_t n = s->info->num_inputs;
   int status;
   if (args->num_inputs != n || args->num_outputs != 1) {
     dlop_set_error(args->error, args->error_size, "%s: run with %d inputs and %d outputs, expected %d and 1",
@@ -67,24 +63,12 @@ static int prepare(const elemwise_state *s, const dlop_run_args *args, dlop_stri
   if (status == DLOP_OK)
     status = dlop_check_tensors(s->name, "output", args->outputs, 1, &s->output, s->device,
                                 args->error, args->error_size);
+  if (status == DLOP_OK)
+    status = dlop_check_broadcast_output(s->name, args->inputs, n, &args->outputs[0], args->error,
+                                         args->error_size);
   if (status != DLOP_OK) return status;
-  out = &args->outputs[0];
-  folded = args->inputs[0].shape;
-  ndim = args->inputs[0].ndim;
-  for (i = 1; i < n; i++) { /* alternate buffers: the result may alias neither input */
-    status = dlop_broadcast_shapes(folded, ndim, args->inputs[i].shape, args->inputs[i].ndim,
-                                   shape[i & 1], &ndim, args->error, args->error_size);
-    if (status != DLOP_OK) return status;
-    folded = shape[i & 1];
-  }
-  if (ndim != out->ndim || (ndim > 0 && memcmp(folded, out->shape, sizeof(int64_t) * (size_t)ndim) != 0)) {
-    dlop_set_error(args->error, args->error_size,
-                   "%s: output shape %s differs from the inputs' broadcast shape %s", s->name,
-                   dlop_format_shape(out->shape, out->ndim, got, sizeof got),
-                   dlop_format_shape(folded, ndim, want, sizeof want));
-    return DLOP_SHAPE_ERROR;
-  }
-  return dlop_strided_loop_init(loop, out, args->inputs, n, s->name, args->error, args->error_size);
+  return dlop_strided_loop_init(loop, &args->outputs[0], args->inputs, n, s->name, args->error,
+                                args->error_size);
 }
 
 typedef struct cpu_context {

@@ -2,7 +2,6 @@
  * embedded fatbin through the host and finds the dtype's kernel), and the thunk's run, which
  * checks the tensors it is handed and calls the CPU kernel or launches the CUDA one. */
 #include <stdlib.h>
-#include <string.h>
 
 #include <dlop/elementwise_thunk.h> /* DLOP_FATBIN_DECLARE / DLOP_FATBIN */
 
@@ -39,8 +38,6 @@ static void scale_add_destroy(void *state) {
  * broadcast shape of x and y. On success the loop is set up with z first, then x and y. */
 static int scale_add_prepare(const scale_add_state *s, const dlop_run_args *args,
                              dlop_strided_loop *loop) {
-  dlop_type broadcast = {0};
-  char got[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
   int status;
   if (args->num_inputs != 2 || args->num_outputs != 1) {
     dlop_set_error(args->error, args->error_size,
@@ -54,18 +51,9 @@ static int scale_add_prepare(const scale_add_state *s, const dlop_run_args *args
     status = dlop_check_tensors("scale_add", "output", args->outputs, 1, &s->output, s->device,
                                 args->error, args->error_size);
   if (status == DLOP_OK)
-    status = dlop_broadcast_shapes(args->inputs[0].shape, args->inputs[0].ndim,
-                                   args->inputs[1].shape, args->inputs[1].ndim, broadcast.shape,
-                                   &broadcast.ndim, args->error, args->error_size);
+    status = dlop_check_broadcast_output("scale_add", args->inputs, 2, &args->outputs[0],
+                                         args->error, args->error_size);
   if (status != DLOP_OK) return status;
-  if (broadcast.ndim != args->outputs[0].ndim ||
-      memcmp(broadcast.shape, args->outputs[0].shape, sizeof(int64_t) * (size_t)broadcast.ndim)) {
-    dlop_set_error(args->error, args->error_size,
-                   "scale_add: z has shape %s, expected the broadcast shape of x and y, %s",
-                   dlop_format_shape(args->outputs[0].shape, args->outputs[0].ndim, got, sizeof got),
-                   dlop_format_shape(broadcast.shape, broadcast.ndim, want, sizeof want));
-    return DLOP_SHAPE_ERROR;
-  }
   return dlop_strided_loop_init(loop, &args->outputs[0], args->inputs, 2, "scale_add",
                                 args->error, args->error_size);
 }

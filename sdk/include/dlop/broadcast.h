@@ -1,5 +1,6 @@
 /* dlop/broadcast.h — NumPy broadcasting of static shapes and types, for make_node and
- * infer_shape rules. Part of kernel_util.h; static inline. */
+ * infer_shape rules, and the run's check of an output's broadcast shape. Part of
+ * kernel_util.h; static inline. */
 #ifndef DLOP_BROADCAST_H
 #define DLOP_BROADCAST_H
 
@@ -62,6 +63,34 @@ static inline int dlop_broadcast_types(const dlop_type *a, const dlop_type *b, d
                                  &result.ndim, error, error_size);
   if (status == DLOP_OK) *out = result;
   return status;
+}
+
+/* A run's check that output has exactly the NumPy broadcast shape of the inputs' shapes (one
+ * input: its shape). DLOP_SHAPE_ERROR with "add: output shape (4,) differs from the inputs'
+ * broadcast shape (3,)", or dlop_broadcast_shapes' error when the inputs do not broadcast. */
+static inline int dlop_check_broadcast_output(const char *op_name, const dlop_tensor *inputs,
+                                              int32_t num_inputs, const dlop_tensor *output,
+                                              char *error, size_t error_size) {
+  /* the broadcast so far, alternating: dlop_broadcast_shapes' out may alias neither input */
+  int64_t folded[2][DLOP_MAX_NDIM];
+  const int64_t *shape = inputs[0].shape;
+  int32_t ndim = inputs[0].ndim, i;
+  for (i = 1; i < num_inputs; i++) {
+    int status = dlop_broadcast_shapes(shape, ndim, inputs[i].shape, inputs[i].ndim, folded[i & 1],
+                                       &ndim, error, error_size);
+    if (status != DLOP_OK) return status;
+    shape = folded[i & 1];
+  }
+  if (ndim != output->ndim ||
+      (ndim > 0 && memcmp(shape, output->shape, sizeof(int64_t) * (size_t)ndim) != 0)) {
+    char got[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
+    dlop_set_error(error, error_size,
+                   "%s: output shape %s differs from the inputs' broadcast shape %s", op_name,
+                   dlop_format_shape(output->shape, output->ndim, got, sizeof got),
+                   dlop_format_shape(shape, ndim, want, sizeof want));
+    return DLOP_SHAPE_ERROR;
+  }
+  return DLOP_OK;
 }
 
 #ifdef __cplusplus

@@ -87,29 +87,10 @@ static inline int dlop_elementwise_check_shapes(const dlop_elementwise_spec *spe
   const dlop_tensor *out = &args->outputs[0];
   char got[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
   int32_t i;
-  if (spec->broadcast) {
-    /* the output must be exactly the broadcast shape: anything else is a caller's bug */
-    const int64_t *shape = args->inputs[0].shape;
-    int32_t ndim = args->inputs[0].ndim;
-    dlop_type folded[2]; /* the broadcast so far, alternating: out may alias neither input */
-    for (i = 1; i < spec->num_inputs; i++) {
-      dlop_type *next = &folded[i & 1];
-      int status = dlop_broadcast_shapes(shape, ndim, args->inputs[i].shape, args->inputs[i].ndim,
-                                         next->shape, &next->ndim, args->error, args->error_size);
-      if (status != DLOP_OK) return status;
-      shape = next->shape;
-      ndim = next->ndim;
-    }
-    if (ndim != out->ndim ||
-        (ndim > 0 && memcmp(shape, out->shape, sizeof(int64_t) * (size_t)ndim) != 0)) {
-      dlop_set_error(args->error, args->error_size,
-                     "%s: output shape %s differs from the inputs' broadcast shape %s",
-                     spec->op_name, dlop_format_shape(out->shape, out->ndim, got, sizeof got),
-                     dlop_format_shape(shape, ndim, want, sizeof want));
-      return DLOP_SHAPE_ERROR;
-    }
-    return DLOP_OK;
-  }
+  /* the output must be exactly the broadcast shape: anything else is a caller's bug */
+  if (spec->broadcast)
+    return dlop_check_broadcast_output(spec->op_name, args->inputs, spec->num_inputs, out,
+                                       args->error, args->error_size);
   for (i = 0; i < spec->num_inputs; i++) {
     const dlop_tensor *in = &args->inputs[i];
     if (in->ndim == out->ndim &&

@@ -37,19 +37,9 @@ CAST_ALL(CAST_KERNEL)
 static const elemwise_cpu_inner_fn cast_kernels[DLOP_DTYPE_COUNT][DLOP_DTYPE_COUNT] = {
     CAST_ALL(CAST_ENTRY)};
 
-/* The same-size integer kernel copies bits: a cast to the same dtype uses it. */
-static dlop_dtype cast_bit_copy_dtype(dlop_dtype dtype) {
-  switch (dlop_dtype_size(dtype)) {
-    case 1: return DLOP_UINT8;
-    case 2: return DLOP_INT16;
-    case 4: return DLOP_INT32;
-    default: return DLOP_INT64;
-  }
-}
-
 elemwise_cpu_inner_fn elemwise_cpu_cast(dlop_dtype from, dlop_dtype to) {
   if ((int)from < 0 || (int)from >= DLOP_DTYPE_COUNT || (int)to < 0 || (int)to >= DLOP_DTYPE_COUNT)
     return NULL;
-  if (from == to) from = to = cast_bit_copy_dtype(from);
+  if (from == to) from = to = elemwise_bit_copy_dtype(from);
   return cast_kernels[from][to];
 }

@@ -15,6 +15,15 @@ dlop_dtype elemwise_dtype_from_name(const char *name) {
   return DLOP_DTYPE_INVALID;
 }
 
+dlop_dtype elemwise_bit_copy_dtype(dlop_dtype dtype) {
+  switch (dlop_dtype_size(dtype)) {
+    case 1: return DLOP_UINT8;
+    case 2: return DLOP_INT16;
+    case 4: return DLOP_INT32;
+    default: return DLOP_INT64;
+  }
+}
+
 /* Prefix the op's name to a message written by a helper (broadcasting), keeping it. */
 static void prefix_error(const dlop_node_args *args, const char *name) {
   char message[512];

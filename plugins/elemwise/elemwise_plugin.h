@@ -56,6 +56,9 @@ int elemwise_make_thunk(const dlop_thunk_args *args);
 
 /* The dtype named by cast's parameter, or DLOP_DTYPE_INVALID. */
 dlop_dtype elemwise_dtype_from_name(const char *name);
+/* The integer dtype of dtype's size: a cast to the same dtype copies bits, which that
+ * dtype's same-size integer cast kernel does (CPU and CUDA alike). */
+dlop_dtype elemwise_bit_copy_dtype(dlop_dtype dtype);
 
 /* A CPU kernel over one run of a strided loop: p[0] the output, p[1..] the inputs, s[k] their
  * strides in elements, n elements. */

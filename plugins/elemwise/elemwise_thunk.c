@@ -179,23 +179,13 @@ static int run_cuda(void *state, const dlop_run_args *args) {
 
 /* ---- make_thunk ------------------------------------------------------------------------ */
 
-/* A cast to the same dtype copies bits: the same-size integer cast kernel does that. */
-static dlop_dtype bit_copy_dtype(dlop_dtype dtype) {
-  switch (dlop_dtype_size(dtype)) {
-    case 1: return DLOP_UINT8;
-    case 2: return DLOP_INT16;
-    case 4: return DLOP_INT32;
-    default: return DLOP_INT64;
-  }
-}
-
 static int find_kernel(elemwise_state *s, const char *kind, void **function,
                        const dlop_thunk_args *args) {
   char name[128];
   dlop_dtype value = (dlop_dtype)s->inputs[s->info->kind == EW_KIND_WHERE ? 1 : 0].dtype;
   if (s->info->kind == EW_KIND_CAST) {
     dlop_dtype from = value, to = (dlop_dtype)s->output.dtype;
-    if (from == to) from = to = bit_copy_dtype(from);
+    if (from == to) from = to = elemwise_bit_copy_dtype(from);
     snprintf(name, sizeof name, "dlop_elemwise_cast_%s_%s_%s", kind, dlop_dtype_name(from),
              dlop_dtype_name(to));
   } else {

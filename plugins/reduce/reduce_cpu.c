@@ -241,7 +241,7 @@ typedef struct reduce_cpu_context {
   acc_class cls;
   int run_kind;
   reduce_kind kind;
-  dlop_dtype in_dtype, out_dtype;
+  dlop_dtype out_dtype;
   size_t in_size, out_size;
   const char *input;
   char *output;
@@ -373,7 +373,6 @@ int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_la
   c.kind = info->kind;
   c.run_kind = info->kind == REDUCE_MAX ? RUN_MAX : info->kind == REDUCE_MIN ? RUN_MIN : RUN_SUM;
   c.run = runs[c.run_kind];
-  c.in_dtype = dtype;
   c.out_dtype = reduce_output_dtype(info->kind, dtype);
   c.in_size = dlop_dtype_size(dtype);
   c.out_size = dlop_dtype_size(c.out_dtype);
@@ -381,11 +380,6 @@ int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_la
   c.output = (char *)output;
   c.chunks = layout->count > 0 ? (layout->count + REDUCE_CPU_CHUNK - 1) / REDUCE_CPU_CHUNK : 1;
   if (layout->outputs <= 0) return DLOP_OK;
-  if (layout->count == 0 && (info->kind == REDUCE_MAX || info->kind == REDUCE_MIN)) {
-    dlop_set_error(error, error_size, "%s: cannot reduce an empty axis: %s has no identity",
-                   info->name, info->name);
-    return DLOP_SHAPE_ERROR;
-  }
   /* Few outputs and long reductions: split the reductions too. The partials are combined in
    * chunk order, exactly as reduce_output does, so both paths give the same bits. */
   if (threads > 1 && c.chunks > 1 && layout->outputs < 4 * (int64_t)threads &&

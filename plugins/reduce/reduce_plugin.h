@@ -45,7 +45,8 @@ int reduce_make_node(const dlop_node_args *args);
 int reduce_infer_shape(const dlop_node_args *args);
 int reduce_make_thunk(const dlop_thunk_args *args);
 
-/* The CPU kernel: reduces input into output over a layout from reduce_layout_init. */
+/* The CPU kernel: reduces input into output over a layout from reduce_layout_init, of tensors
+ * that passed the run's checks (so max and min never see an empty reduction). */
 int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_layout *layout,
                    const void *input, void *output, char *error, size_t error_size);
 

@@ -239,6 +239,7 @@ def _compile_eager(builder, name: str, descriptions: tuple, params: tuple, devic
 
 
 def _eager(builder, name: str, operands: tuple, params: tuple):
+    """Run builder at once on operands (arrays and Python scalars); also dlop.ops' eager calls."""
     arrays: list = list(operands)
     descriptions = []
     device = None
@@ -258,8 +259,10 @@ def _eager(builder, name: str, operands: tuple, params: tuple):
                 f"device (dlop.asarray(a, device=...) or a.to(...)) - dlop never moves data itself")
         descriptions.append((x.dtype, x.ndim))
     if device is None:
-        # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
-        return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
+        if operands:
+            # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
+            return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
+        device = "cpu"  # an op called without inputs (dlop.ops.<name>())
     key = (builder, name, _value_key(params), device, tuple(descriptions))
     entry = _eager_cache.get(key)
     if entry is None:

@@ -52,7 +52,6 @@ class Op:
         self.deterministic: bool = info["deterministic"]
         self.cuda_graph_safe: bool = info["cuda_graph_safe"]
         self.plugin: str = info["plugin"]
-        self._eager: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"<dlop op {self.name} from plugin {self.plugin}>"
@@ -87,33 +86,24 @@ class Op:
         return apply.outputs[0] if self.num_outputs == 1 else tuple(apply.outputs)
 
     def _run(self, args: tuple, params: dict):
-        arrays = [_C.asarray(a) for a in args]
-        devices = {a.device for a in arrays}
-        if len(devices) > 1:
-            raise _errors.device_mismatch(
-                f"op '{self.name}': the inputs are on {', '.join(sorted(devices))}; put them on "
-                f"one device (dlop.asarray(a, device=...)) - dlop never moves arrays itself")
-        device = arrays[0].device if arrays else "cpu"
-        # One compiled node per dtypes, ranks, device and parameters; sizes stay unknown so
-        # every shape reuses it.
-        key = (tuple((a.dtype, a.ndim) for a in arrays), device, _freeze(params))
-        compiled = self._eager.get(key)
-        if compiled is None:
-            inputs = [Variable(f"x{i}", a.dtype, (None,) * a.ndim) for i, a in enumerate(arrays)]
-            outputs = self._apply(tuple(inputs), params)
-            from ._graph import function
-            compiled = function(inputs, list(outputs) if self.num_outputs != 1 else outputs, device)
-            self._eager[key] = compiled
-        result = compiled(*arrays)
+        # The operators' eager path (one compiled node per dtypes, ranks, device and
+        # parameters; sizes unknown so every shape reuses it). Python scalars are strong
+        # here: an op takes arrays, so 2 is an int64 array, not a weak scalar.
+        arrays = args
+        for a in args:
+            if type(a) is not _C.Array:
+                arrays = tuple(_C.asarray(a) for a in args)
+                break
+        result = _arith._eager(_build_op, self.name, arrays,
+                               tuple(sorted(params.items())) if params else ())
         return tuple(result) if self.num_outputs != 1 else result
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
+def _build_op(name: str, operands: list, params: tuple, scalar_var: Any):
+    """The eager path's builder for one op: its node on the placeholder Variables."""
+    op = _arith._op(name)
+    outputs = op._apply(tuple(operands), dict(params))
+    return list(outputs) if op.num_outputs != 1 else outputs
 
 
 def _constant(value: Any) -> Variable:
@@ -179,3 +169,7 @@ def load_plugin(path: str) -> Plugin:
 def load_errors() -> list[str]:
     """Plugin files that failed to load, one 'FILE: reason' line each."""
     return list(_C.load_errors())
+
+
+# Last: _arith imports this module's ops and _constant, and Op._run calls its eager path.
+from . import _arith  # noqa: E402

@@ -92,3 +92,19 @@ def test_comparison_with_out_of_range_int_answers_like_numpy():
             np.testing.assert_array_equal(op(x, scalar).eval({x: values}).numpy(), expected)
     with pytest.raises(dlop.ScalarOverflowError):
         a + 256
+
+
+def test_op_calls_key_parameters_like_the_operators():
+    # dlop.ops.<op>(arrays) runs on the operators' eager cache: a NaN parameter compiles once
+    # (each call compiled and kept one more node, unbounded, before) and 0.0 / -0.0 are two
+    # signatures (they shared one).
+    a = dlop.asarray(np.ones((2, 2), dtype=np.float64))
+    dlop.ops.gemm(a, a, a, alpha=float("nan"))
+    before = len(_arith._eager_cache)
+    for _ in range(3):
+        assert np.isnan(dlop.ops.gemm(a, a, a, alpha=float("nan")).numpy()).all()
+    assert len(_arith._eager_cache) == before
+    dlop.ops.gemm(a, a, a, beta=0.0)
+    before = len(_arith._eager_cache)
+    dlop.ops.gemm(a, a, a, beta=-0.0)
+    assert len(_arith._eager_cache) == before + 1

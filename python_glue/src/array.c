@@ -5,8 +5,6 @@
 
 #include "module.h"
 
-const char *dlop_py_dtype_name(dlop_dtype dtype) { return dlop_dtype_name(dtype); }
-
 PyObject *dlop_py_device_str(dlop_device device) {
   char text[32];
   return PyUnicode_FromString(dlop_device_format(device, text, sizeof text));

@@ -132,10 +132,10 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
     if (argument_array(state, self, converted, args[converted], &inputs[converted]) < 0) goto done;
     elements += dlop_array_numel(inputs[converted]);
   }
-  dlop_stream *stream = NULL;
-  if (self->release_gil_always && dlop_py_stream(state, self->device, &stream) < 0) goto done;
+  dlop_stream *stream; /* NULL for the CPU */
+  if (dlop_py_stream(state, self->device, &stream) < 0) goto done;
   int status;
-  if (self->release_gil_always || elements >= CPU_RELEASE_GIL_ELEMENTS) {
+  if (self->device.type == DLOP_DEVICE_CUDA || elements >= CPU_RELEASE_GIL_ELEMENTS) {
     Py_BEGIN_ALLOW_THREADS
     status = dlop_function_run(self->function, inputs, self->num_inputs, outputs,
                                self->num_outputs, stream);
@@ -200,7 +200,6 @@ PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,
   self->device = dlop_function_device(function);
   self->num_inputs = num_inputs;
   self->num_outputs = num_outputs;
-  self->release_gil_always = self->device.type == DLOP_DEVICE_CUDA;
   self->input_names = Py_NewRef(input_names);
   self->inputs = Py_NewRef(Py_None);
   self->outputs = Py_NewRef(Py_None);

@@ -71,7 +71,6 @@ typedef struct dlop_py_function {
   int32_t num_inputs;
   int32_t num_outputs;
   int return_list;          /* outputs were given as a list: return a list */
-  int release_gil_always;   /* CUDA: always release the GIL around runs */
   dlop_type *input_types;   /* cached at compile time for the per-call checks */
   PyObject *inputs;         /* tuple of the input Variables (or None) */
   PyObject *outputs;        /* tuple of the output Variables (or None) */
@@ -97,7 +96,6 @@ PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, .
 int dlop_py_add_array_type(PyObject *module, dlop_py_state *state);
 /* A new dlop.Array taking over one reference to array (released on failure too). */
 PyObject *dlop_py_array_new(dlop_py_state *state, dlop_array *array);
-const char *dlop_py_dtype_name(dlop_dtype dtype);
 /* "float32" or a NumPy dtype object / type to a dlop dtype; -1 with TypeError otherwise. */
 int dlop_py_parse_dtype(dlop_py_state *state, PyObject *object, dlop_dtype *dtype);
 int dlop_py_parse_device(dlop_py_state *state, PyObject *object, dlop_device *device);

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable, Sequence
 
-from . import _C, _errors
+from . import _C, _errors, _promote
 
 _names = itertools.count()
 
@@ -95,10 +95,9 @@ def _check_dtype(dtype: Any) -> str:
             name = numpy.dtype(dtype).name
         except Exception:
             raise _errors.type_error(f"dtype {dtype!r} is not a dtype name") from None
-    known = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
-             "float32", "float64")
-    if name not in known:
-        raise _errors.type_error(f"dtype '{name}' is not supported; expected one of {', '.join(known)}")
+    if name not in _promote.DTYPES:
+        raise _errors.type_error(
+            f"dtype '{name}' is not supported; expected one of {', '.join(_promote.DTYPES)}")
     return name
 
 

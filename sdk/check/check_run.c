@@ -53,22 +53,28 @@ int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, vo
   return status;
 }
 
+void check_input_buffer_init(check_buffer *b, const check_prepared *p, int32_t i,
+                             check_layout layout, uint64_t salt, void *stream) {
+  const check_case *c = p->c;
+  int dtype = check_input_dtype(c->dtype, &p->shape, i);
+  size_t size = dlop_dtype_size((dlop_dtype)dtype);
+  int32_t ndim;
+  const int64_t *dims = check_input_dims(&p->shape, i, &ndim);
+  int64_t n = check_input_numel(&p->shape, i);
+  void *values = malloc((size_t)n * size + 1);
+  ck_assert_msg(values != NULL, "out of host memory");
+  check_random_fill(values, dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
+  check_buffer_init(b, c, c->device, dtype, ndim, dims, layout, values, NULL, stream);
+  free(values);
+}
+
 void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
                     check_run_result *r) {
   const check_case *c = p->c;
   void *stream = check_stream(c);
   memset(r, 0, sizeof *r);
   for (int32_t i = 0; i < p->num_inputs; i++) {
-    int dtype = check_input_dtype(c->dtype, &p->shape, i);
-    size_t size = dlop_dtype_size((dlop_dtype)dtype);
-    int32_t ndim;
-    const int64_t *dims = check_input_dims(&p->shape, i, &ndim);
-    int64_t n = check_input_numel(&p->shape, i);
-    void *values = malloc((size_t)n * size + 1);
-    ck_assert_msg(values != NULL, "out of host memory");
-    check_random_fill(values, dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
-    check_buffer_init(&r->in[i], c, c->device, dtype, ndim, dims, layout, values, NULL, stream);
-    free(values);
+    check_input_buffer_init(&r->in[i], p, i, layout, salt, stream);
     r->inputs_before[i] = malloc(r->in[i].bytes);
     memcpy(r->inputs_before[i], r->in[i].image, r->in[i].bytes);
   }

@@ -240,6 +240,10 @@ void check_run_args_fill(const check_prepared *p, const check_buffer *inputs,
  * current during the run, as the host guarantees. */
 int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, void *stream,
               char *error, size_t error_size);
+/* Input i of p's shape on the case's device, laid out as layout, holding the random values
+ * salt selects (the same values for the same salt and input, whatever the layout). */
+void check_input_buffer_init(check_buffer *b, const check_prepared *p, int32_t i,
+                             check_layout layout, uint64_t salt, void *stream);
 /* Everything a "results" check needs: random inputs (seeded by salt) in layout, poisoned
  * outputs (poison run 0 or 1), one run, and the downloaded outputs' logical values. */
 typedef struct check_run_result {

@@ -95,18 +95,8 @@ static void view_prepare(const check_case *c, const char *check, const check_sha
   check_prepare_node(c, check, shape, 0, &v->p);
   check_prepared *p = &v->p;
   const char *name = layout_name(layout);
-  for (int32_t i = 0; i < p->num_inputs; i++) {
-    int dtype = check_input_dtype(c->dtype, shape, i);
-    int32_t ndim;
-    const int64_t *dims = check_input_dims(shape, i, &ndim);
-    int64_t n = check_input_numel(shape, i);
-    size_t size = dlop_dtype_size((dlop_dtype)dtype);
-    void *values = malloc((size_t)n * size + 1);
-    ck_assert_msg(values != NULL, "out of host memory");
-    check_random_fill(values, dtype, n, check_opts.seed * 1000003u + salt * 131u + (uint64_t)i);
-    check_buffer_init(&v->in[i], c, c->device, dtype, ndim, dims, layout, values, NULL, stream);
-    free(values);
-  }
+  for (int32_t i = 0; i < p->num_inputs; i++)
+    check_input_buffer_init(&v->in[i], p, i, layout, salt, stream);
   for (int32_t o = 0; o < p->num_outputs; o++) {
     int32_t i = c->op->view_map[o];
     if (i < 0 || i >= p->num_inputs)

@@ -187,21 +187,31 @@ int check_signatures(const dlop_op_desc *op, int dtype, check_signature *accepte
 
 /* ---- the shapes of a case ---------------------------------------------------------------- */
 
+/* make_node, then infer_shape, on shape's inputs with known dims (as a run sees them): the
+ * first non-OK status with its message in error, or DLOP_OK with the outputs' shapes. */
+static int concrete_node(const check_case *c, const check_shape *shape, dlop_type *outputs,
+                         char *error, size_t error_size) {
+  int32_t n = check_num_inputs(c->op);
+  dlop_type inputs[CHECK_MAX_OPERANDS];
+  for (int32_t i = 0; i < n; i++) inputs[i] = check_input_type(c->dtype, shape, i, 0);
+  int status = check_call_make_node(c->op, inputs, n, outputs, error, error_size);
+  if (status == DLOP_OK)
+    status = check_call_infer_shape(c->op, inputs, n, outputs, error, error_size);
+  return status;
+}
+
 /* The measure the scaling targets: the most elements of any input or output (outputs from
  * make_node and infer_shape; only the inputs when those fail). */
 static int64_t largest_operand(const check_case *c, const check_shape *shape) {
   int32_t n = check_num_inputs(c->op);
-  dlop_type inputs[CHECK_MAX_OPERANDS], outputs[CHECK_MAX_OPERANDS];
+  dlop_type outputs[CHECK_MAX_OPERANDS];
   int64_t most = 0;
   for (int32_t i = 0; i < n; i++) {
-    inputs[i] = check_input_type(c->dtype, shape, i, 0);
     int64_t e = check_input_numel(shape, i);
     if (e > most) most = e;
   }
   char error[256];
-  if (check_call_make_node(c->op, inputs, n, outputs, error, sizeof error) != DLOP_OK ||
-      check_call_infer_shape(c->op, inputs, n, outputs, error, sizeof error) != DLOP_OK)
-    return most;
+  if (concrete_node(c, shape, outputs, error, sizeof error) != DLOP_OK) return most;
   for (int32_t o = 0; o < c->op->num_outputs; o++) {
     int64_t e = 1;
     for (int32_t d = 0; d < outputs[o].ndim && d < DLOP_MAX_NDIM; d++)
@@ -253,12 +263,9 @@ static case_shapes cache;
  * accept (known dims); any other op gets every one (a refusal fails its checks). */
 static int view_op_takes(const check_case *c, const check_shape *shape) {
   if (!check_is_view_op(c->op)) return 1;
-  int32_t n = check_num_inputs(c->op);
-  dlop_type inputs[CHECK_MAX_OPERANDS], outputs[CHECK_MAX_OPERANDS];
+  dlop_type outputs[CHECK_MAX_OPERANDS];
   char error[256];
-  for (int32_t i = 0; i < n; i++) inputs[i] = check_input_type(c->dtype, shape, i, 0);
-  return check_call_make_node(c->op, inputs, n, outputs, error, sizeof error) == DLOP_OK &&
-         check_call_infer_shape(c->op, inputs, n, outputs, error, sizeof error) == DLOP_OK;
+  return concrete_node(c, shape, outputs, error, sizeof error) == DLOP_OK;
 }
 
 int check_refuses_empty(const check_case *c, const check_shape *shape) {
@@ -266,13 +273,9 @@ int check_refuses_empty(const check_case *c, const check_shape *shape) {
   int empty = 0;
   for (int32_t i = 0; i < n; i++) empty |= check_input_numel(shape, i) == 0;
   if (!empty) return 0;
-  dlop_type inputs[CHECK_MAX_OPERANDS], outputs[CHECK_MAX_OPERANDS];
+  dlop_type outputs[CHECK_MAX_OPERANDS];
   char error[256];
-  for (int32_t i = 0; i < n; i++) inputs[i] = check_input_type(c->dtype, shape, i, 0);
-  int status = check_call_make_node(c->op, inputs, n, outputs, error, sizeof error);
-  if (status == DLOP_OK) status = check_call_infer_shape(c->op, inputs, n, outputs, error,
-                                                         sizeof error);
-  return status != DLOP_OK && error[0] != '\0';
+  return concrete_node(c, shape, outputs, error, sizeof error) != DLOP_OK && error[0] != '\0';
 }
 
 static void add(case_shapes *cs, const check_case *c, check_shape shape) {

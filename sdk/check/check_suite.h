@@ -65,11 +65,11 @@ int32_t check_num_inputs(const dlop_op_desc *op);
 /* The op's parameters in declaration order: the declared defaults, with the --param values
  * given for this op's names (static storage, op->num_params values). */
 const dlop_param_value *check_default_params(const dlop_op_desc *op);
-/* Call make_node / infer_shape with struct_size set, the defaults and an error buffer. */
 /* Parse text as a value of decl's kind (bool: true/false/1/0; int; float; string; ints:
  * comma-separated integers, at most max_ints, stored in ints). DLOP_OK, or a message in error. */
 int check_parse_param(const dlop_param_decl *decl, const char *text, dlop_param_value *value,
                       int64_t *ints, int max_ints, char *error, size_t error_size);
+/* Call make_node / infer_shape with struct_size set, the defaults and an error buffer. */
 int check_call_make_node(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
                          dlop_type *outputs, char *error, size_t error_size);
 int check_call_infer_shape(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,

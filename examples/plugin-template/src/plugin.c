@@ -34,7 +34,7 @@ static const dlop_op_desc scale_add_op = {
      * the host then refuses CUDA at compile time instead of failing at make_thunk */
     .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? SCALE_ADD_DTYPES : 0,
     .inplace_map = NULL,
-    .view_map = NULL, /* reserved in ABI 1.0 */
+    .view_map = NULL, /* not a view op (ABI 1.1 view ops set it and make_view) */
     .make_node = scale_add_make_node,
     .infer_shape = scale_add_infer_shape,
     .make_thunk = scale_add_make_thunk,

@@ -206,7 +206,8 @@ typedef struct dlop_op_desc {
    * computes every output. When set, every entry must name an input (0..num_inputs-1), the
    * op must set make_view (below) and may leave make_thunk NULL: the host runs no kernel and
    * allocates nothing for the node, it asks make_view for the output's strides and byte
-   * offset over the input's memory. An ABI 1.0 host refuses ops that set it. */
+   * offset over the input's memory. ABI 1.0 hosts refuse such an op (the last 1.0 release)
+   * or ignore view_map and need make_thunk (earlier ones). */
   const int32_t *view_map;
   dlop_make_node_fn make_node;
   dlop_infer_shape_fn infer_shape;

@@ -2,7 +2,7 @@
  * contiguously for cuBLAS, broadcast gemm's c into the output, and copy a scratch output back.
  * Elements are moved as raw 2-, 4- or 8-byte words (dlop_blas_copy_{contiguous,rows,strided}_b<N>),
  * so one set serves every dtype. Embedded as dlop_blas_blas_copy_cuda_fatbin. */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <dlop/elementwise_thunk.h> /* DLOP_FATBIN_DECLARE */
+#include <dlop/kit/fatbin.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
 
 #include "blas_plugin.h"
 

@@ -4,7 +4,7 @@
 #ifndef DLOP_BLAS_PLUGIN_H
 #define DLOP_BLAS_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #define BLAS_CPU_DTYPES (DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64))

@@ -2,7 +2,7 @@
  * kernel per dtype, named dlop_double_{contiguous,rows,strided}_<dtype>. nvcc compiles this
  * into the fatbin embedded in the plugin as dlop_double_double_cuda_fatbin (see
  * cmake/DlopCuda.cmake). */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 namespace {
 

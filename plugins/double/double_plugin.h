@@ -3,7 +3,7 @@
 #ifndef DLOP_DOUBLE_PLUGIN_H
 #define DLOP_DOUBLE_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #define DOUBLE_DTYPES (DLOP_DTYPES_FLOAT | DLOP_DTYPES_INT)

@@ -1,6 +1,6 @@
-/* double_thunk.c — make_thunk for double: the SDK's elementwise thunk (dlop/elementwise_thunk.h)
+/* double_thunk.c — make_thunk for double: the SDK's elementwise thunk (dlop/kit/elementwise_thunk.h)
  * with double's dtypes, its C kernel and its CUDA kernels dlop_double_*_<dtype>. */
-#include <dlop/elementwise_thunk.h>
+#include <dlop/kit/elementwise_thunk.h>
 
 #include "double_plugin.h"
 

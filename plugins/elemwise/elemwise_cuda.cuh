@@ -5,7 +5,7 @@
 #ifndef DLOP_ELEMWISE_CUDA_CUH
 #define DLOP_ELEMWISE_CUDA_CUH
 
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 #include "elemwise_scalar.h"
 

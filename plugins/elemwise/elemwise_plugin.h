@@ -4,7 +4,7 @@
 #ifndef DLOP_ELEMWISE_PLUGIN_H
 #define DLOP_ELEMWISE_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #define ELEMWISE_NUMERIC (DLOP_DTYPES_FLOAT | DLOP_DTYPES_INT)

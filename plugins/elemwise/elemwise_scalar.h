@@ -13,7 +13,7 @@
 #include <cuda_fp16.h>
 #define EW_FN static __device__ __forceinline__
 #else
-#include <dlop/half_float.h>
+#include <dlop/kit/half_float.h>
 #define EW_FN static inline
 #endif
 

@@ -2,7 +2,7 @@
  * elementwise_thunk.h, generalized to operands of different dtypes (bool results, where's
  * condition, cast): checks the tensors, builds the broadcast loop, then runs the CPU kernel
  * over it or launches the CUDA kernel that fits (contiguous, rows or strided). */
-#include <dlop/elementwise_thunk.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
+#include <dlop/kit/fatbin.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
 
 #include "elemwise_plugin.h"
 

@@ -1,7 +1,7 @@
 /* exp_cuda.cu — the CUDA kernels of exp (y = e^x), a contiguous, a rows and a strided kernel
  * per float dtype, named dlop_exp_{contiguous,rows,strided}_<dtype>. nvcc compiles this into
  * the fatbin embedded in the plugin as dlop_exp_exp_cuda_fatbin (see cmake/DlopCuda.cmake). */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 namespace {
 

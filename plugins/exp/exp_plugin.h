@@ -3,7 +3,7 @@
 #ifndef DLOP_EXP_PLUGIN_H
 #define DLOP_EXP_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #define EXP_DTYPES DLOP_DTYPES_FLOAT

@@ -1,6 +1,6 @@
-/* exp_thunk.c — make_thunk for exp: the SDK's elementwise thunk (dlop/elementwise_thunk.h) with
+/* exp_thunk.c — make_thunk for exp: the SDK's elementwise thunk (dlop/kit/elementwise_thunk.h) with
  * exp's dtypes, its C kernel (exp_cpu.c) and its CUDA kernels dlop_exp_*_<dtype> (exp_cuda.cu). */
-#include <dlop/elementwise_thunk.h>
+#include <dlop/kit/elementwise_thunk.h>
 
 #include "exp_plugin.h"
 

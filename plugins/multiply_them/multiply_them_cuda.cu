@@ -2,7 +2,7 @@
  * (matrix times row/column/scalar) and a strided (any broadcast) kernel per dtype, named
  * dlop_multiply_them_{contiguous,rows,strided}_<dtype>.
  * nvcc compiles this into the fatbin embedded as dlop_multiply_them_multiply_them_cuda_fatbin. */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 namespace {
 

@@ -1,7 +1,7 @@
 /* multiply_them_thunk.c — make_thunk for multiply_them: the SDK's elementwise thunk
- * (dlop/elementwise_thunk.h) with two inputs broadcast to z's shape, the C kernel and the CUDA
+ * (dlop/kit/elementwise_thunk.h) with two inputs broadcast to z's shape, the C kernel and the CUDA
  * kernels dlop_multiply_them_*_<dtype>. */
-#include <dlop/elementwise_thunk.h>
+#include <dlop/kit/elementwise_thunk.h>
 
 #include "multiply_them_plugin.h"
 

@@ -2,7 +2,7 @@
  * dlop_reduce_{rows,block,columns,finish}_{sum,max,min}_<dtype>. Deterministic: no atomics;
  * each output's elements go to fixed threads in a fixed order and meet in a fixed tree.
  * reduce_cuda_plan.h picks the kernel; nvcc embeds this file as dlop_reduce_reduce_cuda_fatbin. */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 #include <math.h>
 #include <type_traits>

@@ -4,7 +4,7 @@
 #ifndef DLOP_REDUCE_PLUGIN_H
 #define DLOP_REDUCE_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #include "reduce_layout.h"

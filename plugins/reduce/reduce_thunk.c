@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <dlop/elementwise_thunk.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
+#include <dlop/kit/fatbin.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
 
 #include "reduce_plugin.h"
 #include "reduce_cuda_plan.h"

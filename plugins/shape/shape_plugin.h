@@ -4,7 +4,7 @@
 #ifndef DLOP_SHAPE_PLUGIN_H
 #define DLOP_SHAPE_PLUGIN_H
 
-#include <dlop/kernel_util.h>
+#include <dlop/kit/kernel_util.h>
 #include <dlop/plugin.h>
 
 #define SHAPE_DTYPES DLOP_DTYPES_ALL

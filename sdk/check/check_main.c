@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dlop/kernel_error.h>
+#include <dlop/kit/kernel_error.h>
 
 #include "check_suite.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <dlop/half_float.h>
+#include <dlop/kit/half_float.h>
 
 #include "check_suite.h"
 

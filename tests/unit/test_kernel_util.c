@@ -1,8 +1,8 @@
-/* test_kernel_util.c — the plugin-side helpers in <dlop/kernel_util.h>: error formatting,
+/* test_kernel_util.c — the plugin-side helpers in <dlop/kit/kernel_util.h>: error formatting,
  * float16/bfloat16 conversions (against test_support's independent reference), broadcasting
- * of static shapes, tensor checks, the strided loop, and <dlop/elementwise_thunk.h>. */
-#include <dlop/elementwise_thunk.h>
-#include <dlop/kernel_util.h>
+ * of static shapes, tensor checks, the strided loop, and <dlop/kit/elementwise_thunk.h>. */
+#include <dlop/kit/elementwise_thunk.h>
+#include <dlop/kit/kernel_util.h>
 #include <math.h>
 #include <string.h>
 

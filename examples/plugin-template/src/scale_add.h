@@ -4,7 +4,7 @@
 #ifndef SCALE_ADD_H
 #define SCALE_ADD_H
 
-#include <dlop/kernel_util.h> /* header-only helpers: errors, broadcasting, loops, launches */
+#include <dlop/kit/kernel_util.h> /* header-only helpers: errors, broadcasting, loops, launches */
 #include <dlop/plugin.h>      /* the ABI: descriptors, stages, the host table */
 
 /* The dtypes scale_add runs in, on both devices: a DLOP_DTYPE_BIT mask. */

@@ -1,7 +1,7 @@
 /* scale_add_cuda.cu — the CUDA kernels of scale_add (z = alpha * x + y), one per dtype, named
  * scale_add_float32 and scale_add_float64 (extern "C": scale_add_thunk.c finds them by name).
  * dlop_add_plugin compiles this file with nvcc into a fatbin embedded in the plugin. */
-#include <dlop/cuda_kernel_util.cuh>
+#include <dlop/kit/cuda_kernel_util.cuh>
 
 namespace {
 

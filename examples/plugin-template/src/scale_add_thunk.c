@@ -3,7 +3,7 @@
  * checks the tensors it is handed and calls the CPU kernel or launches the CUDA one. */
 #include <stdlib.h>
 
-#include <dlop/elementwise_thunk.h> /* DLOP_FATBIN_DECLARE / DLOP_FATBIN */
+#include <dlop/kit/fatbin.h> /* DLOP_FATBIN_DECLARE, DLOP_FATBIN */
 
 #include "scale_add.h"
 

@@ -1,4 +1,4 @@
-/* dlop/rows_layout.h — the rows view of a strided loop (a matrix with a row, a column or a
+/* dlop/kit/rows_layout.h — the rows view of a strided loop (a matrix with a row, a column or a
  * scalar broadcast into it) that CUDA rows kernels take by value. Part of kernel_util.h. */
 #ifndef DLOP_ROWS_LAYOUT_H
 #define DLOP_ROWS_LAYOUT_H

@@ -1,4 +1,4 @@
-/* dlop/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
+/* dlop/kit/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
  * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset and rows structs
  * (dlop_nd_offsets, dlop_rows_layout: defined in strided_loop.h and rows_layout.h so host C
  * code fills the same layout), and elementwise bodies (contiguous, rows, general strided). */
@@ -120,8 +120,8 @@ __device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_splat(T x) {
 }
 
 /* U is the number of 16-byte vectors a thread loads before it computes on any of them (the
- * launch's contiguous_elements is U * vector width). 1 suits cheap functions (double,
- * multiply_them: 99-100% of a copy on an H200); exp takes 2, so that its arithmetic on one
+ * launch's contiguous_elements is U * vector width). 1 suits cheap functions, which are bound
+ * by memory; a function with more arithmetic (exp) takes 2, so that its arithmetic on one
  * vector overlaps the other's load. The vectors of one step are a grid apart, so each load
  * instruction stays coalesced. */
 template <int U = 1, typename T, typename F>

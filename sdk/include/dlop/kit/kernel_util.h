@@ -1,4 +1,4 @@
-/* dlop/kernel_util.h — the umbrella over the static-inline helpers for plugin authors (C,
+/* dlop/kit/kernel_util.h — the umbrella over the static-inline helpers for plugin authors (C,
  * usable from C++). Each job has its own header; include this one for all of them.
  * Nothing here needs libdlop: plugins include it and call the host only through its table. */
 #ifndef DLOP_KERNEL_UTIL_H

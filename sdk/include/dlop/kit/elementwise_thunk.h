@@ -1,4 +1,4 @@
-/* dlop/elementwise_thunk.h — make_thunk for an elementwise op (1 to 3 inputs, one output, one
+/* dlop/kit/elementwise_thunk.h — make_thunk for an elementwise op (1 to 3 inputs, one output, one
  * dtype throughout) from a small const spec: checks, CPU thunk, CUDA thunk that loads the
  * plugin's embedded fatbin and launches its kernels. Header-only; plugin C code only. */
 #ifndef DLOP_ELEMENTWISE_THUNK_H
@@ -10,23 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatbin.h"
 #include "kernel_util.h"
-#include "op.h"
+#include "../op.h"
 
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-/* The fatbin that dlop_add_plugin embeds for a .cu file (symbol <target>_<stem>_fatbin), or
- * NULL in a build without CUDA: declare it with DLOP_FATBIN_DECLARE at file scope and put
- * DLOP_FATBIN(symbol) in the spec. Hidden, so the plugin still exports only its entry. */
-#if defined(DLOP_HAVE_CUDA_KERNELS) && DLOP_HAVE_CUDA_KERNELS
-#define DLOP_FATBIN_DECLARE(symbol) \
-  extern const unsigned char symbol[] __attribute__((visibility("hidden")))
-#define DLOP_FATBIN(symbol) (symbol)
-#else
-#define DLOP_FATBIN_DECLARE(symbol) extern const unsigned char symbol[] /* never referenced */
-#define DLOP_FATBIN(symbol) NULL
 #endif
 
 #define DLOP_ELEMENTWISE_MAX_INPUTS (DLOP_KERNEL_MAX_OPERANDS - 1)

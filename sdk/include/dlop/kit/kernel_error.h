@@ -1,4 +1,4 @@
-/* dlop/kernel_error.h — error messages for plugins: bounded formatting into the host's error
+/* dlop/kit/kernel_error.h — error messages for plugins: bounded formatting into the host's error
  * buffer, and the text of dtype masks, shapes and ints that messages quote ("float32", "(3, 4)").
  * Part of kernel_util.h; static inline, needs nothing from libdlop. */
 #ifndef DLOP_KERNEL_ERROR_H
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dtype.h"
-#include "tensor.h"
+#include "../dtype.h"
+#include "../tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,7 +53,7 @@ static inline const char *dlop_format_dtypes(uint32_t mask, char *buffer, size_t
 
 /* "(3, 4)", "(5,)", "()": a Python tuple of values; with unknown_as_question, DLOP_DIM_UNKNOWN
  * prints as "?". Returns buffer. dlop_format_shape and dlop_format_ints below are the callers. */
-static inline const char *dlop__format_tuple(const int64_t *values, int32_t count,
+static inline const char *dlop_format_tuple(const int64_t *values, int32_t count,
                                              int unknown_as_question, char *buffer, size_t size) {
   size_t used = 0;
   int32_t i;
@@ -80,14 +80,14 @@ static inline const char *dlop__format_tuple(const int64_t *values, int32_t coun
 /* "(3, 4)", "(5,)", "()" with "?" for unknown dimensions. Returns buffer. */
 static inline const char *dlop_format_shape(const int64_t *shape, int32_t ndim, char *buffer,
                                             size_t size) {
-  return dlop__format_tuple(shape, ndim, 1, buffer, size);
+  return dlop_format_tuple(shape, ndim, 1, buffer, size);
 }
 
 /* "(0, -1)", "(2,)", "()": ints as given (an axes or pattern parameter, where -1 is a value,
  * not an unknown dimension). Returns buffer. */
 static inline const char *dlop_format_ints(const int64_t *values, int32_t count, char *buffer,
                                            size_t size) {
-  return dlop__format_tuple(values, count, 0, buffer, size);
+  return dlop_format_tuple(values, count, 0, buffer, size);
 }
 
 #ifdef __cplusplus

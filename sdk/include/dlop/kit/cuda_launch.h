@@ -1,4 +1,4 @@
-/* dlop/cuda_launch.h — host-side launch of elementwise CUDA kernels through the host's table:
+/* dlop/kit/cuda_launch.h — host-side launch of elementwise CUDA kernels through the host's table:
  * grid sizes, the strided kernels' block cap, and the choice of contiguous, rows or strided
  * kernel for a loop. Part of kernel_util.h; plain C, no CUDA headers needed. */
 #ifndef DLOP_CUDA_LAUNCH_H
@@ -7,10 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "host_api.h"
+#include "../host_api.h"
 #include "kernel_error.h"
 #include "rows_layout.h"
-#include "status.h"
+#include "../status.h"
 #include "strided_loop.h"
 
 #ifdef __cplusplus
@@ -18,12 +18,11 @@ extern "C" {
 #endif
 
 /* Threads per block of the elementwise kernels, and the cap on blocks per SM of the general
- * strided kernels (grid-stride loops do the rest). Measured on an H200 at 2^28 elements, the
- * contiguous and rows kernels reach 99-100% of a device copy with one step per thread and a
- * grid that covers the whole tensor (blocks start in order, so the blocks resident at any
- * time touch one compact window of memory); capped at 128 blocks per SM, their grid-stride
- * loops spread every wave over the whole tensor and stayed at 93-96%. DLOP_CUDA_MAX_GRID only
- * bounds those grids (2^30 blocks of 256 threads: far beyond any tensor one GPU holds). */
+ * strided kernels (grid-stride loops do the rest). The contiguous and rows kernels take one
+ * step per thread on a grid that covers the whole tensor: blocks start in order, so the blocks
+ * resident at any time touch one compact window of memory (bench/RESULTS.md has the figures
+ * behind this choice). DLOP_CUDA_MAX_GRID only bounds those grids (2^30 blocks of 256
+ * threads: far beyond any tensor one GPU holds). */
 #define DLOP_CUDA_ELEMENTWISE_BLOCK 256
 #define DLOP_CUDA_BLOCKS_PER_SM 128
 #define DLOP_CUDA_MAX_GRID (1u << 30)

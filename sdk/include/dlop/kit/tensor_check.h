@@ -1,4 +1,4 @@
-/* dlop/tensor_check.h — a thunk's run checks the tensors it is given against the types it was
+/* dlop/kit/tensor_check.h — a thunk's run checks the tensors it is given against the types it was
  * made for, with messages naming the op, the operand and the values. Part of kernel_util.h. */
 #ifndef DLOP_TENSOR_CHECK_H
 #define DLOP_TENSOR_CHECK_H
@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dtype.h"
+#include "../dtype.h"
 #include "kernel_error.h"
-#include "op.h"
-#include "status.h"
-#include "tensor.h"
+#include "../op.h"
+#include "../status.h"
+#include "../tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* dlop/broadcast.h — NumPy broadcasting of static shapes and types, for make_node and
+/* dlop/kit/broadcast.h — NumPy broadcasting of static shapes and types, for make_node and
  * infer_shape rules, and the run's check of an output's broadcast shape. Part of
  * kernel_util.h; static inline. */
 #ifndef DLOP_BROADCAST_H
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "kernel_error.h"
-#include "op.h"
-#include "status.h"
-#include "tensor.h"
+#include "../op.h"
+#include "../status.h"
+#include "../tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* dlop/strided_loop.h — the N-d elementwise loop of CPU kernels: broadcast and collapse the
+/* dlop/kit/strided_loop.h — the N-d elementwise loop of CPU kernels: broadcast and collapse the
  * operands' strides, walk them in runs along the inner dim, and split the work over the
  * host's parallel_for. Part of kernel_util.h; the layout struct is shared with CUDA kernels. */
 #ifndef DLOP_STRIDED_LOOP_H
@@ -8,11 +8,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "host_api.h"
+#include "../dtype.h"
+#include "../host_api.h"
 #include "kernel_error.h"
-#include "status.h"
-#include "tensor.h"
+#include "../status.h"
+#include "../tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

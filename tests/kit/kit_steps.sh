@@ -29,7 +29,8 @@ step_install() {
   run "$cmake" --install "$build_dir" --prefix "$prefix" >"$work/install.log" ||
     fail "cmake --install $build_dir --prefix $prefix failed (see $work/install.log)"
   local missing=() header
-  for header in "$source_dir"/sdk/include/dlop.h "$source_dir"/sdk/include/dlop/*; do
+  for header in "$source_dir"/sdk/include/dlop.h "$source_dir"/sdk/include/dlop/*.h \
+      "$source_dir"/sdk/include/dlop/kit/*; do
     [[ -f "$prefix/include/${header#"$source_dir"/sdk/include/}" ]] ||
       missing+=("include/${header#"$source_dir"/sdk/include/}")
   done

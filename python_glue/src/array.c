@@ -54,8 +54,14 @@ int dlop_py_parse_device(dlop_py_state *state, PyObject *object, dlop_device *de
                    "device must be a string such as 'cpu', 'cuda' or 'cuda:1', not %R", object);
     return -1;
   }
-  const char *text = PyUnicode_AsUTF8AndSize(object, NULL);
+  Py_ssize_t length = 0;
+  const char *text = PyUnicode_AsUTF8AndSize(object, &length);
   if (text == NULL) return -1;
+  if ((size_t)length != strlen(text)) { /* C would read only up to the NUL: "cpu\0x" as "cpu" */
+    dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                   "device %R contains a NUL character; expected 'cpu', 'cuda' or 'cuda:N'", object);
+    return -1;
+  }
   int status = dlop_device_parse(text, device);
   if (status != DLOP_OK) {
     dlop_py_raise(state, status, NULL);

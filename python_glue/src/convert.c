@@ -1,6 +1,7 @@
 /* convert.c — Python objects to dlop arrays without copying: dlop.Array, the buffer protocol
  * (NumPy), DLPack producers (CuPy, PyTorch, JAX) and __cuda_array_interface__ producers (Numba,
  * CuPy); and dlop.asarray, which adds an explicit device move and dtype conversion. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,9 +163,14 @@ struct dlop_py_foreign_owner {
 typedef dlop_py_foreign_owner foreign_owner;
 
 void dlop_py_foreign_give_back(foreign_owner *owner, int holding_gil) {
-  /* DLPack deleters take the GIL themselves when they need it (the spec requires it). */
+  /* DLPack deleters take the GIL themselves when they need it (the spec requires it). A
+   * deleter may be Python code (a ctypes callback), which must not run with this thread's
+   * exception pending: it would replace the error being reported with a SystemError. */
+  PyObject *type = NULL, *value = NULL, *traceback = NULL;
+  if (holding_gil) PyErr_Fetch(&type, &value, &traceback);
   if (owner->legacy && owner->legacy->deleter) owner->legacy->deleter(owner->legacy);
   if (owner->versioned && owner->versioned->deleter) owner->versioned->deleter(owner->versioned);
+  if (holding_gil) PyErr_Restore(type, value, traceback);
   if (owner->producer && holding_gil) {
     Py_DECREF(owner->producer);
   } else if (owner->producer) {
@@ -200,6 +206,40 @@ static void note_extent(foreign_owner *owner, const dlop_array *array) {
   owner->bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
 }
 
+/* The (device_type, device_id) pair a producer's __dlpack_device__ returned, or -1 with a
+ * DlopTypeError that names the producer and the value when it is anything else. */
+static int dlpack_device_pair(dlop_py_state *state, PyObject *producer, PyObject *device,
+                              int *device_type, int *device_id) {
+  int values[2];
+  int ok = PyTuple_Check(device) && PyTuple_Size(device) == 2;
+  for (Py_ssize_t i = 0; ok && i < 2; i++) {
+    PyObject *item = PyTuple_GetItem(device, i);
+    int overflow = 0;
+    long value = PyLong_Check(item) ? PyLong_AsLongAndOverflow(item, &overflow) : -1;
+    if (value == -1 && PyErr_Occurred()) return -1;
+    ok = PyLong_Check(item) && !overflow && value >= INT_MIN && value <= INT_MAX;
+    values[i] = (int)value;
+  }
+  if (!ok) {
+    dlop_py_raisef(state, DLOP_TYPE_ERROR,
+                   "__dlpack_device__ of %R returned %R; expected a tuple (device_type, "
+                   "device_id) of two ints", producer, device);
+    return -1;
+  }
+  *device_type = values[0];
+  *device_id = values[1];
+  return 0;
+}
+
+/* Drop a reference whose destructor may run a producer's Python code (a capsule's deleter)
+ * while an exception is being raised: the exception stays the one reported. */
+static void decref_keeping_error(PyObject *object) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Py_DECREF(object);
+  PyErr_Restore(type, value, traceback);
+}
+
 static PyObject *versioned_max(void) { return Py_BuildValue("(ii)", DLOP_DLPACK_MAJOR, 1); }
 
 int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **array,
@@ -207,7 +247,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
   PyObject *device = PyObject_CallMethod(producer, "__dlpack_device__", NULL);
   if (device == NULL) return -1;
   int device_type = 0, device_id = 0;
-  if (!PyArg_ParseTuple(device, "ii", &device_type, &device_id)) {
+  if (dlpack_device_pair(state, producer, device, &device_type, &device_id) < 0) {
     Py_DECREF(device);
     return -1;
   }
@@ -261,7 +301,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
                      "the producer sent a DLPack %u.%u tensor; dlop reads DLPack 1.x",
                      owner->versioned->version.major, owner->versioned->version.minor);
       free(owner);
-      Py_DECREF(capsule); /* unconsumed: the capsule's destructor frees it */
+      decref_keeping_error(capsule); /* unconsumed: the capsule's destructor frees it */
       return -1;
     }
     tensor = &owner->versioned->dl_tensor;
@@ -275,7 +315,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
                    "__dlpack__ of %R returned %R, not a 'dltensor' or 'dltensor_versioned' capsule",
                    producer, capsule);
     free(owner);
-    Py_DECREF(capsule);
+    decref_keeping_error(capsule);
     return -1;
   }
   if ((int)tensor->device.type != device_type || (int)tensor->device.id != device_id) {
@@ -284,8 +324,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
                    "__dlpack__ of %R gave a tensor on device (%d, %d) but __dlpack_device__ said "
                    "(%d, %d); expected the same device", producer, (int)tensor->device.type,
                    (int)tensor->device.id, device_type, device_id);
-    owner->stream = NULL;
-    release_foreign(owner); /* renamed above: the deleter is ours to call */
+    dlop_py_foreign_give_back(owner, 1); /* renamed above: the deleter is ours to call */
     Py_DECREF(capsule);
     return -1;
   }
@@ -296,8 +335,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
   int status = dlop_array_wrap(tensor, release_foreign, owner, array);
   if (status != DLOP_OK) {
     dlop_py_raise(state, status, "wrapping a DLPack tensor");
-    owner->stream = NULL;
-    release_foreign(owner);
+    dlop_py_foreign_give_back(owner, 1); /* nothing was enqueued on it: give it back now */
     return -1;
   }
   note_extent(owner, *array);
@@ -305,7 +343,7 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
   return 0;
 fail_unowned:
   free(owner);
-  Py_DECREF(capsule);
+  decref_keeping_error(capsule);
   return -1;
 }
 

@@ -110,6 +110,24 @@ static PyObject *graph_constant(PyObject *object, PyObject *args) {
   return remember(self, var);
 }
 
+/* A Python int to an int parameter (or one item of an ints parameter): one that does not fit
+ * in int64 is an InvalidArgumentError (a ValueError) naming the op and the parameter, not a bare
+ * OverflowError. */
+static int int64_param(dlop_py_state *state, const dlop_op_desc *op, const dlop_param_decl *decl,
+                       PyObject *value, int64_t *out) {
+  int overflow = 0;
+  long long result = PyLong_AsLongLongAndOverflow(value, &overflow);
+  if (result == -1 && PyErr_Occurred()) return -1;
+  if (overflow) {
+    dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                   "op '%s' parameter '%s': %R does not fit in a 64-bit integer", op->name,
+                   decl->name, value);
+    return -1;
+  }
+  *out = (int64_t)result;
+  return 0;
+}
+
 /* One Python value to a parameter of the declared kind; ints arrays go to *storage (freed by
  * the caller). */
 static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlop_param_decl *decl,
@@ -123,16 +141,25 @@ static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlo
       return 0;
     case DLOP_PARAM_INT:
       if (!PyLong_Check(value) || PyBool_Check(value)) break;
-      out->u.i = PyLong_AsLongLong(value);
-      return (out->u.i == -1 && PyErr_Occurred()) ? -1 : 0;
+      return int64_param(state, op, decl, value, &out->u.i);
     case DLOP_PARAM_FLOAT:
       if (!PyFloat_Check(value) && !(PyLong_Check(value) && !PyBool_Check(value))) break;
       out->u.f = PyFloat_AsDouble(value);
       return (out->u.f == -1.0 && PyErr_Occurred()) ? -1 : 0;
     case DLOP_PARAM_STRING:
       if (!PyUnicode_Check(value)) break;
-      out->u.s = PyUnicode_AsUTF8AndSize(value, NULL); /* lives as long as value, the call */
-      return out->u.s ? 0 : -1;
+    {
+      Py_ssize_t length = 0;
+      out->u.s = PyUnicode_AsUTF8AndSize(value, &length); /* lives as long as value, the call */
+      if (out->u.s == NULL) return -1;
+      if ((size_t)length != strlen(out->u.s)) {
+        dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                       "op '%s' parameter '%s': %R contains a NUL character", op->name,
+                       decl->name, value);
+        return -1;
+      }
+      return 0;
+    }
     case DLOP_PARAM_INTS: {
       if (!PyTuple_Check(value) && !PyList_Check(value)) break;
       PyObject *tuple = PySequence_Tuple(value);
@@ -153,10 +180,12 @@ static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlo
                          i, item);
           return -1;
         }
-        (*storage)[i] = PyLong_AsLongLong(item);
+        if (int64_param(state, op, decl, item, &(*storage)[i]) < 0) {
+          Py_DECREF(tuple);
+          return -1;
+        }
       }
       Py_DECREF(tuple);
-      if (PyErr_Occurred()) return -1;
       out->count = (int32_t)n;
       out->u.ints = *storage;
       return 0;

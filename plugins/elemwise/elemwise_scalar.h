@@ -86,8 +86,9 @@ EW_SIGNED_ABS(int64, int64_t, uint64_t)
 EW_FN uint8_t ew_abs_uint8(uint8_t a) { return a; }
 
 /* Floats compute in float (float16, bfloat16, float32) or double and round once. maximum and
- * minimum return one of their inputs unchanged, NaN first (NumPy's rule: a >= b || isnan(a)).
- * neg and abs flip or clear the sign bit (exact, NaN included). */
+ * minimum return one of their inputs unchanged, NaN first; between equal values (-0.0 and 0.0)
+ * they return b, as NumPy 2's float32 and float64 loops do (a > b || isnan(a) ? a : b). neg and
+ * abs flip or clear the sign bit (exact, NaN included). */
 #define EW_FLOAT_ARITH(name, T, C)                                                           \
   EW_FN T ew_add_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) + ew_load_##name(b)); } \
   EW_FN T ew_sub_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) - ew_load_##name(b)); } \
@@ -95,11 +96,11 @@ EW_FN uint8_t ew_abs_uint8(uint8_t a) { return a; }
   EW_FN T ew_div_##name(T a, T b) { return ew_store_##name(ew_load_##name(a) / ew_load_##name(b)); } \
   EW_FN T ew_maximum_##name(T a, T b) {                                                      \
     C x = ew_load_##name(a), y = ew_load_##name(b);                                          \
-    return (x >= y || x != x) ? a : b;                                                       \
+    return (x > y || x != x) ? a : b;                                                        \
   }                                                                                          \
   EW_FN T ew_minimum_##name(T a, T b) {                                                      \
     C x = ew_load_##name(a), y = ew_load_##name(b);                                          \
-    return (x <= y || x != x) ? a : b;                                                       \
+    return (x < y || x != x) ? a : b;                                                        \
   }
 EW_FLOAT_DTYPES(EW_FLOAT_ARITH)
 
@@ -113,8 +114,9 @@ EW_FN double ew_neg_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) ^
 EW_FN double ew_abs_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) & ~(1ull << 63)); }
 
 /* The math library's functions (libm on the CPU, CUDA's on the GPU: both within a few ulp, not
- * bit-identical). sigmoid(x) = 1 / (1 + e^-x): e^-x overflows to inf for x < -89 (float) and
- * gives exactly 0, as it should. */
+ * bit-identical). sigmoid(x) is 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, from one
+ * e = e^-|x|: the first form alone overflows e^-x to inf for x < -88 in float and returns 0
+ * where the result is a subnormal (sigmoid(-90) = 8.2e-40). */
 EW_FN float ew_powf(float a, float b) { return powf(a, b); }
 EW_FN double ew_powd(double a, double b) { return pow(a, b); }
 EW_FN float ew_logf(float x) { return logf(x); }
@@ -123,8 +125,14 @@ EW_FN float ew_sqrtf(float x) { return sqrtf(x); }
 EW_FN double ew_sqrtd(double x) { return sqrt(x); }
 EW_FN float ew_tanhf(float x) { return tanhf(x); }
 EW_FN double ew_tanhd(double x) { return tanh(x); }
-EW_FN float ew_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-EW_FN double ew_sigmoidd(double x) { return 1.0 / (1.0 + exp(-x)); }
+EW_FN float ew_sigmoidf(float x) {
+  const float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);
+  return x >= 0.0f ? r : e * r;
+}
+EW_FN double ew_sigmoidd(double x) {
+  const double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);
+  return x >= 0.0 ? r : e * r;
+}
 
 #define EW_FLOAT_MATH(name, T, C, F)                                                         \
   EW_FN T ew_pow_##name(T a, T b) { return ew_store_##name(ew_pow##F(ew_load_##name(a), ew_load_##name(b))); } \

@@ -64,13 +64,14 @@ typedef reduce_value (*reduce_run_fn)(const char *p, int64_t stride, int64_t n);
                      : pairwise_strided_##name((const T *)p, s, n);                        \
     return v;                                                                              \
   }                                                                                        \
-  /* NaN propagates: once r is NaN no comparison replaces it, and a NaN x replaces r */    \
+  /* NaN propagates: once r is NaN no comparison replaces it, and a NaN x replaces r. Of    \
+   * equal values (-0.0, 0.0) the later wins, as in NumPy 2's float loops. */               \
   static reduce_value max_##name(const char *p, int64_t s, int64_t n) {                    \
     const T *x = (const T *)p;                                                             \
     A r = LOAD(x[0]);                                                                      \
     for (int64_t i = 1; i < n; i++) {                                                      \
       A v = LOAD(x[i * s]);                                                                \
-      r = (v > r || v != v) && r == r ? v : r;                                             \
+      r = (v >= r || v != v) && r == r ? v : r;                                            \
     }                                                                                      \
     reduce_value out;                                                                      \
     out.FIELD = r;                                                                         \
@@ -81,7 +82,7 @@ typedef reduce_value (*reduce_run_fn)(const char *p, int64_t stride, int64_t n);
     A r = LOAD(x[0]);                                                                      \
     for (int64_t i = 1; i < n; i++) {                                                      \
       A v = LOAD(x[i * s]);                                                                \
-      r = (v < r || v != v) && r == r ? v : r;                                             \
+      r = (v <= r || v != v) && r == r ? v : r;                                            \
     }                                                                                      \
     reduce_value out;                                                                      \
     out.FIELD = r;                                                                         \
@@ -208,11 +209,12 @@ static void combiner_push(combiner *c, reduce_value v) {
   if (c->cls == ACC_INT) {
     if (c->run == RUN_MAX ? v.i > c->acc.i : v.i < c->acc.i) c->acc = v;
   } else if (c->cls == ACC_FLOAT) {
+    /* Between equal values (-0.0, 0.0) the later one wins, as in NumPy 2's float loops. */
     float a = c->acc.f, x = v.f;
-    if (a == a && (x != x || (c->run == RUN_MAX ? x > a : x < a))) c->acc = v;
+    if (a == a && (x != x || (c->run == RUN_MAX ? x >= a : x <= a))) c->acc = v;
   } else {
     double a = c->acc.d, x = v.d;
-    if (a == a && (x != x || (c->run == RUN_MAX ? x > a : x < a))) c->acc = v;
+    if (a == a && (x != x || (c->run == RUN_MAX ? x >= a : x <= a))) c->acc = v;
   }
 }
 

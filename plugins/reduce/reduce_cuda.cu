@@ -45,7 +45,7 @@ __device__ __forceinline__ A combine(A a, A b) {
   } else if constexpr (std::is_floating_point<A>::value) {
     if (a != a) return a;
     if (b != b) return b;
-    return (Op == OP_MAX ? b > a : b < a) ? b : a;
+    return (Op == OP_MAX ? b >= a : b <= a) ? b : a; /* equal (-0.0, 0.0): the later, as NumPy */
   } else {
     return (Op == OP_MAX ? b > a : b < a) ? b : a;
   }

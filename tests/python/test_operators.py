@@ -166,6 +166,38 @@ def test_maximum_minimum_propagate_nan():
     check(dlop.minimum(dlop.asarray(a), b), np.minimum(a, b))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_signed_zero_ties_as_numpy(dtype):
+    """Between -0.0 and 0.0, maximum/minimum and the max/min reductions pick the zero NumPy's
+    float32 and float64 loops pick: every pair and every short sequence of signed zeros."""
+    zeros = [-0.0, 0.0]
+    a = np.array([x for x, _ in itertools.product(zeros, zeros)], dtype=dtype)
+    b = np.array([y for _, y in itertools.product(zeros, zeros)], dtype=dtype)
+    for ours, theirs in ((dlop.maximum, np.maximum), (dlop.minimum, np.minimum)):
+        got = ours(dlop.asarray(a), dlop.asarray(b)).numpy()
+        assert list(np.signbit(got)) == list(np.signbit(theirs(a, b))), ours
+    for n in (2, 3, 4):
+        for values in itertools.product(zeros, repeat=n):
+            x = np.array(values, dtype=dtype)
+            for name in ("max", "min"):
+                got = getattr(dlop, name)(dlop.asarray(x)).numpy()
+                assert np.signbit(got) == np.signbit(getattr(x, name)()), (name, values)
+    with np.errstate(divide="ignore"):  # the example as it was reported: 1 / max is +inf
+        assert 1.0 / dlop.max(dlop.asarray(np.array([-0.0, 0.0], dtype=dtype))).numpy() == np.inf
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sigmoid_keeps_tiny_results(dtype):
+    """sigmoid(x) for very negative x is e^x, subnormal near the bottom of the range: not 0."""
+    x = np.array([-90.0, -100.0, -103.0, -700.0, -745.0, -20.0, 0.0, 30.0], dtype=dtype)
+    reference = np.array([1.0 / (1.0 + math.exp(-float(v))) if v > -700 else math.exp(float(v))
+                          for v in x]).astype(dtype)
+    got = dlop.sigmoid(dlop.asarray(x)).numpy()
+    np.testing.assert_allclose(got, reference, rtol=4 * np.finfo(dtype).eps, atol=0)
+    if dtype == "float32":
+        assert got[0] > 8.1e-40 and got[1] > 0  # 8.2e-40 and 3.8e-44: subnormals, not 0
+
+
 # ---- Python scalars -------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", NUMERIC)

@@ -266,7 +266,7 @@ static void ref_arith(int op, dlop_dtype dt, const void *a, int64_t ia, const vo
   size_t size = dlop_dtype_size(dt);
   if (op == MAXIMUM || op == MINIMUM) { /* one of the inputs, bit for bit; NaN first */
     long double x = get_ld(a, dt, ia), y = get_ld(b, dt, ib);
-    int take_a = op == MAXIMUM ? (x >= y || isnan(x)) : (x <= y || isnan(x));
+    int take_a = op == MAXIMUM ? (x > y || isnan(x)) : (x < y || isnan(x)); /* equal: b */
     memcpy((char *)out + size * (size_t)i, take_a ? (const char *)a + size * (size_t)ia
                                                   : (const char *)b + size * (size_t)ib, size);
     return;
@@ -388,11 +388,14 @@ START_TEST(test_wraparound_and_nan) {
   float *f = tt_base(&out);
   run_op("maximum", NULL, (tt[]){a, b}, 2, &out);
   ck_assert(isnan(f[0]) && isnan(f[1]));
-  ck_assert(f[2] == 0.0f && signbit(f[2])); /* a >= b keeps a: NumPy's rule */
+  ck_assert(f[2] == 0.0f && !signbit(f[2])); /* equal values give b, as NumPy 2's float32 loop */
   ck_assert(f[3] == 2.0f);
   run_op("minimum", NULL, (tt[]){a, b}, 2, &out);
   ck_assert(isnan(f[0]) && isnan(f[1]));
+  ck_assert(f[2] == 0.0f && !signbit(f[2]));
   ck_assert(f[3] == -INFINITY);
+  run_op("maximum", NULL, (tt[]){b, a}, 2, &out);
+  ck_assert(f[2] == 0.0f && signbit(f[2])); /* now b is -0.0 */
   tt_free(&a), tt_free(&b), tt_free(&out);
 }
 END_TEST

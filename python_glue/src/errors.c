@@ -64,9 +64,9 @@ int dlop_py_add_errors(PyObject *module, dlop_py_state *state) {
   return 0;
 }
 
-/* Instantiate the class with the message, set .status, and raise it. */
-static void raise_message(dlop_py_state *state, int status, PyObject *message) {
-  PyObject *type = state->errors[error_index(status)];
+/* Instantiate the class errors[index] with the message, set .status, and raise it. */
+static void raise_message(dlop_py_state *state, int index, int status, PyObject *message) {
+  PyObject *type = state->errors[index];
   PyObject *exception = PyObject_CallFunctionObjArgs(type, message, NULL);
   if (exception == NULL) return;
   PyObject *name = PyUnicode_FromString(dlop_status_name(status));
@@ -80,15 +80,25 @@ static void raise_message(dlop_py_state *state, int status, PyObject *message) {
   Py_DECREF(exception);
 }
 
-PyObject *dlop_py_raise(dlop_py_state *state, int status, const char *context) {
+/* The last error's message (or the status's text) as an exception of class errors[index]. */
+static PyObject *raise_last_error(dlop_py_state *state, int index, int status,
+                                  const char *context) {
   const char *detail = dlop_last_error();
   if (detail == NULL || detail[0] == '\0') detail = dlop_strerror(status);
   PyObject *message = context ? PyUnicode_FromFormat("%s: %s", context, detail)
                               : PyUnicode_FromString(detail);
   if (message == NULL) return NULL;
-  raise_message(state, status, message);
+  raise_message(state, index, status, message);
   Py_DECREF(message);
   return NULL;
+}
+
+PyObject *dlop_py_raise(dlop_py_state *state, int status, const char *context) {
+  return raise_last_error(state, error_index(status), status, context);
+}
+
+PyObject *dlop_py_raise_load_error(dlop_py_state *state, int status) {
+  return raise_last_error(state, DLOP_PY_PLUGIN_ERROR, status, NULL);
 }
 
 PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, ...) {
@@ -97,7 +107,7 @@ PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, .
   PyObject *message = PyUnicode_FromFormatV(format, args);
   va_end(args);
   if (message == NULL) return NULL;
-  raise_message(state, status, message);
+  raise_message(state, error_index(status), status, message);
   Py_DECREF(message);
   return NULL;
 }

@@ -103,7 +103,7 @@ static PyObject *py_load_plugin(PyObject *module, PyObject *path_object) {
   }
   Py_DECREF(encoded);
   if (status == -1) return NULL;
-  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  if (status != DLOP_OK) return dlop_py_raise_load_error(state, status);
   return plugin_info(plugin);
 }
 

@@ -1,5 +1,7 @@
 """test_errors.py — every user error is a dlop exception with the right builtin base, a .status,
 and a message naming what was wrong and what was expected; nothing crashes."""
+import os
+
 import numpy as np
 import pytest
 
@@ -69,11 +71,25 @@ def test_unknown_op_and_param():
 
 
 def test_bad_plugin_path():
-    with pytest.raises(dlop.NotFoundError, match="/no/such/plugin.so: cannot open plugin file") as info:
+    # Every loading failure is a PluginError; .status says which one.
+    with pytest.raises(dlop.PluginError, match="/no/such/plugin.so: cannot open plugin file") as info:
         dlop.load_plugin("/no/such/plugin.so")
     assert info.value.status == "DLOP_NOT_FOUND"
-    with pytest.raises(dlop.DlopError, match="pyproject.toml"):
+    with pytest.raises(dlop.PluginError, match="pyproject.toml"):
         dlop.load_plugin(__file__.replace("tests/python/test_errors.py", "pyproject.toml"))
+
+
+@pytest.mark.parametrize("fixture, status", [
+    ("init_fails.so", "DLOP_PLUGIN_ERROR"), ("no_entry_symbol.so", None),
+    ("abi_major_mismatch.so", "DLOP_ABI_MISMATCH"), ("not_a_shared_object.so", None),
+    ("bad_op_name.so", "DLOP_INVALID_PLUGIN")])
+def test_every_load_failure_is_a_plugin_error(fixture, status):
+    path = os.path.join(os.environ["DLOP_FIXTURE_DIR"], fixture)
+    with pytest.raises(dlop.PluginError, match=fixture.replace(".", r"\.")) as info:
+        dlop.load_plugin(path)
+    assert isinstance(info.value, RuntimeError)
+    if status:
+        assert info.value.status == status
 
 
 def test_wrong_device_and_no_gpu():

@@ -62,9 +62,9 @@ static int check_input(dlop_py_state *state, dlop_py_function *self, int32_t i, 
 /* One argument to an array on the function's device: dlop.Array and device producers must
  * already be there; host buffers (NumPy, lists) are copied to a CUDA function's device. */
 static int argument_array(dlop_py_state *state, dlop_py_function *self, int32_t i, PyObject *object,
-                          dlop_array **array) {
+                          dlop_array **array, int *readonly) {
   int from_host;
-  if (dlop_py_to_array(state, object, array, NULL, &from_host) < 0) return -1;
+  if (dlop_py_to_array(state, object, array, readonly, &from_host) < 0) return -1;
   dlop_device here = dlop_array_device(*array);
   if (here.type != self->device.type || here.id != self->device.id) {
     if (from_host && here.type == DLOP_DEVICE_CPU) {
@@ -80,6 +80,7 @@ static int argument_array(dlop_py_state *state, dlop_py_function *self, int32_t 
         return -1;
       }
       *array = copy;
+      *readonly = 0; /* a fresh copy of our own */
     } else {
       char have[32], want[32];
       dlop_device_format(here, have, sizeof have);
@@ -97,6 +98,39 @@ static int argument_array(dlop_py_state *state, dlop_py_function *self, int32_t 
     dlop_array_release(*array);
     *array = NULL;
     return -1;
+  }
+  return 0;
+}
+
+/* The bytes [*low, *high) that a tensor's elements span (empty for an empty tensor). */
+static void tensor_extent(const dlop_tensor *t, uintptr_t *low, uintptr_t *high) {
+  int64_t first = 0, last = 0;
+  for (int32_t d = 0; d < t->ndim; d++) {
+    if (t->shape[d] == 0) {
+      *low = *high = 0;
+      return;
+    }
+    int64_t reach = (t->shape[d] - 1) * t->strides[d];
+    if (reach < 0) first += reach;
+    else last += reach;
+  }
+  const size_t size = (size_t)(t->dtype.bits / 8);
+  const uintptr_t origin = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  *low = origin + (uintptr_t)(first * (int64_t)size);
+  *high = origin + (uintptr_t)((last + 1) * (int64_t)size);
+}
+
+/* An output that shares memory with a read-only input (a view: transpose, reshape,
+ * broadcast_to, ...) is read-only too, so that no view can write what its source forbids. */
+static int output_is_readonly(dlop_array *output, dlop_array *const *inputs,
+                              const int *readonly, int32_t num_inputs) {
+  uintptr_t low, high;
+  tensor_extent(dlop_array_tensor(output), &low, &high);
+  for (int32_t i = 0; i < num_inputs; i++) {
+    if (!readonly[i]) continue;
+    uintptr_t in_low, in_high;
+    tensor_extent(dlop_array_tensor(inputs[i]), &in_low, &in_high);
+    if (low < in_high && in_low < high) return 1;
   }
   return 0;
 }
@@ -128,8 +162,18 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
   PyObject *result = NULL;
   int32_t converted = 0;
   int64_t elements = 0;
+  int readonly_stack[STACK_ARRAYS], any_readonly = 0;
+  int *readonly = self->num_inputs <= STACK_ARRAYS ? readonly_stack
+                                                  : PyMem_Calloc((size_t)self->num_inputs, sizeof *readonly);
+  if (readonly == NULL) {
+    if (inputs != stack) PyMem_Free(inputs);
+    return PyErr_NoMemory();
+  }
   for (; converted < self->num_inputs; converted++) {
-    if (argument_array(state, self, converted, args[converted], &inputs[converted]) < 0) goto done;
+    if (argument_array(state, self, converted, args[converted], &inputs[converted],
+                       &readonly[converted]) < 0)
+      goto done;
+    any_readonly |= readonly[converted];
     elements += dlop_array_numel(inputs[converted]);
   }
   dlop_stream *stream; /* NULL for the CPU */
@@ -150,6 +194,9 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
   }
   if (!self->return_list && self->num_outputs == 1) {
     result = dlop_py_array_new(state, outputs[0]);
+    if (result && any_readonly)
+      ((dlop_py_array *)result)->readonly =
+          output_is_readonly(outputs[0], inputs, readonly, self->num_inputs);
   } else {
     result = PyList_New(self->num_outputs);
     for (int32_t o = 0; o < self->num_outputs; o++) {
@@ -159,12 +206,16 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
         Py_CLEAR(result);
         break;
       }
+      if (any_readonly)
+        ((dlop_py_array *)item)->readonly =
+            output_is_readonly(outputs[o], inputs, readonly, self->num_inputs);
       PyList_SetItem(result, o, item);
     }
   }
 done:
   for (int32_t i = 0; i < converted; i++) dlop_py_release_holding_gil(inputs[i]);
   if (inputs != stack) PyMem_Free(inputs);
+  if (readonly != readonly_stack) PyMem_Free(readonly);
   return result;
 }
 

@@ -72,11 +72,27 @@ def _build_binary(name: str, operands: list, params: tuple, scalar_var: ScalarVa
         raise _errors.type_error(
             f"'**' on {target} operands: the pow op is defined for float16, bfloat16, float32 "
             f"and float64 only (docs/ops.md); cast first, e.g. x.astype('float64') ** 2")
+    if target == "bool" and name in _BOOL_LOGIC:
+        # NumPy's bool arithmetic is logic (+ is or, * is and, maximum or, minimum and): the
+        # op on 0/1 as uint8, nonzero back to bool. sub of bools is refused, as NumPy does.
+        result = _op(name)(_to(a, "uint8", scalar_var), _to(b, "uint8", scalar_var))
+        return _op("cast")(result, dtype="bool")
+    if target == "bool" and name == "sub":
+        raise _errors.type_error("'-' on bool operands: NumPy refuses it too; use ^ or != for "
+                                 "exclusive or, or cast first")
     return _op(name)(_to(a, target, scalar_var), _to(b, target, scalar_var))
+
+
+_BOOL_LOGIC = frozenset({"add", "mul", "maximum", "minimum"})
 
 
 def _build_unary(name: str, operands: list, params: tuple, scalar_var: ScalarVar) -> Variable:
     (x,) = operands
+    if x.dtype == "bool" and name == "abs":
+        return _op("cast")(x, dtype="bool")  # abs of a bool is itself, as in NumPy
+    if x.dtype == "bool" and name == "neg":
+        raise _errors.type_error("unary '-' on a bool operand: NumPy refuses it too; use ~ or "
+                                 "logical not, or cast first")
     if name in _FLOAT_ONLY and x.dtype not in _promote.FLOATS:
         # NumPy's choice for integer inputs: int8 -> float16, int16 -> float32, wider -> float64.
         x = _op("cast")(x, dtype=_promote.float_for(x.dtype))
@@ -466,7 +482,19 @@ def gemm(a, b, c, alpha=1.0, beta=1.0, trans_a=False, trans_b=False, allow_tf32=
 
 def transpose(x, axes=None):
     """x with its axes permuted (reversed when axes is None): a view, no copy."""
-    return _apply(_build_shape, "transpose", (x,), (() if axes is None else _ints((axes,), "transpose"),))
+    if axes is None:
+        return _apply(_build_shape, "transpose", (x,), ((),))
+    axes = _ints((axes,), "transpose")
+    if hasattr(x, "shape"):
+        ndim = len(x.shape)
+    else:
+        import numpy
+        ndim = numpy.ndim(x)
+    if len(axes) != ndim:  # the op reads empty axes as "reverse": only a 0-d input may pass ()
+        raise _errors.invalid(
+            f"transpose: axes {axes} do not match the input's {ndim} dimension(s); expected a "
+            f"permutation of range({ndim})")
+    return _apply(_build_shape, "transpose", (x,), (axes,))
 
 
 def reshape(x, shape):

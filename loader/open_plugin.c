@@ -1,5 +1,6 @@
 /* open_plugin.c — opens one plugin file: checks it is a regular file (warning when it or its
- * directory is world-writable), dlopen(RTLD_NOW | RTLD_LOCAL), finds dlop_plugin_init, calls
+ * directory is world-writable), validates it as an ELF shared object (elf_check.c), dlopen
+ * (RTLD_NOW | RTLD_LOCAL), finds dlop_plugin_init, calls
  * it with the host table, then validates and normalizes what it returns. Any failure closes
  * the file and leaves "PATH: reason" in dlop_last_error. */
 #include <dlfcn.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf_check.h"
 #include "loader.h"
 
 char *dlop__absolute_path(const char *path) {
@@ -113,6 +115,14 @@ int dlop__plugin_open(const char *path, const dlop_host_api *host, dlop_plugin *
                        strerror(errno));
   }
   int status = check_file(plugin);
+  if (status == DLOP_OK) {
+    /* A truncated or corrupt file crashes the dynamic loader (SIGBUS past the end of a mapping,
+     * wild relocations): refuse it from what the file says first. */
+    char reason[512];
+    if (dlop__elf_check(plugin->real_path, reason, sizeof reason) != 0)
+      status = dlop__error(DLOP_LOAD_ERROR, "%s: not a valid shared object for this machine: %s",
+                           plugin->path, reason);
+  }
   if (status == DLOP_OK) {
     /* plugin->path is absolute, so dlopen never searches the system library paths. */
     plugin->handle = dlopen(plugin->path, RTLD_NOW | RTLD_LOCAL);

@@ -1,13 +1,11 @@
 /* stage.c — the one place libdlop calls into a plugin: an op's stages and its thunks. Each call
- * builds the stage's argument struct with a message buffer on the stack (no allocation, so the
- * function run's path stays as cheap as a direct call) and turns a failure into dlop's error:
- * the status mapped, the plugin's message prefixed with the node and the op. */
+ * builds the stage's argument struct with a message buffer on the stack (no allocation) and
+ * turns a failure into dlop's error: the status mapped, the plugin's message prefixed with the
+ * node and the op. The thunk's run is the one call kept inline in stage.h: it is on every
+ * function run's path, and there it costs what calling the thunk directly did. */
 #include <string.h>
 
 #include "stage.h"
-
-/* The message buffer each call hands the plugin. */
-#define PLUGIN_ERROR_SIZE 1024
 
 /* Status codes a plugin returned are passed on when they are dlop statuses; anything else
  * (a positive number, an unknown code) becomes DLOP_PLUGIN_ERROR. */
@@ -26,21 +24,18 @@ static const char *strip_op_prefix(const char *op_name, const char *message) {
   return message;
 }
 
-/* Record a failed stage as "node #N op: <stage><message>" ("op: <stage><message>" for a node
- * the graph is still building), with silent standing in for a message the plugin did not write. */
-static int stage_failed(int status, const dlop__stage_node *node, const char *stage,
-                        const char *error, const char *silent) {
-  const char *name = node->op->name;
-  const char *message = error[0] ? strip_op_prefix(name, error) : silent;
-  if (node->index < 0) return dlop__error(plugin_status(status), "%s: %s%s", name, stage, message);
-  return dlop__error(plugin_status(status), "node #%d %s: %s%s", (int)node->index, name, stage,
+int dlop__stage_failed(int status, const dlop_op_desc *op, int32_t index, const char *stage,
+                       const char *error, const char *silent) {
+  const char *message = error[0] ? strip_op_prefix(op->name, error) : silent;
+  if (index < 0) return dlop__error(plugin_status(status), "%s: %s%s", op->name, stage, message);
+  return dlop__error(plugin_status(status), "node #%d %s: %s%s", (int)index, op->name, stage,
                      message);
 }
 
 /* make_node and infer_shape take the same arguments. */
 static int call_node_stage(const dlop__stage_node *node, dlop_make_node_fn stage_function,
                            const dlop_type *inputs, dlop_type *outputs, const char *silent) {
-  char error[PLUGIN_ERROR_SIZE];
+  char error[DLOP__STAGE_ERROR_SIZE];
   dlop_node_args args = {
       .struct_size = sizeof(dlop_node_args), .op = node->op, .params = node->params,
       .num_params = node->num_params, .num_inputs = node->num_inputs, .inputs = inputs,
@@ -48,7 +43,8 @@ static int call_node_stage(const dlop__stage_node *node, dlop_make_node_fn stage
       .error_size = sizeof error};
   error[0] = '\0';
   int status = stage_function(&args);
-  return status == DLOP_OK ? DLOP_OK : stage_failed(status, node, "", error, silent);
+  if (status == DLOP_OK) return DLOP_OK;
+  return dlop__stage_failed(status, node->op, node->index, "", error, silent);
 }
 
 int dlop__stage_make_node(const dlop__stage_node *node, const dlop_type *inputs,
@@ -65,7 +61,7 @@ int dlop__stage_infer_shape(const dlop__stage_node *node, const dlop_type *input
 
 int dlop__stage_make_thunk(const dlop__stage_node *node, const dlop_type *inputs,
                            const dlop_type *outputs, dlop_device device, dlop_thunk *thunk) {
-  char error[PLUGIN_ERROR_SIZE];
+  char error[DLOP__STAGE_ERROR_SIZE];
   memset(thunk, 0, sizeof *thunk);
   thunk->struct_size = sizeof(dlop_thunk);
   dlop_thunk_args args = {
@@ -76,13 +72,14 @@ int dlop__stage_make_thunk(const dlop__stage_node *node, const dlop_type *inputs
   error[0] = '\0';
   int status = node->op->make_thunk(&args);
   if (status == DLOP_OK) return DLOP_OK;
-  return stage_failed(status, node, "make_thunk: ", error, "failed without a message");
+  return dlop__stage_failed(status, node->op, node->index, "make_thunk: ", error,
+                            "failed without a message");
 }
 
 int dlop__stage_make_view(const dlop__stage_node *node, int32_t output, const dlop_tensor *input,
                           const dlop_type *type, int64_t *strides, uint64_t *byte_offset,
                           int32_t *needs_contiguous) {
-  char error[PLUGIN_ERROR_SIZE];
+  char error[DLOP__STAGE_ERROR_SIZE];
   memset(strides, 0, sizeof(int64_t) * DLOP_MAX_NDIM);
   *byte_offset = 0;
   *needs_contiguous = 0;
@@ -97,22 +94,8 @@ int dlop__stage_make_view(const dlop__stage_node *node, int32_t output, const dl
   if (status == DLOP_OK) return DLOP_OK;
   char stage[48];
   dlop__format(stage, sizeof stage, "make_view of output %d: ", (int)output);
-  return stage_failed(status, node, stage, error, "failed without a message");
-}
-
-int dlop__stage_run(const dlop__stage_node *node, const dlop_thunk *thunk,
-                    const dlop_tensor *inputs, const dlop_tensor *outputs, void *stream,
-                    void *workspace) {
-  char error[PLUGIN_ERROR_SIZE];
-  dlop_run_args args = {
-      .struct_size = sizeof(dlop_run_args), .inputs = inputs, .num_inputs = node->num_inputs,
-      .num_outputs = node->num_outputs, .outputs = outputs, .stream = stream,
-      .workspace = workspace, .workspace_bytes = workspace ? thunk->workspace_bytes : 0,
-      .error = error, .error_size = sizeof error};
-  error[0] = '\0';
-  int status = thunk->run(thunk->state, &args);
-  if (status == DLOP_OK) return DLOP_OK;
-  return stage_failed(status, node, "", error, "the thunk failed without a message");
+  return dlop__stage_failed(status, node->op, node->index, stage, error,
+                            "failed without a message");
 }
 
 void dlop__stage_destroy(const dlop_thunk *thunk) {

@@ -1,40 +1,26 @@
 """Operators and functions (``x + y``, ``x.T``, ``dlop.dot``, ``dlop.sum(x, axis=1)``, ...) on
-symbolic Variables and on arrays: dtype promotion with cast nodes, weak Python scalars, and the
-eager path, which compiles one small function per signature and caches it.
+symbolic Variables and on arrays: dtype promotion with cast nodes and weak Python scalars.
 
 Every operation is a *builder*: a function that applies ops to Variables.  On Variables it runs
-once and its nodes join the user's graph.  On arrays it runs once per signature (operation,
-dtypes, ranks, device, parameters) on placeholder Variables, the graph is compiled for the
-arrays' device, and every later call with that signature is one compiled-function call.
+once and its nodes join the user's graph.  On arrays it goes to the eager path (dlop._ops, which
+dlop.ops' own eager calls share): it runs once per signature (operation, dtypes, ranks, device,
+parameters) on placeholder Variables, the graph is compiled for the arrays' device, and every
+later call with that signature is one compiled-function call.  This module imports dlop._ops;
+dlop._ops imports nothing from here.
 """
 from __future__ import annotations
 
 import operator
-import struct
-from typing import Any, Callable
+from typing import Callable
 
 from . import _C, _errors, _promote
 from ._graph import Variable
-from ._ops import _constant, ops
+from ._ops import _Weak, _constant, _eager, _exact_numpy_scalar, _op
+# The eager path's caches and limits live in dlop._ops with it; these are the same objects.
+from ._ops import _SCALAR_LIMIT, _eager_cache, _scalar_cache, _value_key  # noqa: F401
 
 Array = _C.Array
 _FLOAT_ONLY = frozenset(("log", "sqrt", "tanh", "sigmoid", "exp"))
-
-
-def _op(name: str):
-    op = ops._ops.get(name)
-    # Not loaded: dlop.ops' own lookup raises UnknownOpError naming the loaded ops.
-    return op if op is not None else getattr(ops, name)
-
-
-class _Weak:
-    """A Python bool/int/float operand while a builder runs: its type decides promotion; the
-    value becomes a Variable of the chosen dtype only through ``scalar_var``."""
-
-    __slots__ = ("value", "type", "index")
-
-    def __init__(self, value: Any, index: int):
-        self.value, self.type, self.index = value, type(value), index
 
 
 ScalarVar = Callable[[_Weak, str], Variable]
@@ -159,19 +145,6 @@ def _symbolic_scalar(weak: _Weak, dtype: str) -> Variable:
     return _constant(numpy.asarray(weak.value, dtype=dtype))
 
 
-def _exact_numpy_scalar(value):
-    """value as a NumPy scalar that holds it exactly where it can (bool, int64, float64), for
-    the cast op to round once to bfloat16.  Going through float32 rounded twice: 1 + 2**-8 +
-    2**-30 became the bfloat16 tie 1 + 2**-8 in float32 and then 1.0, not 1 + 2**-7."""
-    import numpy
-    kind = type(value)
-    if kind is bool:
-        return numpy.bool_(value)
-    if kind is int and -2 ** 63 <= value < 2 ** 63:
-        return numpy.int64(value)
-    return numpy.float64(value)  # floats, and ints beyond int64 (as NumPy converts them)
-
-
 def _apply(builder, name: str, operands: tuple, params: tuple = ()):
     """Run builder on Variables (any operand a Variable: a graph) or arrays (at once)."""
     for x in operands:
@@ -188,108 +161,6 @@ def _apply(builder, name: str, operands: tuple, params: tuple = ()):
         else:
             inputs.append(_constant(x))  # arrays mixed with Variables are graph constants
     return builder(name, inputs, params, _symbolic_scalar)
-
-
-_EAGER_LIMIT = 512     # compiled signatures kept (reshape's shape is a parameter: bounded)
-_SCALAR_LIMIT = 256    # 0-d scalar arrays kept per (value, dtype, device)
-_eager_cache: dict = {}
-_scalar_cache: dict = {}
-_float_bits = struct.Struct("<d").pack
-
-
-def _remember(cache: dict, limit: int, key, value) -> None:
-    if len(cache) >= limit:
-        del cache[next(iter(cache))]  # the oldest entry: a bounded cache without bookkeeping
-    cache[key] = value
-
-
-def _value_key(value):
-    """A cache key for a Python scalar or parameter: -0.0 == 0.0 and True == 1 == 1.0 but they
-    give different results, and NaN != NaN would miss every time (filling the cache with one
-    entry per call): a float is keyed by its bits, every value by its type too."""
-    kind = type(value)
-    if kind is float:
-        return (kind, _float_bits(value))
-    if kind is tuple or kind is list:
-        return (kind, tuple(map(_value_key, value)))
-    return (kind, value)
-
-
-def _scalar_array(value, dtype: str, device: str):
-    """A 0-d array of dtype on device holding a Python scalar, cached, so ``a * 2.0`` on a GPU
-    does not copy 2.0 to the device on every call."""
-    key = (_value_key(value), dtype, device)
-    array = _scalar_cache.get(key)
-    if array is None:
-        _promote.check_scalar(value, dtype)
-        if dtype == "bfloat16":
-            array = _op("cast")(_C.asarray(_exact_numpy_scalar(value), device), dtype="bfloat16")
-        else:
-            array = _C.asarray(value, device, dtype)
-        _remember(_scalar_cache, _SCALAR_LIMIT, key, array)
-    return array
-
-
-def _compile_eager(builder, name: str, descriptions: tuple, params: tuple, device: str):
-    inputs: list = [None] * len(descriptions)
-    scalars: list = []
-    operands: list = []
-    for index, description in enumerate(descriptions):
-        if isinstance(description, tuple):
-            dtype, ndim = description
-            inputs[index] = Variable(f"x{index}", dtype, (None,) * ndim)
-            operands.append(inputs[index])
-        else:  # a weak scalar's type; its value comes with each call
-            operands.append(_Weak(description(), index))
-
-    def placeholder(weak: _Weak, dtype: str) -> Variable:
-        inputs[weak.index] = Variable(f"s{weak.index}", dtype, ())
-        scalars.append((weak.index, dtype))
-        return inputs[weak.index]
-
-    output = builder(name, operands, params, placeholder)
-    from ._graph import function
-    used = [i for i, v in enumerate(inputs) if v is not None]
-    compiled = function([inputs[i] for i in used], output, device)
-    return compiled, tuple(used), tuple(scalars)
-
-
-def _eager(builder, name: str, operands: tuple, params: tuple):
-    """Run builder at once on operands (arrays and Python scalars); also dlop.ops' eager calls."""
-    arrays: list = list(operands)
-    descriptions = []
-    device = None
-    for index, x in enumerate(operands):
-        kind = type(x)
-        if kind is float or kind is int or kind is bool:
-            descriptions.append(kind)
-            continue
-        if kind is not Array:
-            x = arrays[index] = _C.asarray(x)
-        where = x.device
-        if device is None:
-            device = where
-        elif where != device:
-            raise _errors.device_mismatch(
-                f"{name}: one operand is on {device} and another on {where}; put them on one "
-                f"device (dlop.asarray(a, device=...) or a.to(...)) - dlop never moves data itself")
-        descriptions.append((x.dtype, x.ndim))
-    if device is None:
-        if operands:
-            # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
-            return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
-        device = "cpu"  # an op called without inputs (dlop.ops.<name>())
-    key = (builder, name, _value_key(params), device, tuple(descriptions))
-    entry = _eager_cache.get(key)
-    if entry is None:
-        entry = _compile_eager(builder, name, tuple(descriptions), params, device)
-        _remember(_eager_cache, _EAGER_LIMIT, key, entry)
-    compiled, used, scalars = entry
-    for index, dtype in scalars:
-        arrays[index] = _scalar_array(operands[index], dtype, device)
-    if len(used) != len(arrays):
-        arrays = [arrays[i] for i in used]
-    return compiled(*arrays)
 
 
 # ---- operand checks for the operator methods --------------------------------------------

@@ -1,11 +1,18 @@
 """The loaded plugins and their ops: ``dlop.plugins()``, ``dlop.load_plugin``, and ``dlop.ops``,
-where every op is an ``Op`` that builds graph nodes from Variables and runs at once on arrays."""
+where every op is an ``Op`` that builds graph nodes from Variables and runs at once on arrays.
+
+Running at once is the eager path (the end of this file): one small function compiled per
+signature and cached.  The operators and functions of dlop._arith run on it too; they import
+this module, and this module imports nothing from them."""
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from . import _C, _errors
+from . import _C, _errors, _promote
 from ._graph import Apply, Variable
+
+Array = _C.Array
 
 
 class Param:
@@ -94,14 +101,14 @@ class Op:
             if type(a) is not _C.Array:
                 arrays = tuple(_C.asarray(a) for a in args)
                 break
-        result = _arith._eager(_build_op, self.name, arrays,
-                               tuple(sorted(params.items())) if params else ())
+        result = _eager(_build_op, self.name, arrays,
+                        tuple(sorted(params.items())) if params else ())
         return tuple(result) if self.num_outputs != 1 else result
 
 
 def _build_op(name: str, operands: list, params: tuple, scalar_var: Any):
     """The eager path's builder for one op: its node on the placeholder Variables."""
-    op = _arith._op(name)
+    op = _op(name)
     outputs = op._apply(tuple(operands), dict(params))
     return list(outputs) if op.num_outputs != 1 else outputs
 
@@ -171,5 +178,135 @@ def load_errors() -> list[str]:
     return list(_C.load_errors())
 
 
-# Last: _arith imports this module's ops and _constant, and Op._run calls its eager path.
-from . import _arith  # noqa: E402
+def _op(name: str):
+    """The loaded op called name: the builders' lookup (here and in dlop._arith)."""
+    op = ops._ops.get(name)
+    # Not loaded: dlop.ops' own lookup raises UnknownOpError naming the loaded ops.
+    return op if op is not None else getattr(ops, name)
+
+
+# ---- the eager path: one compiled function per signature ------------------------------
+
+class _Weak:
+    """A Python bool/int/float operand while a builder runs: its type decides promotion; the
+    value becomes a Variable of the chosen dtype only through ``scalar_var``."""
+
+    __slots__ = ("value", "type", "index")
+
+    def __init__(self, value: Any, index: int):
+        self.value, self.type, self.index = value, type(value), index
+
+
+def _exact_numpy_scalar(value):
+    """value as a NumPy scalar that holds it exactly where it can (bool, int64, float64), for
+    the cast op to round once to bfloat16.  Going through float32 rounded twice: 1 + 2**-8 +
+    2**-30 became the bfloat16 tie 1 + 2**-8 in float32 and then 1.0, not 1 + 2**-7."""
+    import numpy
+    kind = type(value)
+    if kind is bool:
+        return numpy.bool_(value)
+    if kind is int and -2 ** 63 <= value < 2 ** 63:
+        return numpy.int64(value)
+    return numpy.float64(value)  # floats, and ints beyond int64 (as NumPy converts them)
+
+
+_EAGER_LIMIT = 512     # compiled signatures kept (reshape's shape is a parameter: bounded)
+_SCALAR_LIMIT = 256    # 0-d scalar arrays kept per (value, dtype, device)
+_eager_cache: dict = {}
+_scalar_cache: dict = {}
+_float_bits = struct.Struct("<d").pack
+
+
+def _remember(cache: dict, limit: int, key, value) -> None:
+    if len(cache) >= limit:
+        del cache[next(iter(cache))]  # the oldest entry: a bounded cache without bookkeeping
+    cache[key] = value
+
+
+def _value_key(value):
+    """A cache key for a Python scalar or parameter: -0.0 == 0.0 and True == 1 == 1.0 but they
+    give different results, and NaN != NaN would miss every time (filling the cache with one
+    entry per call): a float is keyed by its bits, every value by its type too."""
+    kind = type(value)
+    if kind is float:
+        return (kind, _float_bits(value))
+    if kind is tuple or kind is list:
+        return (kind, tuple(map(_value_key, value)))
+    return (kind, value)
+
+
+def _scalar_array(value, dtype: str, device: str):
+    """A 0-d array of dtype on device holding a Python scalar, cached, so ``a * 2.0`` on a GPU
+    does not copy 2.0 to the device on every call."""
+    key = (_value_key(value), dtype, device)
+    array = _scalar_cache.get(key)
+    if array is None:
+        _promote.check_scalar(value, dtype)
+        if dtype == "bfloat16":
+            array = _op("cast")(_C.asarray(_exact_numpy_scalar(value), device), dtype="bfloat16")
+        else:
+            array = _C.asarray(value, device, dtype)
+        _remember(_scalar_cache, _SCALAR_LIMIT, key, array)
+    return array
+
+
+def _compile_eager(builder, name: str, descriptions: tuple, params: tuple, device: str):
+    inputs: list = [None] * len(descriptions)
+    scalars: list = []
+    operands: list = []
+    for index, description in enumerate(descriptions):
+        if isinstance(description, tuple):
+            dtype, ndim = description
+            inputs[index] = Variable(f"x{index}", dtype, (None,) * ndim)
+            operands.append(inputs[index])
+        else:  # a weak scalar's type; its value comes with each call
+            operands.append(_Weak(description(), index))
+
+    def placeholder(weak: _Weak, dtype: str) -> Variable:
+        inputs[weak.index] = Variable(f"s{weak.index}", dtype, ())
+        scalars.append((weak.index, dtype))
+        return inputs[weak.index]
+
+    output = builder(name, operands, params, placeholder)
+    from ._graph import function
+    used = [i for i, v in enumerate(inputs) if v is not None]
+    compiled = function([inputs[i] for i in used], output, device)
+    return compiled, tuple(used), tuple(scalars)
+
+
+def _eager(builder, name: str, operands: tuple, params: tuple):
+    """Run builder at once on operands (arrays and Python scalars); also dlop.ops' eager calls."""
+    arrays: list = list(operands)
+    descriptions = []
+    device = None
+    for index, x in enumerate(operands):
+        kind = type(x)
+        if kind is float or kind is int or kind is bool:
+            descriptions.append(kind)
+            continue
+        if kind is not Array:
+            x = arrays[index] = _C.asarray(x)
+        where = x.device
+        if device is None:
+            device = where
+        elif where != device:
+            raise _errors.device_mismatch(
+                f"{name}: one operand is on {device} and another on {where}; put them on one "
+                f"device (dlop.asarray(a, device=...) or a.to(...)) - dlop never moves data itself")
+        descriptions.append((x.dtype, x.ndim))
+    if device is None:
+        if operands:
+            # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
+            return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
+        device = "cpu"  # an op called without inputs (dlop.ops.<name>())
+    key = (builder, name, _value_key(params), device, tuple(descriptions))
+    entry = _eager_cache.get(key)
+    if entry is None:
+        entry = _compile_eager(builder, name, tuple(descriptions), params, device)
+        _remember(_eager_cache, _EAGER_LIMIT, key, entry)
+    compiled, used, scalars = entry
+    for index, dtype in scalars:
+        arrays[index] = _scalar_array(operands[index], dtype, device)
+    if len(used) != len(arrays):
+        arrays = [arrays[i] for i in used]
+    return compiled(*arrays)

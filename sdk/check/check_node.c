@@ -91,18 +91,10 @@ const dlop_param_value *check_default_params(const dlop_op_desc *op) {
 static dlop_node_args node_args(const dlop_op_desc *op, const dlop_type *inputs,
                                 int32_t num_inputs, dlop_type *outputs, char *error,
                                 size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = check_default_params(op);
-  args.num_params = op->num_params;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = outputs;
-  args.num_outputs = op->num_outputs;
-  args.error = error;
-  args.error_size = error_size;
+  dlop_node_args args = {
+      .struct_size = sizeof(dlop_node_args), .op = op, .params = check_default_params(op),
+      .num_params = op->num_params, .num_inputs = num_inputs, .inputs = inputs,
+      .outputs = outputs, .num_outputs = op->num_outputs, .error = error, .error_size = error_size};
   error[0] = '\0';
   return args;
 }

@@ -77,21 +77,12 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
   if (op->make_thunk == NULL)
     check_fail(c, check, shape->dims, shape->ndim, "the op has no make_thunk (only view ops, "
                "with a view_map, may leave it NULL)");
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = check_default_params(op);
-  args.num_params = op->num_params;
-  args.num_inputs = p->num_inputs;
-  args.inputs = p->inputs;
-  args.outputs = p->outputs;
-  args.num_outputs = p->num_outputs;
-  args.device = c->device;
   p->thunk.struct_size = sizeof p->thunk;
-  args.thunk = &p->thunk;
-  args.error = error;
-  args.error_size = sizeof error;
+  dlop_thunk_args args = {
+      .struct_size = sizeof(dlop_thunk_args), .op = op, .params = check_default_params(op),
+      .num_params = op->num_params, .num_inputs = p->num_inputs, .inputs = p->inputs,
+      .outputs = p->outputs, .num_outputs = p->num_outputs, .device = c->device,
+      .thunk = &p->thunk, .error = error, .error_size = sizeof error};
   error[0] = '\0';
   with_context(c, 1);
   status = op->make_thunk(&args);

@@ -1,13 +1,13 @@
 /* function.c — compiling a subgraph for one device: the nodes needed between the given
  * inputs and outputs in topological order, a device and dtype check per node, make_thunk,
  * constants moved to the device once, a stream (CUDA) and the buffer plan. View nodes (ABI
- * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c). */
+ * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c).
+ * Compiling calls into the runner only to make and free its run state (function_run.c);
+ * the runner calls nothing here. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "function_internal.h"
-
-#define PLUGIN_ERROR_SIZE 1024
 
 void dlop_function_destroy(dlop_function *function) {
   int32_t i;
@@ -26,7 +26,7 @@ void dlop_function_destroy(dlop_function *function) {
   dlop__function_free_runs(function);
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
-    if (node->has_thunk && node->thunk.destroy != NULL) node->thunk.destroy(node->thunk.state);
+    if (node->has_thunk) dlop__stage_destroy(&node->thunk);
     free(node->params);
     free(node->input_slots);
     free(node->output_slots);
@@ -47,34 +47,6 @@ void dlop_function_destroy(dlop_function *function) {
   free(function->slot_types);
   free(function->output_slots);
   free(function);
-}
-
-void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream) {
-  int32_t i;
-  dlop_stream *evicted = NULL;
-  if (stream == NULL || stream == function->stream) return;
-  pthread_mutex_lock(&function->run_streams_lock);
-  for (i = 0; i < function->num_run_streams; i++)
-    if (function->run_streams[i] == stream) {
-      pthread_mutex_unlock(&function->run_streams_lock);
-      return;
-    }
-  if (function->num_run_streams == DLOP__FUNCTION_MAX_RUN_STREAMS) {
-    evicted = function->run_streams[0];
-    memmove(function->run_streams, function->run_streams + 1,
-            (DLOP__FUNCTION_MAX_RUN_STREAMS - 1) * sizeof(dlop_stream *));
-    function->num_run_streams--;
-  }
-  dlop__stream_retain(stream);
-  function->run_streams[function->num_run_streams++] = stream;
-  pthread_mutex_unlock(&function->run_streams_lock);
-  if (evicted != NULL) {
-    /* Forgotten streams must not have this function's work in flight. */
-    if (dlop_stream_synchronize(evicted) != DLOP_OK)
-      dlop__warn("a function run on more than %d streams: waiting for the oldest failed: %s",
-                 DLOP__FUNCTION_MAX_RUN_STREAMS, dlop_last_error());
-    dlop_stream_destroy(evicted);
-  }
 }
 
 dlop_device dlop_function_device(const dlop_function *function) {
@@ -299,34 +271,12 @@ static int prepare_view(dlop__function_node *node) {
 }
 
 static int make_thunk(dlop__function_node *node, dlop_device device) {
-  char error[PLUGIN_ERROR_SIZE];
-  dlop_thunk_args args;
-  int status;
   if (node->op->view_map != NULL) return prepare_view(node);
-  memset(&node->thunk, 0, sizeof node->thunk);
-  node->thunk.struct_size = sizeof(dlop_thunk);
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.op = node->op;
-  args.params = node->params;
-  args.num_params = node->num_params;
-  args.num_inputs = node->num_inputs;
-  args.inputs = node->input_types;
-  args.outputs = node->output_types;
-  args.num_outputs = node->num_outputs;
-  args.device = device;
-  args.thunk = &node->thunk;
-  args.error = error;
-  args.error_size = sizeof error;
-  error[0] = '\0';
-  status = node->op->make_thunk(&args);
-  if (status != DLOP_OK) {
-    /* a failed make_thunk may have set state; never destroy what it did not hand over */
-    return dlop__error(
-        dlop__plugin_status(status), "node #%d %s: make_thunk: %s", (int)node->index,
-        node->op->name,
-        error[0] ? dlop__strip_op_prefix(node->op->name, error) : "failed without a message");
-  }
+  dlop__stage_node stage = dlop__function_stage_node(node, node->index);
+  int status = dlop__stage_make_thunk(&stage, node->input_types, node->output_types, device,
+                                      &node->thunk);
+  /* a failed make_thunk may have set state; never destroy what it did not hand over */
+  if (status != DLOP_OK) return status;
   node->has_thunk = 1;
   if (node->thunk.run == NULL)
     return dlop__error(DLOP_PLUGIN_ERROR, "node #%d %s: make_thunk succeeded but left run NULL",

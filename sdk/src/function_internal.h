@@ -1,5 +1,7 @@
 /* function_internal.h — the layout of a compiled function, shared by the compiler
- * (function.c), the buffer plan (buffer_plan.c), the runner (function_run.c) and explain.c.
+ * (function.c), the buffer plan (buffer_plan.c), the runner (function_run.c, function_view.c)
+ * and explain.c. Calls go one way: function.c -> buffer_plan.c and function_run.c (its run
+ * state), function_run.c -> function_view.c; plugin code is reached through stage.h only.
  * Not part of the public ABI. */
 #ifndef DLOP_FUNCTION_INTERNAL_H
 #define DLOP_FUNCTION_INTERNAL_H
@@ -9,6 +11,7 @@
 #include <stdint.h>
 
 #include "graph_internal.h"
+#include "stage.h"
 
 #define DLOP__FUNCTION_MAX_RUN_STREAMS 8
 
@@ -71,15 +74,21 @@ struct dlop_function {
   dlop__function_node *nodes;
   int32_t max_node_inputs;
   int32_t max_node_outputs;
-  /* Caller-supplied streams runs were enqueued on (retained), waited for at destroy so that
-   * no kernel still uses the thunks or constants; the oldest is waited for when full. */
+  /* Caller-supplied streams runs were enqueued on (retained; recorded by function_run.c),
+   * waited for at destroy so that no kernel still uses the thunks or constants; the oldest is
+   * waited for when full. */
   pthread_mutex_t run_streams_lock;
   dlop_stream *run_streams[DLOP__FUNCTION_MAX_RUN_STREAMS];
   int32_t num_run_streams;
 };
 
-/* Record that a run was enqueued on stream (cheap when it is the function's own or known). */
-void dlop__function_remember_stream(dlop_function *function, dlop_stream *stream);
+/* A node as the gateway into plugin code sees it (stage.h); index is its "#N" in messages. */
+static inline dlop__stage_node dlop__function_stage_node(const dlop__function_node *node,
+                                                          int32_t index) {
+  dlop__stage_node stage = {node->op, node->params, node->num_params, index, node->num_inputs,
+                            node->num_outputs};
+  return stage;
+}
 
 /* Output o of a view node: ask the op's make_view for strides and offset over input (the
  * array the view_map names, already gathered for the run), check them and make *view, a

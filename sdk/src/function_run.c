@@ -2,15 +2,15 @@
  * then per node a concrete infer_shape (skipped when the node's input shapes equal the last
  * run's), outputs from the pool (or a dying input's array where the op allows in place),
  * contiguous copies where the op asks for them, the thunk on the function's stream, and dead
- * intermediates freed at once. View nodes (ABI 1.1) make views instead (function_view.c). Per-run state lives on the caller's stack (or one allocation
- * for big graphs), so several threads may run one function at once. */
+ * intermediates freed at once. View nodes (ABI 1.1) make views instead (function_view.c).
+ * Per-run state lives on the caller's stack (or one allocation for big graphs), so several
+ * threads may run one function at once. The compiler (function.c) calls in here to make and
+ * free the run state; nothing here calls back into the compiler. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_driver.h"
 #include "function_internal.h"
-
-#define PLUGIN_ERROR_SIZE 1024
 
 typedef struct run_state {
   dlop_function *function; /* not const: runs fill the nodes' shape caches */
@@ -146,10 +146,8 @@ static void remember_shapes(const run_state *run, dlop__function_node *node) {
 
 /* Concrete output shapes for one node, checked against what was known when compiling. */
 static int infer_concrete(run_state *run, dlop__function_node *node, int32_t index) {
-  char error[PLUGIN_ERROR_SIZE], text[96];
-  dlop_node_args args;
+  char text[96];
   int32_t i, d;
-  int status;
   if (cached_shapes(run, node)) return DLOP_OK;
   for (i = 0; i < node->num_outputs; i++) {
     memset(&run->output_types[i], 0, sizeof(dlop_type));
@@ -158,23 +156,9 @@ static int infer_concrete(run_state *run, dlop__function_node *node, int32_t ind
     for (d = 0; d < node->output_types[i].ndim; d++)
       run->output_types[i].shape[d] = DLOP_DIM_UNKNOWN;
   }
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.op = node->op;
-  args.params = node->params;
-  args.num_params = node->num_params;
-  args.num_inputs = node->num_inputs;
-  args.inputs = run->input_types;
-  args.outputs = run->output_types;
-  args.num_outputs = node->num_outputs;
-  args.error = error;
-  args.error_size = sizeof error;
-  error[0] = '\0';
-  status = node->op->infer_shape(&args);
-  if (status != DLOP_OK)
-    return dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index, node->op->name,
-                       error[0] ? dlop__strip_op_prefix(node->op->name, error)
-                                : "infer_shape failed without a message");
+  dlop__stage_node stage = dlop__function_stage_node(node, index);
+  int status = dlop__stage_infer_shape(&stage, run->input_types, run->output_types);
+  if (status != DLOP_OK) return status;
   for (i = 0; i < node->num_outputs; i++) {
     const dlop_type *have = &run->output_types[i], *want = &node->output_types[i];
     int ok = have->dtype == want->dtype && have->ndim == want->ndim &&
@@ -300,8 +284,6 @@ static int run_view_node(run_state *run, dlop__function_node *node, int32_t inde
 
 static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
   const dlop_function *function = run->function;
-  char error[PLUGIN_ERROR_SIZE];
-  dlop_run_args args;
   void *workspace = NULL;
   int32_t i;
   if (node->is_view) return run_view_node(run, node, index);
@@ -320,24 +302,9 @@ static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
     status =
         dlop__memory_alloc_on(function->device, node->thunk.workspace_bytes, run->stream, &workspace);
   if (status == DLOP_OK) {
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.inputs = run->input_tensors;
-    args.num_inputs = node->num_inputs;
-    args.outputs = run->output_tensors;
-    args.num_outputs = node->num_outputs;
-    args.stream = run->handle;
-    args.workspace = workspace;
-    args.workspace_bytes = workspace ? node->thunk.workspace_bytes : 0;
-    args.error = error;
-    args.error_size = sizeof error;
-    error[0] = '\0';
-    status = node->thunk.run(node->thunk.state, &args);
-    if (status != DLOP_OK)
-      status =
-          dlop__error(dlop__plugin_status(status), "node #%d %s: %s", (int)index, node->op->name,
-                      error[0] ? dlop__strip_op_prefix(node->op->name, error)
-                               : "the thunk failed without a message");
+    dlop__stage_node stage = dlop__function_stage_node(node, index);
+    status = dlop__stage_run(&stage, &node->thunk, run->input_tensors, run->output_tensors,
+                             run->handle, workspace);
   }
   /* outputs record the stream so that releasing or reading them is ordered after the thunk
    * (without a stream there is nothing to record: fresh and reused arrays have none) */
@@ -406,6 +373,36 @@ static int pick_stream(run_state *run, dlop_stream *stream) {
   return DLOP_OK;
 }
 
+/* Record that a run was enqueued on stream (cheap when it is the function's own or known), so
+ * that dlop_function_destroy waits for it. */
+static void remember_stream(dlop_function *function, dlop_stream *stream) {
+  int32_t i;
+  dlop_stream *evicted = NULL;
+  if (stream == NULL || stream == function->stream) return;
+  pthread_mutex_lock(&function->run_streams_lock);
+  for (i = 0; i < function->num_run_streams; i++)
+    if (function->run_streams[i] == stream) {
+      pthread_mutex_unlock(&function->run_streams_lock);
+      return;
+    }
+  if (function->num_run_streams == DLOP__FUNCTION_MAX_RUN_STREAMS) {
+    evicted = function->run_streams[0];
+    memmove(function->run_streams, function->run_streams + 1,
+            (DLOP__FUNCTION_MAX_RUN_STREAMS - 1) * sizeof(dlop_stream *));
+    function->num_run_streams--;
+  }
+  dlop__stream_retain(stream);
+  function->run_streams[function->num_run_streams++] = stream;
+  pthread_mutex_unlock(&function->run_streams_lock);
+  if (evicted != NULL) {
+    /* Forgotten streams must not have this function's work in flight. */
+    if (dlop_stream_synchronize(evicted) != DLOP_OK)
+      dlop__warn("a function run on more than %d streams: waiting for the oldest failed: %s",
+                 DLOP__FUNCTION_MAX_RUN_STREAMS, dlop_last_error());
+    dlop_stream_destroy(evicted);
+  }
+}
+
 int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_t num_inputs,
                       dlop_array **outputs, int32_t num_outputs, dlop_stream *stream) {
   run_state run;
@@ -458,7 +455,7 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
     for (i = 0; i < num_inputs; i++) dlop__array_add_reader(inputs[i], run.stream);
     for (i = 0; i < function->num_constants; i++)
       dlop__array_add_reader(function->constants[i], run.stream);
-    dlop__function_remember_stream(function, run.stream);
+    remember_stream(function, run.stream);
   }
   if (status == DLOP_OK) {
     /* A node output's reference moves from the run to the caller (no retain and release);

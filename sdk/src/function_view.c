@@ -6,8 +6,6 @@
 
 #include "function_internal.h"
 
-#define PLUGIN_ERROR_SIZE 1024
-
 /* "(2, 3)" for count values into buffer (always NUL-terminated). */
 static const char *format_ints(const int64_t *values, int32_t count, char *buffer, size_t size) {
   size_t used = 0;
@@ -44,39 +42,6 @@ static int64_t shape_numel(int32_t ndim, const int64_t *shape) {
   int64_t n = 1;
   for (int32_t d = 0; d < ndim; d++) n *= shape[d];
   return n;
-}
-
-/* Call make_view for output o over the layout `input`. */
-static int ask_layout(const dlop__function_node *node, int32_t index, int32_t o,
-                      const dlop_tensor *input, const dlop_type *type, int64_t *strides,
-                      uint64_t *byte_offset, int32_t *needs_contiguous) {
-  char error[PLUGIN_ERROR_SIZE];
-  dlop_view_args args;
-  memset(&args, 0, sizeof args);
-  memset(strides, 0, sizeof(int64_t) * DLOP_MAX_NDIM);
-  *byte_offset = 0;
-  *needs_contiguous = 0;
-  args.struct_size = sizeof args;
-  args.op = node->op;
-  args.params = node->params;
-  args.num_params = node->num_params;
-  args.output_index = o;
-  args.input_index = node->op->view_map[o];
-  args.input = input;
-  args.output = type;
-  args.output_strides = strides;
-  args.output_byte_offset = byte_offset;
-  args.needs_contiguous = needs_contiguous;
-  args.error = error;
-  args.error_size = sizeof error;
-  error[0] = '\0';
-  int status = node->op->make_view(&args);
-  if (status != DLOP_OK)
-    return dlop__error(dlop__plugin_status(status), "node #%d %s: make_view of output %d: %s",
-                       (int)index, node->op->name, (int)o,
-                       error[0] ? dlop__strip_op_prefix(node->op->name, error)
-                                : "failed without a message");
-  return DLOP_OK;
 }
 
 /* The layout make_view gave must address only elements of the input: every byte it reaches
@@ -146,6 +111,7 @@ int dlop__function_make_view(const dlop_function *function, const dlop__function
   uint64_t byte_offset;
   int32_t needs_contiguous;
   dlop_array *copy = NULL, *base = input;
+  const dlop__stage_node stage = dlop__function_stage_node(node, index);
   *view = NULL;
   if ((int32_t)dlop_array_dtype(input) != type->dtype)
     return dlop__error(DLOP_PLUGIN_ERROR,
@@ -154,8 +120,8 @@ int dlop__function_make_view(const dlop_function *function, const dlop__function
                        (int)index, node->op->name, (int)o,
                        dlop_dtype_name((dlop_dtype)type->dtype),
                        dlop_dtype_name(dlop_array_dtype(input)));
-  int status = ask_layout(node, index, o, dlop_array_tensor(input), type, strides, &byte_offset,
-                          &needs_contiguous);
+  int status = dlop__stage_make_view(&stage, o, dlop_array_tensor(input), type, strides,
+                                     &byte_offset, &needs_contiguous);
   if (status == DLOP_OK && needs_contiguous) {
     if (dlop_tensor_is_contiguous(dlop_array_tensor(input)))
       return dlop__error(DLOP_PLUGIN_ERROR,
@@ -166,8 +132,8 @@ int dlop__function_make_view(const dlop_function *function, const dlop__function
     status = contiguous_copy(function, node, index, input, stream, handle, &copy);
     base = copy;
     if (status == DLOP_OK)
-      status = ask_layout(node, index, o, dlop_array_tensor(copy), type, strides, &byte_offset,
-                          &needs_contiguous);
+      status = dlop__stage_make_view(&stage, o, dlop_array_tensor(copy), type, strides,
+                                     &byte_offset, &needs_contiguous);
     if (status == DLOP_OK && needs_contiguous)
       status = dlop__error(DLOP_PLUGIN_ERROR,
                            "node #%d %s: make_view of output %d asked for a C-contiguous input "

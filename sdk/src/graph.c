@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "graph_internal.h"
-
-#define PLUGIN_ERROR_SIZE 1024
+#include "stage.h"
 
 int dlop_graph_create(dlop_graph **graph) {
   if (graph == NULL) return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_graph_create: graph is NULL");
@@ -189,31 +188,15 @@ static int check_arity(const dlop_op_desc *op, int32_t num_inputs, int32_t num_o
 static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
                        const dlop_type *inputs, int32_t num_inputs, dlop_type *outputs,
                        int32_t num_outputs) {
-  char error[PLUGIN_ERROR_SIZE];
+  const dlop__stage_node node = {op, params, op->num_params, -1, num_inputs, num_outputs};
   char text[96];
-  dlop_node_args args;
   dlop_type *declared;
   int32_t i, d;
   int status;
 
   memset(outputs, 0, sizeof(dlop_type) * (size_t)num_outputs);
-  memset(&args, 0, sizeof args);
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = op->num_params;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = outputs;
-  args.num_outputs = num_outputs;
-  args.error = error;
-  args.error_size = sizeof error;
-  error[0] = '\0';
-  status = op->make_node(&args);
-  if (status != DLOP_OK)
-    return dlop__error(
-        dlop__plugin_status(status), "%s: %s", op->name,
-        error[0] ? dlop__strip_op_prefix(op->name, error) : "make_node failed without a message");
+  status = dlop__stage_make_node(&node, inputs, outputs);
+  if (status != DLOP_OK) return status;
   for (i = 0; i < num_outputs; i++) {
     if (dlop__type_valid(&outputs[i], 0) != DLOP_OK)
       return dlop__error(DLOP_PLUGIN_ERROR,
@@ -230,13 +213,10 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
   memcpy(declared, outputs, sizeof(dlop_type) * (size_t)num_outputs);
   for (i = 0; i < num_outputs; i++)
     for (d = 0; d < outputs[i].ndim; d++) outputs[i].shape[d] = DLOP_DIM_UNKNOWN;
-  error[0] = '\0';
-  status = op->infer_shape(&args);
+  status = dlop__stage_infer_shape(&node, inputs, outputs);
   if (status != DLOP_OK) {
     free(declared);
-    return dlop__error(
-        dlop__plugin_status(status), "%s: %s", op->name,
-        error[0] ? dlop__strip_op_prefix(op->name, error) : "infer_shape failed without a message");
+    return status;
   }
   for (i = 0; i < num_outputs; i++) {
     if (outputs[i].dtype != declared[i].dtype || outputs[i].ndim != declared[i].ndim) {

@@ -67,10 +67,5 @@ const char *dlop__type_format(const dlop_type *type, char *buffer, size_t size);
 /* DLOP_OK when the type is well formed: a valid dtype, 0 <= ndim <= DLOP_MAX_NDIM, every dim
  * >= 0 or DLOP_DIM_UNKNOWN (or, with concrete set, every dim >= 0). */
 int dlop__type_valid(const dlop_type *type, int concrete);
-/* Status codes a plugin returned are passed on when they are dlop statuses; anything else
- * (a positive number, an unknown code) becomes DLOP_PLUGIN_ERROR. */
-int dlop__plugin_status(int status);
-/* A plugin's message without its own "op_name: " prefix, so that ours is not doubled. */
-const char *dlop__strip_op_prefix(const char *op_name, const char *message);
 
 #endif

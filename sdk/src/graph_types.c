@@ -1,7 +1,6 @@
 /* graph_types.c — small helpers on static types shared by graph building, compiling, running
- * and explain(): formatting "float32[3,?]", well-formedness checks, plugin status mapping. */
+ * and explain(): formatting "float32[3,?]" and well-formedness checks. */
 #include <stdio.h>
-#include <string.h>
 
 #include "graph_internal.h"
 
@@ -32,18 +31,4 @@ int dlop__type_valid(const dlop_type *type, int concrete) {
     return DLOP_SHAPE_ERROR;
   }
   return DLOP_OK;
-}
-
-int dlop__plugin_status(int status) {
-  if (status < 0 && status > DLOP_STATUS_END_) return status;
-  return DLOP_PLUGIN_ERROR;
-}
-
-const char *dlop__strip_op_prefix(const char *op_name, const char *message) {
-  size_t n = strlen(op_name);
-  if (strncmp(message, op_name, n) == 0 && message[n] == ':') {
-    message += n + 1;
-    while (*message == ' ') message++;
-  }
-  return message;
 }

@@ -322,8 +322,8 @@ done:
   return failures;
 }
 
-/* Per-call cost of exp on float32 (launch and bookkeeping; at 230400 elements, the issue's
- * workload, also the kernel): 2000 calls back to back, then one wait, on three paths: the
+/* Per-call cost of exp on float32 (launch and bookkeeping; at 230400 elements, Theano's
+ * GPU check, also the kernel): 2000 calls back to back, then one wait, on three paths: the
  * thunk alone on the bench's stream; dlop_function_run on the bench's stream, each output
  * released at once; and dlop_function_run on the function's own stream keeping the last output
  * alive, as a Python loop `r = f(x)` does (the result left on the device). One line each. */

@@ -3,7 +3,7 @@
 (the elemwise plugin) against a device-to-device copy of the same tensor (torch's copy_ of a
 contiguous tensor: one cudaMemcpyAsync DtoD) and torch's add, in one run on one GPU. Cases:
 same shape (2^14, 2^14) + (2^14, 2^14), row broadcast (2^14, 2^14) + (2^14,), column broadcast
-(2^14, 1) + (2^14, 2^14); float32 and float16. Goal (issue 5): dlop >= 0.95 of the copy's
+(2^14, 1) + (2^14, 2^14); float32 and float16. Goal: dlop >= 0.95 of the copy's
 bandwidth for the broadcast cases, on arrays dlop owns; "wrapped/copy" is the same add on torch
 tensors wrapped with dlop.asarray (each call then also orders dlop's stream after torch's).
 

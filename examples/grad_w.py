@@ -44,7 +44,7 @@ def build(dtype: str):
 
 
 def grad_w(X, x, z, W, h):
-    """The issue's three lines; X, x, z, W, h are Variables or arrays alike."""
+    """The use case's three lines; X, x, z, W, h are Variables or arrays alike."""
     delta_o = -(x - z)
     delta_h = dlop.dot(delta_o, W) * h * (1.0 - h)
     return dlop.dot(X.T, delta_h)

@@ -172,9 +172,8 @@ static int graph_holds_the_work(check_prepared *p, check_buffer *outputs, cu_han
     return DLOP_CUDA_ERROR;
   }
   for (int32_t o = 0; o < p->num_outputs; o++) {
-    int status = dlop_host_api_table()->cuda_memcpy_async(outputs[o].memory, outputs[o].image,
-                                                          outputs[o].bytes, stream);
-    if (status == DLOP_OK) status = dlop_host_api_table()->cuda_stream_synchronize(stream);
+    int status = check_copy_bytes(outputs[o].device, outputs[o].memory, outputs[o].image,
+                                  outputs[o].bytes, stream);
     if (status != DLOP_OK) {
       snprintf(error, size, "poisoning output %d again after the capture failed: %s", (int)o,
                dlop_last_error());

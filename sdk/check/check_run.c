@@ -93,10 +93,33 @@ void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int p
   }
 }
 
+void check_run_fresh(const check_case *c, const char *check, const check_shape *shape,
+                     int static_unknown, check_layout layout, uint64_t salt, int poison_run,
+                     check_prepared *p, check_run_result *r) {
+  check_prepare(c, check, shape, static_unknown, p);
+  check_run_once(p, layout, salt, poison_run, r);
+  check_release(p);
+  check_require_ok(p, check, r);
+}
+
 void check_require_ok(check_prepared *p, const char *check, const check_run_result *r) {
   if (r->status != DLOP_OK)
     check_fail(p->c, check, p->shape.dims, p->shape.ndim, "the thunk's run failed: %s: %s",
                dlop_status_name(r->status), r->error[0] ? r->error : "(no message)");
+}
+
+void check_compare_outputs(const check_case *c, const char *check, const check_prepared *p,
+                           const check_run_result *expected, const check_run_result *actual,
+                           int exact, const char *how, const char *what) {
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    char report[1024];
+    int64_t bad = check_compare(expected->values[o], actual->values[o], p->outputs[o].dtype,
+                                expected->out[o].numel, exact, report, sizeof report);
+    if (bad)
+      check_fail(c, check, p->shape.dims, p->shape.ndim,
+                 "%s: %lld of %lld elements of output %d differ%s: %s", what, (long long)bad,
+                 (long long)expected->out[o].numel, (int)o, how, report);
+  }
 }
 
 void check_run_result_free(check_prepared *p, check_run_result *r) {

@@ -204,6 +204,11 @@ typedef struct check_buffer {
 void check_buffer_init(check_buffer *b, const check_case *c, dlop_device device, int dtype,
                        int32_t ndim, const int64_t *shape, check_layout layout,
                        const void *values, const unsigned char *poison, void *stream);
+/* Copy bytes between host memory and memory on device: memcpy on the CPU; on CUDA an
+ * asynchronous copy on stream, then a wait for the stream. DLOP_OK, or the failing status with
+ * dlop_last_error() saying why (never fails the test itself: a suite thread may call it). */
+int check_copy_bytes(dlop_device device, void *destination, const void *source, size_t bytes,
+                     void *stream);
 /* Read the whole allocation back into a malloc'ed array of b->bytes (caller frees). */
 unsigned char *check_buffer_download(const check_buffer *b, void *stream);
 /* The logical elements (C order) of a downloaded image into values (numel elements). */
@@ -257,8 +262,19 @@ typedef struct check_run_result {
 } check_run_result;
 void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
                     check_run_result *r);
+/* A fresh node and thunk for shape (check_prepare), one run (check_run_once), then the thunk
+ * destroyed; fails the test when the run failed. p keeps the node's types for the results. */
+void check_run_fresh(const check_case *c, const char *check, const check_shape *shape,
+                     int static_unknown, check_layout layout, uint64_t salt, int poison_run,
+                     check_prepared *p, check_run_result *r);
 /* Fail (naming check) when the run failed. */
 void check_require_ok(check_prepared *p, const char *check, const check_run_result *r);
+/* Fail (naming check) when an output of actual differs from expected's, bit for bit when exact,
+ * else beyond the dtype's tolerance: "<what>: N of M elements of output K differ<how>: <the
+ * first mismatches>" (how: "" or words such as " bit for bit"). */
+void check_compare_outputs(const check_case *c, const char *check, const check_prepared *p,
+                           const check_run_result *expected, const check_run_result *actual,
+                           int exact, const char *how, const char *what);
 void check_run_result_free(check_prepared *p, check_run_result *r);
 
 /* ---- host memory accounting (malloc_counter.c) ------------------------------------------- */

@@ -8,20 +8,6 @@
 
 #include "check_suite.h"
 
-static void compare(const check_case *c, const char *check, check_prepared *p,
-                    const check_run_result *expected, const check_run_result *actual, int exact,
-                    const char *what) {
-  for (int32_t o = 0; o < p->num_outputs; o++) {
-    char report[1024];
-    int64_t bad = check_compare(expected->values[o], actual->values[o], p->outputs[o].dtype,
-                                expected->out[o].numel, exact, report, sizeof report);
-    if (bad)
-      check_fail(c, check, p->shape.dims, p->shape.ndim, "%s: %lld of %lld elements of output %d "
-                 "differ: %s", what, (long long)bad, (long long)expected->out[o].numel, (int)o,
-                 report);
-  }
-}
-
 START_TEST(cuda_matches_cpu) {
   const check_case *c = check_case_at(_i);
   const char *check = "cuda_matches_cpu";
@@ -37,16 +23,10 @@ START_TEST(cuda_matches_cpu) {
   for (int s = 0; s < count; s++) {
     check_prepared pc, pg;
     check_run_result rc, rg;
-    check_prepare(&cpu, check, &shapes[s], 0, &pc);
-    check_run_once(&pc, CHECK_CONTIGUOUS, 70, 0, &rc);
-    check_release(&pc);
-    check_require_ok(&pc, check, &rc);
-    check_prepare(c, check, &shapes[s], s % 2, &pg);
-    check_run_once(&pg, CHECK_CONTIGUOUS, 70, 1, &rg);
-    check_release(&pg);
-    check_require_ok(&pg, check, &rg);
-    compare(c, check, &pg, &rc, &rg, 0, "CUDA results (expected: the CPU thunk's) disagree "
-            "beyond the dtype's tolerance");
+    check_run_fresh(&cpu, check, &shapes[s], 0, CHECK_CONTIGUOUS, 70, 0, &pc, &rc);
+    check_run_fresh(c, check, &shapes[s], s % 2, CHECK_CONTIGUOUS, 70, 1, &pg, &rg);
+    check_compare_outputs(c, check, &pg, &rc, &rg, 0, "", "CUDA results (expected: the CPU "
+                          "thunk's) disagree beyond the dtype's tolerance");
     check_run_result_free(&pc, &rc);
     check_run_result_free(&pg, &rg);
   }
@@ -104,9 +84,10 @@ START_TEST(cuda_graph_capture) {
       free(bytes);
     }
     check_release(&p);
-    compare(c, check, &p, &plain, &captured, (c->op->flags & DLOP_OP_DETERMINISTIC) != 0,
-            "the replayed CUDA graph's results differ from an uncaptured run's (work outside the "
-            "given stream, or state read at capture time?)");
+    check_compare_outputs(c, check, &p, &plain, &captured,
+                          (c->op->flags & DLOP_OP_DETERMINISTIC) != 0, "",
+                          "the replayed CUDA graph's results differ from an uncaptured run's "
+                          "(work outside the given stream, or state read at capture time?)");
     check_run_result_free(&p, &plain);
     check_run_result_free(&p, &captured);
   }
@@ -120,10 +101,7 @@ START_TEST(device_memory_back_to_baseline) {
   check_prepared p;
   check_run_result r;
   /* buffers first, so only what make_thunk, the run and destroy do is measured */
-  check_prepare(c, check, &shape, 1, &p);
-  check_run_once(&p, CHECK_CONTIGUOUS, 90, 0, &r);
-  check_release(&p);
-  check_require_ok(&p, check, &r);
+  check_run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 90, 0, &p, &r);
   dlop_memory_stats before = {sizeof before, 0, 0, 0, 0, 0, 0}, after = before;
   if (dlop_memory_stats_get(c->device, &before) != DLOP_OK)
     check_fail(c, check, NULL, 0, "dlop_memory_stats_get failed: %s", dlop_last_error());

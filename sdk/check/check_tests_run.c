@@ -12,16 +12,6 @@ static const int deterministic_flag = DLOP_OP_DETERMINISTIC;
 
 static int is_deterministic(const check_case *c) { return (c->op->flags & deterministic_flag) != 0; }
 
-/* A fresh node and thunk for shape, one run, then the thunk destroyed. */
-static void run_fresh(const check_case *c, const char *check, const check_shape *shape,
-                      int unknown, check_layout layout, uint64_t salt, int poison_run,
-                      check_prepared *p, check_run_result *r) {
-  check_prepare(c, check, shape, unknown, p);
-  check_run_once(p, layout, salt, poison_run, r);
-  check_release(p);
-  check_require_ok(p, check, r);
-}
-
 START_TEST(every_output_element_written) {
   const check_case *c = check_case_at(_i);
   const char *check = "every_output_element_written";
@@ -30,8 +20,8 @@ START_TEST(every_output_element_written) {
   for (int s = 0; s < count; s++) {
     check_prepared p;
     check_run_result a, b;
-    run_fresh(c, check, &shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 0, &p, &a);
-    run_fresh(c, check, &shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 1, &p, &b);
+    check_run_fresh(c, check, &shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 0, &p, &a);
+    check_run_fresh(c, check, &shapes[s], s % 2, CHECK_CONTIGUOUS, 1, 1, &p, &b);
     for (int32_t o = 0; o < p.num_outputs; o++) {
       unsigned char p0[8], p1[8];
       size_t size = a.out[o].element_size;
@@ -123,8 +113,8 @@ START_TEST(nothing_written_outside_outputs) {
   for (int s = 0; s < count; s++) {
     check_prepared p;
     check_run_result r;
-    run_fresh(c, "nothing_written_outside_outputs", &shapes[s], s % 2, CHECK_CONTIGUOUS, 2,
-              0, &p, &r);
+    check_run_fresh(c, "nothing_written_outside_outputs", &shapes[s], s % 2, CHECK_CONTIGUOUS,
+                    2, 0, &p, &r);
     check_output_guards(c, "nothing_written_outside_outputs", &p, &r);
     check_run_result_free(&p, &r);
   }
@@ -138,26 +128,19 @@ START_TEST(inputs_untouched) {
   for (int s = 0; s < count; s++) {
     check_prepared p;
     check_run_result r;
-    run_fresh(c, "inputs_untouched", &shapes[s], s % 2, CHECK_CONTIGUOUS, 3, 0, &p, &r);
+    check_run_fresh(c, "inputs_untouched", &shapes[s], s % 2, CHECK_CONTIGUOUS, 3, 0, &p, &r);
     check_inputs_kept(c, "inputs_untouched", &p, &r, "contiguous");
     check_run_result_free(&p, &r);
   }
 }
 END_TEST
 
+/* The run checks' messages say how the outputs differ: bit for bit, or beyond the tolerance. */
 static void compare_outputs(const check_case *c, const char *check, check_prepared *p,
                             const check_run_result *expected, const check_run_result *actual,
                             int exact, const char *what) {
-  for (int32_t o = 0; o < p->num_outputs; o++) {
-    char report[1024];
-    int64_t bad = check_compare(expected->values[o], actual->values[o], p->outputs[o].dtype,
-                                expected->out[o].numel, exact, report, sizeof report);
-    if (bad)
-      check_fail(c, check, p->shape.dims, p->shape.ndim,
-                 "%s: %lld of %lld elements of output %d differ%s: %s", what, (long long)bad,
-                 (long long)expected->out[o].numel, (int)o,
-                 exact ? " bit for bit" : " beyond the dtype's tolerance", report);
-  }
+  check_compare_outputs(c, check, p, expected, actual, exact,
+                        exact ? " bit for bit" : " beyond the dtype's tolerance", what);
 }
 
 /* Shapes of different sizes of the preferred signature (for a rank-1 op (7), (1048579), (0),
@@ -181,8 +164,8 @@ START_TEST(runs_many_times_and_after_other_thunks) {
   for (int k = 0; k < SEQUENCE_LENGTH; k++) {
     skip[k] = check_refuses_empty(c, &sequence[k]);
     if (!skip[k])
-      run_fresh(c, check, &sequence[k], 1, CHECK_CONTIGUOUS, 10 + (uint64_t)k, 0, &fresh[k],
-                &reference[k]);
+      check_run_fresh(c, check, &sequence[k], 1, CHECK_CONTIGUOUS, 10 + (uint64_t)k, 0,
+                      &fresh[k], &reference[k]);
   }
   check_prepared mine, other;
   check_prepare(c, check, &sequence[0], 1, &mine);
@@ -231,12 +214,12 @@ START_TEST(strided_inputs) {
     const check_shape *shape = &shapes[picked[s]];
     check_prepared p;
     check_run_result reference;
-    run_fresh(c, check, shape, 1, CHECK_CONTIGUOUS, 20, 0, &p, &reference);
+    check_run_fresh(c, check, shape, 1, CHECK_CONTIGUOUS, 20, 0, &p, &reference);
     for (int layout = CHECK_EVERY_OTHER; layout <= CHECK_REVERSED; layout++) {
       const char *name = layout == CHECK_EVERY_OTHER ? "every other element (strides x2)"
                                                      : "reversed (negative strides)";
       check_run_result r;
-      run_fresh(c, check, shape, 1, (check_layout)layout, 20, 1, &p, &r);
+      check_run_fresh(c, check, shape, 1, (check_layout)layout, 20, 1, &p, &r);
       char what[160];
       snprintf(what, sizeof what, "inputs laid out %s give other results than contiguous ones",
                name);
@@ -319,9 +302,7 @@ static void *thread_body(void *argument) {
       if (values != NULL && b->device.type == DLOP_DEVICE_CPU) {
         check_buffer_extract(b, b->memory, values);
       } else if (values != NULL && (downloaded = malloc(b->bytes)) != NULL) {
-        const dlop_host_api *host = dlop_host_api_table();
-        job->status = host->cuda_memcpy_async(downloaded, b->memory, b->bytes, job->stream);
-        if (job->status == DLOP_OK) job->status = host->cuda_stream_synchronize(job->stream);
+        job->status = check_copy_bytes(b->device, downloaded, b->memory, b->bytes, job->stream);
         if (job->status == DLOP_OK) check_buffer_extract(b, downloaded, values);
       }
       if (values == NULL || (b->device.type != DLOP_DEVICE_CPU && downloaded == NULL))
@@ -450,12 +431,12 @@ START_TEST(no_host_memory_leaked) {
   check_prepared p;
   check_run_result r;
   /* A first cycle warms up what is made once per process (thread pool, caches, streams). */
-  run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
+  check_run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
   check_run_result_free(&p, &r);
   for (int cycle = 0; cycle < 3; cycle++) {
     int64_t blocks_before, bytes_before, blocks_after, bytes_after;
     check_malloc_counts(&blocks_before, &bytes_before);
-    run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
+    check_run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
     check_run_result_free(&p, &r);
     check_malloc_counts(&blocks_after, &bytes_after);
     if (blocks_after > blocks_before)

@@ -1,10 +1,11 @@
 /* header_cache.c — per-thread free lists of array headers: no lock and no atomic on the call
  * path, because each thread only touches its own list. A thread's list goes back to malloc
- * when the thread exits (pthread key destructor); the main thread's stays until exit. */
+ * when the thread exits (thread_cache.h); the main thread's stays until exit. */
 #include "header_cache.h"
 
-#include <pthread.h>
 #include <stdlib.h>
+
+#include "thread_cache.h"
 
 typedef struct cached_header {
   struct cached_header *next;
@@ -13,13 +14,10 @@ typedef struct cached_header {
 typedef struct header_list {
   cached_header *head;
   int count;
-  int registered; /* the thread-exit destructor knows this list */
+  int registered; /* dlop__thread_cache_register succeeded and no flush came since */
 } header_list;
 
 static _Thread_local header_list list;
-static pthread_key_t exit_key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static int key_made;
 
 static void free_list(void *argument) {
   header_list *owned = argument;
@@ -31,12 +29,11 @@ static void free_list(void *argument) {
   }
   owned->head = NULL;
   owned->count = 0;
-  /* Arrays released by later destructors of this thread register the list again (the key's
-   * destructors run repeatedly while values are set). */
+  /* Arrays released by later destructors of this thread register the list again. */
   owned->registered = 0;
 }
 
-static void make_key(void) { key_made = pthread_key_create(&exit_key, free_list) == 0; }
+static dlop__thread_cache_kind header_lists = DLOP__THREAD_CACHE_KIND(free_list);
 
 void *dlop__header_take(size_t size) {
   if (size > DLOP__HEADER_CACHE_BLOCK_BYTES) return malloc(size);
@@ -57,9 +54,8 @@ void dlop__header_give(void *pointer) {
     return;
   }
   if (!list.registered) {
-    /* Without a destructor a thread's list would leak at its exit: then cache nothing. */
-    pthread_once(&key_once, make_key);
-    if (!key_made || pthread_setspecific(exit_key, &list) != 0) {
+    /* Without a flush at the thread's exit its list would leak: then cache nothing. */
+    if (!dlop__thread_cache_register(&header_lists, &list)) {
       free(pointer);
       return;
     }

@@ -1,6 +1,7 @@
-"""test_core.py — the dlop package on the CPU: every line of issue 3's example (CUDA parts
-check the clear refusal here), plugins and op metadata, static and unknown shapes, eval,
-explain, eager ops, multi-output functions and the per-call Function attributes."""
+"""test_core.py — the dlop package on the CPU: every line of the example dlop started from
+(symbolic x and W, exp(double(x)), a compiled function and its explain, an eager op, eval; its
+CUDA lines check the clear refusal here), plugins and op metadata, static and unknown shapes,
+eval, explain, eager ops, multi-output functions and the per-call Function attributes."""
 import os
 
 import numpy as np
@@ -58,7 +59,7 @@ def test_load_plugin_adds_ops_and_params():
     np.testing.assert_array_equal(y.eval({v: np.ones(3)}).numpy(), np.full(3, 0.5))
 
 
-def test_issue_example_cpu():
+def test_graph_function_eval_example_cpu():
     x = dlop.vector("x", dtype="float32")
     W = dlop.matrix("W", dtype="float64", shape=(784, 500))
     assert W.shape == (784, 500) and W.dtype == "float64" and W.ndim == 2
@@ -83,7 +84,7 @@ def test_issue_example_cpu():
 
 
 @pytest.mark.skipif(cuda_usable(), reason="a GPU is usable here: test_gpu_interop.py covers CUDA")
-def test_issue_example_cuda_lines_refuse_clearly_without_gpu():
+def test_graph_function_eval_example_cuda_lines_refuse_clearly_without_gpu():
     x = dlop.vector("x", dtype="float32")
     y = dlop.ops.exp(dlop.ops.double(x))
     for device in ("cuda", "cuda:1"):

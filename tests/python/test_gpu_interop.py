@@ -45,7 +45,7 @@ def exp_double(dtype="float32", device="cuda"):
     return dlop.function([x], dlop.ops.exp(dlop.ops.double(x)), device=device)
 
 
-def test_issue_example_on_cuda_float32_and_float64():
+def test_graph_function_eval_example_on_cuda_float32_and_float64():
     for dtype in ("float32", "float64"):
         f = exp_double(dtype)
         assert f.device == "cuda:0"

@@ -1,4 +1,4 @@
-"""test_grad_w.py — the issue's use case on the CPU: examples/grad_w.py's graph
+"""test_grad_w.py — the grad_W use case on the CPU: examples/grad_w.py's graph
 (delta_o = -(x - z); delta_h = dot(delta_o, W) * h * (1 - h); grad_W = dot(X.T, delta_h)),
 built once per dtype, against NumPy in float64, symbolically and eagerly; and the example run
 as a program.  The CUDA side is test_grad_w_gpu.py."""

@@ -1,4 +1,4 @@
-"""test_grad_w_gpu.py — the issue's use case on CUDA: examples/grad_w.py's graph compiled for
+"""test_grad_w_gpu.py — the grad_W use case on CUDA: examples/grad_w.py's graph compiled for
 the GPU in float32 and float64 against NumPy and against the CPU, eagerly too, and the example
 program with --device cuda.  Without a usable GPU every test skips with dlop's reason;
 DLOP_REQUIRE_GPU=1 turns that into a failure."""

@@ -1,6 +1,7 @@
-"""test_review_issue5.py — regression tests for bugs found reviewing issue 5's Python front end:
-weak scalars converted to bfloat16 with one rounding (not float64 -> float32 -> bfloat16), and
-the eager caches keyed on a float's bits (NaN scalars and NaN/-0.0 parameters)."""
+"""test_scalar_edge_cases.py — Python scalars at their edges: weak scalars converted to bfloat16
+with one rounding (not float64 -> float32 -> bfloat16), the eager caches keyed on a float's bits
+(NaN scalars and NaN/-0.0 parameters, through the operators and dlop.ops.<op>), and comparisons
+with ints out of the dtype's range answered like NumPy."""
 import numpy as np
 import pytest
 

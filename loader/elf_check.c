@@ -1,7 +1,8 @@
 /* elf_check.c — the ELF checks run on a plugin file before dlopen (elf_check.h): the header
  * (magic, class, byte order, type, machine, header sizes), every program header, each loadable
- * segment inside the file, the dynamic section inside a loaded segment, and the addresses and
- * string offsets of its entries inside what will be mapped. What dlopen would read out of range
+ * segment inside the file, the dynamic section inside a loaded segment, the addresses and
+ * string offsets of its entries inside what will be mapped, and every relocation's target
+ * inside a loaded segment. What dlopen would read out of range
  * of the file (and fault on: SIGBUS past the end of a mapping) is refused here. */
 #include "elf_check.h"
 
@@ -21,11 +22,15 @@
 typedef Elf64_Ehdr elf_header;
 typedef Elf64_Phdr elf_program_header;
 typedef Elf64_Dyn elf_dynamic;
+typedef Elf64_Rela ElfW_Rela;
+typedef Elf64_Rel ElfW_Rel;
 #else
 #define ELF_CLASS ELFCLASS32
 typedef Elf32_Ehdr elf_header;
 typedef Elf32_Phdr elf_program_header;
 typedef Elf32_Dyn elf_dynamic;
+typedef Elf32_Rela ElfW_Rela;
+typedef Elf32_Rel ElfW_Rel;
 #endif
 
 #if defined(__x86_64__)
@@ -148,6 +153,30 @@ static int check_segments(const elf_program_header *ph, int count, uint64_t file
   return 0;
 }
 
+/* Every relocation of the table at address (size bytes, RELA or REL entries) writes inside a
+ * loaded segment: the dynamic loader applies them all before any plugin code runs, and a
+ * corrupt r_offset is a write to a wild address in the host. */
+static int check_relocations(int fd, const elf_program_header *ph, int count, uint64_t address,
+                             uint64_t bytes, int rela, const char *what, char *error,
+                             size_t size) {
+  if (bytes == 0) return 0;
+  const elf_program_header *segment = segment_of(ph, count, address, bytes);
+  if (segment == NULL || !inside(address - segment->p_vaddr, bytes, segment->p_filesz))
+    return fail(error, size, "the %s relocations (0x%llx, %llu bytes) lie outside the file's "
+                "loaded bytes", what, (unsigned long long)address, (unsigned long long)bytes);
+  const size_t entry = rela ? sizeof(ElfW_Rela) : sizeof(ElfW_Rel);
+  uint64_t offset = segment->p_offset + (address - segment->p_vaddr);
+  for (uint64_t done = 0; done + entry <= bytes; done += entry) {
+    ElfW_Rela r = {0};
+    if (read_at(fd, offset + done, &r, entry) != 0)
+      return fail(error, size, "cannot read the %s relocations", what);
+    if (segment_of(ph, count, (uint64_t)r.r_offset, sizeof(uintptr_t)) == NULL)
+      return fail(error, size, "%s relocation %llu writes at 0x%llx, outside the loaded segments",
+                  what, (unsigned long long)(done / entry), (unsigned long long)r.r_offset);
+  }
+  return 0;
+}
+
 /* The dynamic table: present, inside the file and a loaded segment, and every address or
  * string offset dlopen follows is inside what is mapped. */
 static int check_dynamic(int fd, const elf_program_header *ph, int count, char *error,
@@ -167,7 +196,8 @@ static int check_dynamic(int fd, const elf_program_header *ph, int count, char *
     free(table);
     return fail(error, size, "cannot read the dynamic section");
   }
-  uint64_t strtab = 0, strsz = 0;
+  uint64_t strtab = 0, strsz = 0, rela = 0, relasz = 0, rel = 0, relsz = 0, jmprel = 0;
+  uint64_t pltrelsz = 0, pltrel = DT_RELA;
   int has_strtab = 0, terminated = 0, status = 0;
   for (size_t i = 0; i < entries && status == 0; i++) {
     uint64_t value = (uint64_t)table[i].d_un.d_val;
@@ -175,11 +205,18 @@ static int check_dynamic(int fd, const elf_program_header *ph, int count, char *
       case DT_NULL: terminated = 1; entries = i; break;
       case DT_STRTAB: strtab = value; has_strtab = 1; break;
       case DT_STRSZ: strsz = value; break;
+      case DT_RELASZ: relasz = value; break;
+      case DT_RELSZ: relsz = value; break;
+      case DT_PLTRELSZ: pltrelsz = value; break;
+      case DT_PLTREL: pltrel = value; break;
       /* Addresses the loader dereferences at load time. */
       case DT_SYMTAB: case DT_HASH: case DT_GNU_HASH: case DT_RELA: case DT_REL:
       case DT_JMPREL: case DT_INIT_ARRAY: case DT_FINI_ARRAY: case DT_PREINIT_ARRAY:
       case DT_INIT: case DT_FINI: case DT_VERSYM: case DT_VERNEED: case DT_VERDEF:
       case DT_PLTGOT:
+        if (table[i].d_tag == DT_RELA) rela = value;
+        if (table[i].d_tag == DT_REL) rel = value;
+        if (table[i].d_tag == DT_JMPREL) jmprel = value;
         if (segment_of(ph, count, value, 1) == NULL)
           status = fail(error, size, "dynamic entry %zu (tag %lld) points at address 0x%llx, "
                         "outside the loaded segments", i, (long long)table[i].d_tag,
@@ -201,6 +238,13 @@ static int check_dynamic(int fd, const elf_program_header *ph, int count, char *
                     (unsigned long long)table[i].d_un.d_val, (unsigned long long)strsz);
   }
   free(table);
+  if (status == 0)
+    status = check_relocations(fd, ph, count, rela, rela ? relasz : 0, 1, "RELA", error, size);
+  if (status == 0)
+    status = check_relocations(fd, ph, count, rel, rel ? relsz : 0, 0, "REL", error, size);
+  if (status == 0)
+    status = check_relocations(fd, ph, count, jmprel, jmprel ? pltrelsz : 0, pltrel == DT_RELA,
+                               "PLT", error, size);
   return status;
 }
 

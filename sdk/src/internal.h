@@ -1,4 +1,4 @@
-/* internal.h — declarations shared by the parts of libdlop (runtime, registry, graph, loader).
+/* internal.h — declarations shared by the parts of libdlop (runtime, registry, graph).
  * Nothing here is part of the public ABI; names carry the dlop__ prefix. */
 #ifndef DLOP_INTERNAL_H
 #define DLOP_INTERNAL_H

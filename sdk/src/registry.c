@@ -42,6 +42,16 @@ static const registry_op *find_locked(const char *name) {
   return NULL;
 }
 
+/* The loader's warnings are printed as libdlop's own. */
+static void warn_from_loader(const char *message) { dlop__warn("%s", message); }
+
+/* The bundled plugin directory lies beside libdlop: the loader looks next to the file that
+ * holds this function's code. */
+static int bundled_plugin_dir(char *buffer, size_t size, int *from_environment) {
+  return dlop__bundled_plugin_dir((const void *)&bundled_plugin_dir, buffer, size,
+                                  from_environment);
+}
+
 static dlop_plugin *find_real_path_locked(const char *path) {
   char *real = dlop__real_path(path);
   if (real == NULL) return NULL; /* the loader reports why */
@@ -60,8 +70,9 @@ static int register_locked(const char *path, dlop_plugin **out) {
     *out = plugin;
     return DLOP_OK;
   }
-  int status = dlop__plugin_open(path, dlop__host_api(), &plugin);
-  if (status != DLOP_OK) return status;
+  dlop__loader_report report = {.warn = warn_from_loader};
+  int status = dlop__plugin_open(path, dlop__host_api(), &report, &plugin);
+  if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
   /* Plugin names identify plugins in listings and messages; two files with one name are two
    * builds or copies of one plugin, and which one serves an op would depend on load order. */
   for (int i = 0; i < num_plugins; i++) {
@@ -122,10 +133,11 @@ static void record_load_error_locked(const char *line) {
 
 static void load_default_once(void) {
   dlop__string_list files = {0}, errors = {0};
-  dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &files, &errors);
+  dlop__loader_report report = {.warn = warn_from_loader};
+  dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &report, &files, &errors);
   char bundled[PATH_MAX];
   int from_environment = 0;
-  if (dlop__bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
+  if (bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
     /* A build or install without bundled plugins is fine; a directory the user named is not. */
     struct stat info;
     if (from_environment && bundled[0] != '/')
@@ -259,7 +271,7 @@ static void describe_missing_locked(const char *name, char *message, size_t size
   } else {
     char bundled[PATH_MAX];
     int from_environment = 0;
-    int has_bundled = dlop__bundled_plugin_dir(bundled, sizeof bundled, &from_environment);
+    int has_bundled = bundled_plugin_dir(bundled, sizeof bundled, &from_environment);
     used += (size_t)snprintf(message + used, size - used,
                              "no ops are loaded at all: call dlop_registry_load_default() or put "
                              "the plugin's directory in DLOP_PLUGIN_PATH (bundled plugins are "

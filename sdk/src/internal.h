@@ -21,13 +21,6 @@ void dlop__format(char *buffer, size_t size, const char *format, ...)
 /* Print a warning on stderr (and to the log), prefixed "dlop: warning: ". */
 void dlop__warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- registry (registry.c) ------------------------------------------------------------- */
-
-/* Whether a plugin load error is also printed as a warning when it is recorded (default 1,
- * as registry.h promises library users). The `dlop` command sets 0 before loading and prints
- * the recorded errors once, in its summary. */
-void dlop__registry_set_warn_load_errors(int warn);
-
 /* ---- CUDA (cuda_driver.c) --------------------------------------------------------------- */
 
 /* Load libcuda.so.1 and initialize the driver once; DLOP_NO_DEVICE with a message otherwise. */

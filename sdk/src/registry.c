@@ -118,9 +118,9 @@ static int register_locked(const char *path, dlop_plugin **out) {
  * is shown once; guarded by registry_lock. */
 static int warn_load_errors = 1;
 
-void dlop__registry_set_warn_load_errors(int warn) {
+void dlop_set_load_error_warnings(int enabled) {
   pthread_mutex_lock(&registry_lock);
-  warn_load_errors = warn != 0;
+  warn_load_errors = enabled != 0;
   pthread_mutex_unlock(&registry_lock);
 }
 

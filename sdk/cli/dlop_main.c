@@ -82,7 +82,7 @@ static int load_default_plugins(void) {
   /* Each load error is printed once, by print_load_errors, not also as a warning while
    * loading (the library's default for other hosts). */
   dlop_set_load_error_warnings(0);
-  int status = dlop_registry_load_default();
+  int status = dlop_load_default_plugins();
   if (status != DLOP_OK)
     fprintf(stderr, "dlop: error: loading plugins failed: %s\n", dlop_last_error());
   return status;

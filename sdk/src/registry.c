@@ -167,7 +167,7 @@ static void load_default_once(void) {
   dlop__clear_error();
 }
 
-int dlop_registry_load_default(void) {
+int dlop_load_default_plugins(void) {
   int status = pthread_once(&default_once, load_default_once);
   if (status != 0)
     return dlop__error(DLOP_INTERNAL, "loading the default plugins failed: pthread_once "
@@ -273,7 +273,7 @@ static void describe_missing_locked(const char *name, char *message, size_t size
     int from_environment = 0;
     int has_bundled = bundled_plugin_dir(bundled, sizeof bundled, &from_environment);
     used += (size_t)snprintf(message + used, size - used,
-                             "no ops are loaded at all: call dlop_registry_load_default() or put "
+                             "no ops are loaded at all: call dlop_load_default_plugins() or put "
                              "the plugin's directory in DLOP_PLUGIN_PATH (bundled plugins are "
                              "looked for in %s)",
                              !has_bundled ? "(nowhere: DLOP_BUNDLED_PLUGINS is empty)"

@@ -17,11 +17,12 @@ extern "C" {
 typedef struct dlop_plugin dlop_plugin; /* a loaded plugin file */
 
 /* Load every plugin found in DLOP_PLUGIN_PATH (colon-separated directories and files) and
- * in the bundled plugin directory (DLOP_BUNDLED_PLUGIN_DIR, overridable with the environment
- * variable DLOP_BUNDLED_PLUGINS; set it empty to skip). Runs once; later calls return at once.
- * A bad plugin does not stop the others: its error is recorded (dlop_load_error_at) and
- * printed as a warning. Returns DLOP_OK even when some plugins failed. */
-DLOP_API int dlop_registry_load_default(void);
+ * in the bundled plugin directory (<libdir>/dlop/plugins, beside libdlop itself; the
+ * environment variable DLOP_BUNDLED_PLUGINS replaces it, set empty to skip it). Runs once;
+ * later calls return at once. A bad plugin does not stop the others: its error is recorded
+ * (dlop_load_error_at) and printed as a warning (unless dlop_set_load_error_warnings(0)).
+ * Returns DLOP_OK even when some plugins failed. */
+DLOP_API int dlop_load_default_plugins(void);
 /* Load one plugin file (an explicit path: never searched for in the current directory). */
 DLOP_API int dlop_load_plugin(const char *path, const dlop_plugin **plugin);
 

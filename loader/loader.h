@@ -12,9 +12,10 @@
 #include "dlop/plugin.h"
 #include "dlop/registry.h" /* the opaque dlop_plugin defined below */
 
-/* What a loader call has to say, for its caller to pass on (libdlop records the error as the
- * thread's last error and prints warnings its own way). */
+/* What a loader call needs from its caller and has to say to it: libdlop names statuses with
+ * dlop_status_name, prints warnings its own way and records the error as the thread's last. */
 typedef struct dlop__loader_report {
+  const char *(*status_name)(int status); /* "DLOP_TYPE_ERROR" for messages; required */
   void (*warn)(const char *message); /* each warning, one line without prefix; NULL drops it */
   char error[1024];                  /* after a failing call: "PATH: reason" */
 } dlop__loader_report;

@@ -34,9 +34,6 @@ int dlop__loader_error(dlop__loader_report *report, int status, const char *form
 /* Hand the formatted warning to report->warn (if any). */
 void dlop__loader_warn(dlop__loader_report *report, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
-/* "DLOP_TYPE_ERROR" for a status (from dlop/status.h's list), "DLOP_UNKNOWN_STATUS" otherwise:
- * the name dlop_status_name gives, without calling into libdlop. */
-const char *dlop__loader_status_name(int status);
 
 /* ---- open_plugin.c ---------------------------------------------------------------------- */
 

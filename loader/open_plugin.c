@@ -99,7 +99,7 @@ static int call_entry(dlop__loader_report *report, dlop_plugin *plugin, const dl
   if (status != DLOP_OK)
     return dlop__loader_error(report, DLOP_PLUGIN_ERROR,
                               "%s: " DLOP_PLUGIN_ENTRY_SYMBOL " failed with %s (%d): %s",
-                              plugin->path, dlop__loader_status_name(status), status,
+                              plugin->path, report->status_name(status), status,
                               error[0] ? error : "(the plugin wrote no message)");
   return DLOP_OK;
 }

@@ -23,13 +23,3 @@ void dlop__loader_warn(dlop__loader_report *report, const char *format, ...) {
   va_end(args);
   report->warn(message);
 }
-
-const char *dlop__loader_status_name(int status) {
-  switch (status) {
-#define DLOP__LOADER_STATUS_NAME(name, value, message) \
-  case value: return "DLOP_" #name;
-    DLOP_STATUS_MAP(DLOP__LOADER_STATUS_NAME)
-#undef DLOP__LOADER_STATUS_NAME
-    default: return "DLOP_UNKNOWN_STATUS";
-  }
-}

@@ -44,6 +44,8 @@ static const registry_op *find_locked(const char *name) {
 
 /* The loader's warnings are printed as libdlop's own. */
 static void warn_from_loader(const char *message) { dlop__warn("%s", message); }
+/* What each loader call is given: libdlop's status names and warnings. */
+#define LOADER_REPORT {.status_name = dlop_status_name, .warn = warn_from_loader}
 
 /* The bundled plugin directory lies beside libdlop: the loader looks next to the file that
  * holds this function's code. */
@@ -70,7 +72,7 @@ static int register_locked(const char *path, dlop_plugin **out) {
     *out = plugin;
     return DLOP_OK;
   }
-  dlop__loader_report report = {.warn = warn_from_loader};
+  dlop__loader_report report = LOADER_REPORT;
   int status = dlop__plugin_open(path, dlop__host_api(), &report, &plugin);
   if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
   /* Plugin names identify plugins in listings and messages; two files with one name are two
@@ -133,7 +135,7 @@ static void record_load_error_locked(const char *line) {
 
 static void load_default_once(void) {
   dlop__string_list files = {0}, errors = {0};
-  dlop__loader_report report = {.warn = warn_from_loader};
+  dlop__loader_report report = LOADER_REPORT;
   dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &report, &files, &errors);
   char bundled[PATH_MAX];
   int from_environment = 0;

@@ -374,7 +374,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (dlop_registry_load_default() != DLOP_OK) {
+  if (dlop_load_default_plugins() != DLOP_OK) {
     fprintf(stderr, "dlop-bench-cpu: loading plugins: %s\n", dlop_last_error());
     return 1;
   }

@@ -536,7 +536,7 @@ int main(int argc, char **argv) {
     printf("SKIP: %s\n", error);
     return 0;
   }
-  if (dlop_registry_load_default() != DLOP_OK) {
+  if (dlop_load_default_plugins() != DLOP_OK) {
     fprintf(stderr, "dlop-bench-gpu: loading plugins: %s\n", dlop_last_error());
     return 1;
   }

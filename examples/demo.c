@@ -234,7 +234,7 @@ int main(void) {
   int failures = 0;
   printf("dlop %s (ABI %u.%u)\n", dlop_version_string(), dlop_abi_version() >> 16,
          dlop_abi_version() & 0xffffu);
-  if (dlop_registry_load_default() != DLOP_OK) return report_failure("loading the plugins");
+  if (dlop_load_default_plugins() != DLOP_OK) return report_failure("loading the plugins");
   print_plugins();
   if (dlop_find_op("double") == NULL || dlop_find_op("multiply_them") == NULL ||
       dlop_find_op("exp") == NULL) {

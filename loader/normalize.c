@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader.h"
+#include "loader_internal.h"
 
 /* Copy min(declared, full) bytes of source into a zeroed destination of full bytes. */
 static void copy_covered(void *destination, size_t full, const void *source, uint32_t declared) {
@@ -20,8 +20,8 @@ static void copy_covered(void *destination, size_t full, const void *source, uin
  * names the plugin, the op and the bits. For a plugin of this host's minor or older, unknown
  * bits stay a plugin bug: dlop__validate_op rejects them. Returns 1 when the op is left with no
  * dtype on any device (only unknown ones), so it cannot be offered at all. */
-static int mask_newer_minor_bits(const char *path, const dlop_plugin_desc *desc,
-                                 dlop_op_desc *op) {
+static int mask_newer_minor_bits(dlop__loader_report *report, const char *path,
+                                 const dlop_plugin_desc *desc, dlop_op_desc *op) {
   unsigned minor = DLOP_ABI_VERSION_MINOR_OF(desc->abi_version);
   if (minor <= DLOP_ABI_MINOR || !dlop__is_identifier(op->name)) return 0;
   uint32_t flags = op->flags & ~DLOP__KNOWN_OP_FLAGS;
@@ -33,16 +33,19 @@ static int mask_newer_minor_bits(const char *path, const dlop_plugin_desc *desc,
   op->cpu_dtypes &= DLOP__VALID_DTYPE_MASK;
   op->cuda_dtypes &= DLOP__VALID_DTYPE_MASK;
   int nothing_left = had_dtypes && op->cpu_dtypes == 0 && op->cuda_dtypes == 0;
-  dlop__warn("%s: plugin '%s' (ABI %u.%u, newer than this host's %u.%u), op '%.100s': ignoring "
-             "bits this host does not know: flags 0x%x, cpu_dtypes 0x%x, cuda_dtypes 0x%x%s",
-             path, desc->name, DLOP_ABI_VERSION_MAJOR_OF(desc->abi_version), minor,
-             DLOP_ABI_MAJOR, DLOP_ABI_MINOR, op->name, flags, cpu, cuda,
-             nothing_left ? "; it offers no dtype this host knows, so the op is not registered"
-                          : " (the op is offered for the dtypes this host knows)");
+  dlop__loader_warn(
+      report,
+      "%s: plugin '%s' (ABI %u.%u, newer than this host's %u.%u), op '%.100s': ignoring "
+      "bits this host does not know: flags 0x%x, cpu_dtypes 0x%x, cuda_dtypes 0x%x%s",
+      path, desc->name, DLOP_ABI_VERSION_MAJOR_OF(desc->abi_version), minor, DLOP_ABI_MAJOR,
+      DLOP_ABI_MINOR, op->name, flags, cpu, cuda,
+      nothing_left ? "; it offers no dtype this host knows, so the op is not registered"
+                   : " (the op is offered for the dtypes this host knows)");
   return nothing_left;
 }
 
-int dlop__normalize_plugin(const char *path, const dlop_plugin_desc *raw, dlop_plugin *plugin) {
+int dlop__normalize_plugin(dlop__loader_report *report, const char *path,
+                           const dlop_plugin_desc *raw, dlop_plugin *plugin) {
   copy_covered(&plugin->desc, sizeof plugin->desc, raw, raw->struct_size);
   int32_t count = plugin->desc.num_ops;
   plugin->desc.ops = NULL;
@@ -50,25 +53,26 @@ int dlop__normalize_plugin(const char *path, const dlop_plugin_desc *raw, dlop_p
   plugin->ops = calloc((size_t)count, sizeof *plugin->ops);
   plugin->op_pointers = calloc((size_t)count, sizeof *plugin->op_pointers);
   if (plugin->ops == NULL || plugin->op_pointers == NULL)
-    return dlop__error(DLOP_OUT_OF_MEMORY, "%s: out of memory copying %d op descriptors", path,
-                       (int)count);
+    return dlop__loader_error(report, DLOP_OUT_OF_MEMORY,
+                              "%s: out of memory copying %d op descriptors", path, (int)count);
   int32_t kept = 0; /* ops with no dtype this host knows (newer minor) are left out */
   for (int32_t i = 0; i < count; i++) {
     const dlop_op_desc *op = raw->ops[i];
     if (op == NULL)
-      return dlop__error(DLOP_INVALID_PLUGIN, "%s: op #%d is NULL in the plugin's ops array",
-                         path, (int)i);
+      return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                                "%s: op #%d is NULL in the plugin's ops array", path, (int)i);
     /* The size is checked on the plugin's own struct before anything else is read from it. */
     if (op->struct_size < DLOP__OP_DESC_MIN_SIZE)
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: op #%d has struct_size %u, smaller than the %zu bytes a dlop ABI "
-                         "1.0 op descriptor needs (fields through make_thunk): set it to "
-                         "sizeof(dlop_op_desc)",
-                         path, (int)i, op->struct_size, (size_t)DLOP__OP_DESC_MIN_SIZE);
+      return dlop__loader_error(
+          report, DLOP_INVALID_PLUGIN,
+          "%s: op #%d has struct_size %u, smaller than the %zu bytes a dlop ABI "
+          "1.0 op descriptor needs (fields through make_thunk): set it to "
+          "sizeof(dlop_op_desc)",
+          path, (int)i, op->struct_size, (size_t)DLOP__OP_DESC_MIN_SIZE);
     dlop_op_desc *copy = &plugin->ops[kept];
     copy_covered(copy, sizeof *copy, op, op->struct_size);
-    if (mask_newer_minor_bits(path, &plugin->desc, copy)) continue;
-    int status = dlop__validate_op(path, (int)kept, copy, plugin->ops);
+    if (mask_newer_minor_bits(report, path, &plugin->desc, copy)) continue;
+    int status = dlop__validate_op(report, path, (int)kept, copy, plugin->ops);
     if (status != DLOP_OK) return status;
     plugin->op_pointers[kept] = copy;
     kept++;

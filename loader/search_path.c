@@ -12,10 +12,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "loader.h"
+#include "loader_internal.h"
 
+/* The bundled plugin directory relative to libdlop's: defined once, in the top-level
+ * CMakeLists.txt (DLOP_PLUGIN_SUBDIR, "dlop/plugins"), which lays out the trees to match. */
 #ifndef DLOP_PLUGIN_SUBDIR
-#error "DLOP_PLUGIN_SUBDIR must be defined by the build (\"dlop/plugins\")"
+#error "DLOP_PLUGIN_SUBDIR must be defined by the build (see the top-level CMakeLists.txt)"
 #endif
 
 int dlop__string_list_push(dlop__string_list *list, const char *text) {
@@ -83,8 +85,8 @@ int dlop__collect_directory(const char *directory, const char *origin, dlop__str
   return 0;
 }
 
-void dlop__collect_plugin_path(const char *value, dlop__string_list *files,
-                               dlop__string_list *errors) {
+void dlop__collect_plugin_path(const char *value, dlop__loader_report *report,
+                               dlop__string_list *files, dlop__string_list *errors) {
   if (value == NULL) return;
   const char *start = value;
   for (;;) {
@@ -98,9 +100,11 @@ void dlop__collect_plugin_path(const char *value, dlop__string_list *files,
       entry[length] = '\0';
       struct stat info;
       if (entry[0] != '/') {
-        dlop__warn("DLOP_PLUGIN_PATH entry '%s' is relative and was ignored: use an absolute "
-                   "path (plugins are never loaded relative to the current directory)",
-                   entry);
+        dlop__loader_warn(
+            report,
+            "DLOP_PLUGIN_PATH entry '%s' is relative and was ignored: use an absolute "
+            "path (plugins are never loaded relative to the current directory)",
+            entry);
       } else if (stat(entry, &info) != 0) {
         dlop__string_list_pushf(errors, "%s: listed in DLOP_PLUGIN_PATH but cannot be read: %s",
                                 entry, strerror(errno));
@@ -118,7 +122,8 @@ void dlop__collect_plugin_path(const char *value, dlop__string_list *files,
   }
 }
 
-int dlop__bundled_plugin_dir(char *buffer, size_t size, int *from_environment) {
+int dlop__bundled_plugin_dir(const void *library_address, char *buffer, size_t size,
+                             int *from_environment) {
   const char *override = getenv("DLOP_BUNDLED_PLUGINS");
   if (from_environment) *from_environment = override != NULL;
   if (buffer == NULL || size == 0) return 0;
@@ -127,11 +132,11 @@ int dlop__bundled_plugin_dir(char *buffer, size_t size, int *from_environment) {
     snprintf(buffer, size, "%s", override);
     return override[0] != '\0';
   }
-  /* Relative to libdlop itself, so a build tree and an installed tree both work:
-   * <libdir>/libdlop.so next to <libdir>/dlop/plugins/. */
+  /* Relative to the library holding library_address (libdlop itself), so a build tree and an
+   * installed tree both work: <libdir>/libdlop.so next to <libdir>/dlop/plugins/. */
   Dl_info info;
-  void *self = (void *)&dlop__bundled_plugin_dir;
-  if (dladdr(self, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0') return 0;
+  if (dladdr(library_address, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0')
+    return 0;
   char library[PATH_MAX];
   /* realpath also folds the "bin/../lib" that an $ORIGIN rpath leaves in the name. */
   if (realpath(info.dli_fname, library) == NULL) {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader.h"
+#include "loader_internal.h"
 
 int dlop__is_identifier(const char *name) {
   if (name == NULL || name[0] == '\0') return 0;
@@ -26,124 +26,143 @@ static const char *shown(const char *name, char *buffer, size_t size) {
   return buffer;
 }
 
-int dlop__validate_plugin_desc(const char *path, const dlop_plugin_desc *desc, uint32_t host_abi) {
+int dlop__validate_plugin_desc(dlop__loader_report *report, const char *path,
+                               const dlop_plugin_desc *desc, uint32_t host_abi) {
   char name[80];
   if (desc == NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: dlop_plugin_init returned DLOP_OK but no plugin descriptor (NULL)", path);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: dlop_plugin_init returned DLOP_OK but no plugin descriptor (NULL)", path);
   /* struct_size and abi_version are the two fields every ABI major keeps in place, so they
    * are read first: a plugin of another major gets the clear version message. */
   if (desc->struct_size < 2 * sizeof(uint32_t))
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: plugin descriptor has struct_size %u, too small to hold even its "
-                       "version (a dlop ABI 1.0 descriptor is at least %zu bytes)",
-                       path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: plugin descriptor has struct_size %u, too small to hold even its "
+        "version (a dlop ABI 1.0 descriptor is at least %zu bytes)",
+        path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
   unsigned plugin_major = DLOP_ABI_VERSION_MAJOR_OF(desc->abi_version);
   unsigned plugin_minor = DLOP_ABI_VERSION_MINOR_OF(desc->abi_version);
   if (plugin_major != DLOP_ABI_VERSION_MAJOR_OF(host_abi))
-    return dlop__error(DLOP_ABI_MISMATCH,
-                       "%s: built for dlop ABI %u.%u, this host speaks %u.%u: rebuild the plugin "
-                       "against dlop %u.x headers",
-                       path, plugin_major, plugin_minor, DLOP_ABI_VERSION_MAJOR_OF(host_abi),
-                       DLOP_ABI_VERSION_MINOR_OF(host_abi), DLOP_ABI_VERSION_MAJOR_OF(host_abi));
+    return dlop__loader_error(
+        report, DLOP_ABI_MISMATCH,
+        "%s: built for dlop ABI %u.%u, this host speaks %u.%u: rebuild the plugin "
+        "against dlop %u.x headers",
+        path, plugin_major, plugin_minor, DLOP_ABI_VERSION_MAJOR_OF(host_abi),
+        DLOP_ABI_VERSION_MINOR_OF(host_abi), DLOP_ABI_VERSION_MAJOR_OF(host_abi));
   if (desc->struct_size < DLOP__PLUGIN_DESC_MIN_SIZE)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: plugin descriptor has struct_size %u, smaller than the %zu bytes of a "
-                       "dlop ABI 1.0 plugin descriptor (set it to sizeof(dlop_plugin_desc))",
-                       path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: plugin descriptor has struct_size %u, smaller than the %zu bytes of a "
+        "dlop ABI 1.0 plugin descriptor (set it to sizeof(dlop_plugin_desc))",
+        path, desc->struct_size, (size_t)DLOP__PLUGIN_DESC_MIN_SIZE);
   if (!dlop__is_identifier(desc->name))
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: plugin name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*",
-                       path, shown(desc->name, name, sizeof name));
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: plugin name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*", path,
+        shown(desc->name, name, sizeof name));
   if (desc->num_ops < 0)
-    return dlop__error(DLOP_INVALID_PLUGIN, "%s: plugin '%s' declares num_ops %d: expected >= 0",
-                       path, desc->name, (int)desc->num_ops);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: plugin '%s' declares num_ops %d: expected >= 0", path,
+                              desc->name, (int)desc->num_ops);
   if (desc->num_ops > 0 && desc->ops == NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: plugin '%s' declares %d ops but its ops array is NULL", path,
-                       desc->name, (int)desc->num_ops);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: plugin '%s' declares %d ops but its ops array is NULL", path,
+                              desc->name, (int)desc->num_ops);
   return DLOP_OK;
 }
 
-static int validate_default(const char *path, const char *where, const dlop_param_decl *param) {
+static int validate_default(dlop__loader_report *report, const char *path, const char *where,
+                            const dlop_param_decl *param) {
   const dlop_param_value *value = &param->default_value;
   if (value->kind != param->kind)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s: default value has kind %s (%d) but the parameter is declared %s "
-                       "(%d): they must match",
-                       path, where, dlop_param_kind_name(value->kind), (int)value->kind,
-                       dlop_param_kind_name(param->kind), (int)param->kind);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s: default value has kind %s (%d) but the parameter is declared %s "
+        "(%d): they must match",
+        path, where, dlop_param_kind_name(value->kind), (int)value->kind,
+        dlop_param_kind_name(param->kind), (int)param->kind);
   if (param->kind == DLOP_PARAM_BOOL && value->u.i != 0 && value->u.i != 1)
-    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s: bool default is %lld: expected 0 or 1", path,
-                       where, (long long)value->u.i);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s: bool default is %lld: expected 0 or 1", path, where,
+                              (long long)value->u.i);
   if (param->kind == DLOP_PARAM_STRING && value->u.s == NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s: string default is NULL: use \"\" for an empty default", path, where);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s: string default is NULL: use \"\" for an empty default", path,
+                              where);
   if (param->kind == DLOP_PARAM_INTS &&
       (value->count < 0 || (value->count > 0 && value->u.ints == NULL)))
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s: ints default has count %d and values %s: expected count >= 0 "
-                       "and a non-NULL array when count > 0",
-                       path, where, (int)value->count, value->u.ints ? "set" : "NULL");
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s: ints default has count %d and values %s: expected count >= 0 "
+        "and a non-NULL array when count > 0",
+        path, where, (int)value->count, value->u.ints ? "set" : "NULL");
   return DLOP_OK;
 }
 
-static int validate_params(const char *path, const char *op_where, const dlop_op_desc *op) {
+static int validate_params(dlop__loader_report *report, const char *path, const char *op_where,
+                           const dlop_op_desc *op) {
   char where[256], name[80];
   if (op->num_params < 0)
-    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s declares num_params %d: expected >= 0", path,
-                       op_where, (int)op->num_params);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s declares num_params %d: expected >= 0", path, op_where,
+                              (int)op->num_params);
   if (op->num_params > 0 && op->params == NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares %d parameters but its params array is NULL", path,
-                       op_where, (int)op->num_params);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s declares %d parameters but its params array is NULL", path,
+                              op_where, (int)op->num_params);
   for (int32_t i = 0; i < op->num_params; i++) {
     const dlop_param_decl *param = &op->params[i];
     if (!dlop__is_identifier(param->name))
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s: parameter #%d name %s is not well-formed: expected "
-                         "[A-Za-z_][A-Za-z0-9_]*",
-                         path, op_where, (int)i, shown(param->name, name, sizeof name));
+      return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                                "%s: %s: parameter #%d name %s is not well-formed: expected "
+                                "[A-Za-z_][A-Za-z0-9_]*",
+                                path, op_where, (int)i, shown(param->name, name, sizeof name));
     snprintf(where, sizeof where, "%s, parameter '%s'", op_where, param->name);
     for (int32_t j = 0; j < i; j++)
       if (strcmp(op->params[j].name, param->name) == 0)
-        return dlop__error(DLOP_INVALID_PLUGIN,
-                           "%s: %s is declared twice (parameters #%d and #%d): names must be "
-                           "unique within an op",
-                           path, where, (int)j, (int)i);
+        return dlop__loader_error(
+            report, DLOP_INVALID_PLUGIN,
+            "%s: %s is declared twice (parameters #%d and #%d): names must be "
+            "unique within an op",
+            path, where, (int)j, (int)i);
     if (param->kind < DLOP_PARAM_BOOL || param->kind > DLOP_PARAM_INTS)
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s has unknown kind %d: expected bool (1), int (2), float (3), "
-                         "string (4) or ints (5)",
-                         path, where, (int)param->kind);
-    int status = validate_default(path, where, param);
+      return dlop__loader_error(
+          report, DLOP_INVALID_PLUGIN,
+          "%s: %s has unknown kind %d: expected bool (1), int (2), float (3), "
+          "string (4) or ints (5)",
+          path, where, (int)param->kind);
+    int status = validate_default(report, path, where, param);
     if (status != DLOP_OK) return status;
   }
   return DLOP_OK;
 }
 
-static int validate_dtype_mask(const char *path, const char *where, const char *field,
-                               uint32_t mask) {
+static int validate_dtype_mask(dlop__loader_report *report, const char *path, const char *where,
+                               const char *field, uint32_t mask) {
   if ((mask & ~DLOP__VALID_DTYPE_MASK) == 0) return DLOP_OK;
-  return dlop__error(DLOP_INVALID_PLUGIN,
-                     "%s: %s: %s 0x%x has bits outside the %d known dtypes (invalid bits 0x%x; "
-                     "valid mask 0x%x): build masks with DLOP_DTYPE_BIT() (only a plugin built "
-                     "for a newer ABI minor than the host's may use bits the host does not know)",
-                     path, where, field, mask, DLOP_DTYPE_COUNT, mask & ~DLOP__VALID_DTYPE_MASK,
-                     DLOP__VALID_DTYPE_MASK);
+  return dlop__loader_error(
+      report, DLOP_INVALID_PLUGIN,
+      "%s: %s: %s 0x%x has bits outside the %d known dtypes (invalid bits 0x%x; "
+      "valid mask 0x%x): build masks with DLOP_DTYPE_BIT() (only a plugin built "
+      "for a newer ABI minor than the host's may use bits the host does not know)",
+      path, where, field, mask, DLOP_DTYPE_COUNT, mask & ~DLOP__VALID_DTYPE_MASK,
+      DLOP__VALID_DTYPE_MASK);
 }
 
 /* The in-place map: per output, an input index or -1. */
-static int validate_inplace_map(const char *path, const char *where, const dlop_op_desc *op) {
+static int validate_inplace_map(dlop__loader_report *report, const char *path, const char *where,
+                                const dlop_op_desc *op) {
   const int32_t *map = op->inplace_map;
   if (map == NULL) return DLOP_OK;
   for (int32_t i = 0; i < op->num_outputs; i++) {
     int bad = map[i] < -1 || (op->num_inputs != DLOP_VARIADIC && map[i] >= op->num_inputs);
     if (bad)
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s: inplace_map[%d] is %d: expected -1 or an input index in [0, "
-                         "%d)",
-                         path, where, (int)i, (int)map[i], (int)op->num_inputs);
+      return dlop__loader_error(
+          report, DLOP_INVALID_PLUGIN,
+          "%s: %s: inplace_map[%d] is %d: expected -1 or an input index in [0, "
+          "%d)",
+          path, where, (int)i, (int)map[i], (int)op->num_inputs);
   }
   return DLOP_OK;
 }
@@ -157,62 +176,71 @@ static int validate_inplace_map(const char *path, const char *where, const dlop_
  * an input (no -1: the host allocates nothing for a view node) and no in-place map (the host
  * writes nothing for it). A make_view without a view_map would never be called: refused too,
  * rather than silently ignored. */
-static int validate_view_map(const char *path, const char *where, const dlop_op_desc *op) {
+static int validate_view_map(dlop__loader_report *report, const char *path, const char *where,
+                             const dlop_op_desc *op) {
   const int32_t *map = op->view_map;
   if (map == NULL) {
     if (op->make_view != NULL)
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s sets make_view but no view_map: the host calls make_view only "
-                         "for ops whose view_map names, per output, the input it views (set "
-                         "view_map, or leave make_view NULL)",
-                         path, where);
+      return dlop__loader_error(
+          report, DLOP_INVALID_PLUGIN,
+          "%s: %s sets make_view but no view_map: the host calls make_view only "
+          "for ops whose view_map names, per output, the input it views (set "
+          "view_map, or leave make_view NULL)",
+          path, where);
     return DLOP_OK;
   }
   if (op->struct_size < VIEW_DESC_MIN_SIZE)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares a view_map but its descriptor has struct_size %u, which "
-                       "ends before make_view (views need ABI 1.1: a descriptor of at least %zu "
-                       "bytes with make_view set; rebuild against dlop ABI 1.1 or later headers)",
-                       path, where, op->struct_size, (size_t)VIEW_DESC_MIN_SIZE);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares a view_map but its descriptor has struct_size %u, which "
+        "ends before make_view (views need ABI 1.1: a descriptor of at least %zu "
+        "bytes with make_view set; rebuild against dlop ABI 1.1 or later headers)",
+        path, where, op->struct_size, (size_t)VIEW_DESC_MIN_SIZE);
   if (op->make_view == NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares a view_map but no make_view function (NULL): a view op "
-                       "must set make_view, which gives the host each output's strides",
-                       path, where);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares a view_map but no make_view function (NULL): a view op "
+        "must set make_view, which gives the host each output's strides",
+        path, where);
   if (op->num_inputs == DLOP_VARIADIC)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares a view_map but takes any number of inputs "
-                       "(DLOP_VARIADIC): a view op needs a fixed num_inputs for its view_map to "
-                       "name",
-                       path, where);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares a view_map but takes any number of inputs "
+        "(DLOP_VARIADIC): a view op needs a fixed num_inputs for its view_map to "
+        "name",
+        path, where);
   if (op->inplace_map != NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares both a view_map and an inplace_map: a view op writes "
-                       "nothing, so it cannot work in place (leave inplace_map NULL)",
-                       path, where);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares both a view_map and an inplace_map: a view op writes "
+        "nothing, so it cannot work in place (leave inplace_map NULL)",
+        path, where);
   for (int32_t o = 0; o < op->num_outputs; o++)
     if (map[o] < 0 || map[o] >= op->num_inputs)
-      return dlop__error(DLOP_INVALID_PLUGIN,
-                         "%s: %s: view_map[%d] is %d: expected an input index in [0, %d) (every "
-                         "output of a view op is a view of one input)",
-                         path, where, (int)o, (int)map[o], (int)op->num_inputs);
+      return dlop__loader_error(
+          report, DLOP_INVALID_PLUGIN,
+          "%s: %s: view_map[%d] is %d: expected an input index in [0, %d) (every "
+          "output of a view op is a view of one input)",
+          path, where, (int)o, (int)map[o], (int)op->num_inputs);
   return DLOP_OK;
 }
 
-int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
-                      const dlop_op_desc *earlier_ops) {
+int dlop__validate_op(dlop__loader_report *report, const char *path, int index,
+                      const dlop_op_desc *op, const dlop_op_desc *earlier_ops) {
   char where[160], name[80];
   if (!dlop__is_identifier(op->name))
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: op #%d name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*",
-                       path, index, shown(op->name, name, sizeof name));
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: op #%d name %s is not well-formed: expected [A-Za-z_][A-Za-z0-9_]*", path, index,
+        shown(op->name, name, sizeof name));
   snprintf(where, sizeof where, "op '%.100s'", op->name);
   for (int j = 0; j < index; j++)
     if (strcmp(earlier_ops[j].name, op->name) == 0)
-      return dlop__error(DLOP_DUPLICATE,
-                         "%s: %s is declared twice in this plugin (ops #%d and #%d): op names "
-                         "must be unique",
-                         path, where, j, index);
+      return dlop__loader_error(
+          report, DLOP_DUPLICATE,
+          "%s: %s is declared twice in this plugin (ops #%d and #%d): op names "
+          "must be unique",
+          path, where, j, index);
   /* View ops (view_map set) run no kernel, so make_thunk is optional for them; checked in
    * validate_view_map. Every other op needs all three stages. */
   const char *missing = op->make_node == NULL                          ? "make_node"
@@ -220,37 +248,40 @@ int dlop__validate_op(const char *path, int index, const dlop_op_desc *op,
                         : op->make_thunk == NULL && op->view_map == NULL ? "make_thunk"
                                                                          : NULL;
   if (missing != NULL)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s has no %s function (NULL): make_node, infer_shape and make_thunk "
-                       "are all required (only a view op, with a view_map and make_view, may "
-                       "leave make_thunk NULL)",
-                       path, where, missing);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s has no %s function (NULL): make_node, infer_shape and make_thunk "
+        "are all required (only a view op, with a view_map and make_view, may "
+        "leave make_thunk NULL)",
+        path, where, missing);
   if (op->num_outputs < 1)
-    return dlop__error(DLOP_INVALID_PLUGIN, "%s: %s declares num_outputs %d: expected >= 1", path,
-                       where, (int)op->num_outputs);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s declares num_outputs %d: expected >= 1", path, where,
+                              (int)op->num_outputs);
   if (op->num_inputs < 0 && op->num_inputs != DLOP_VARIADIC)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares num_inputs %d: expected >= 0 or DLOP_VARIADIC (%d)", path,
-                       where, (int)op->num_inputs, DLOP_VARIADIC);
-  int status = validate_params(path, where, op);
+    return dlop__loader_error(report, DLOP_INVALID_PLUGIN,
+                              "%s: %s declares num_inputs %d: expected >= 0 or DLOP_VARIADIC (%d)",
+                              path, where, (int)op->num_inputs, DLOP_VARIADIC);
+  int status = validate_params(report, path, where, op);
   if (status != DLOP_OK) return status;
-  status = validate_dtype_mask(path, where, "cpu_dtypes", op->cpu_dtypes);
+  status = validate_dtype_mask(report, path, where, "cpu_dtypes", op->cpu_dtypes);
   if (status != DLOP_OK) return status;
-  status = validate_dtype_mask(path, where, "cuda_dtypes", op->cuda_dtypes);
+  status = validate_dtype_mask(report, path, where, "cuda_dtypes", op->cuda_dtypes);
   if (status != DLOP_OK) return status;
   if (op->cpu_dtypes == 0 && op->cuda_dtypes == 0)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s declares no device: cpu_dtypes and cuda_dtypes are both 0 (set the "
-                       "dtypes it accepts on at least one device)",
-                       path, where);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares no device: cpu_dtypes and cuda_dtypes are both 0 (set the "
+        "dtypes it accepts on at least one device)",
+        path, where);
   if ((op->flags & ~DLOP__KNOWN_OP_FLAGS) != 0)
-    return dlop__error(DLOP_INVALID_PLUGIN,
-                       "%s: %s: flags 0x%x has unknown bits 0x%x (known flags: 0x%x; only a "
-                       "plugin built for a newer ABI minor than the host's may use bits the host "
-                       "does not know)",
-                       path, where,
-                       op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
-  status = validate_view_map(path, where, op);
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s: flags 0x%x has unknown bits 0x%x (known flags: 0x%x; only a "
+        "plugin built for a newer ABI minor than the host's may use bits the host "
+        "does not know)",
+        path, where, op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
+  status = validate_view_map(report, path, where, op);
   if (status != DLOP_OK) return status;
-  return validate_inplace_map(path, where, op);
+  return validate_inplace_map(report, path, where, op);
 }

@@ -144,7 +144,7 @@ static int module_exec(PyObject *module) {
   if (PyModule_AddIntConstant(module, "MAX_NDIM", DLOP_MAX_NDIM) < 0) return -1;
   /* The bundled plugins and DLOP_PLUGIN_PATH load on import; failures are kept for
    * load_errors() rather than raised, as for the `dlop` command. */
-  int status = dlop_registry_load_default();
+  int status = dlop_load_default_plugins();
   if (status != DLOP_OK) {
     dlop_py_raise(state, status, "loading the default plugins");
     return -1;

@@ -1,8 +1,7 @@
 /* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full,
  * print versions, load plugin files explicitly (for plugin authors checking their .so), and
  * run the compliance suite on one (`dlop check`, which runs dlop-check).
- * It reads the registry through the public API, like any other host; its one internal call
- * keeps load errors from being printed twice (once while loading, once in its summary). */
+ * It reads the registry through the public API only, like any other host. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,8 +9,6 @@
 #include <unistd.h>
 
 #include "dlop.h"
-/* For dlop__registry_set_warn_load_errors only: the command prints load errors itself. */
-#include "../src/internal.h"
 
 static void print_usage(FILE *out) {
   fprintf(out,
@@ -84,8 +81,8 @@ static void print_inputs(const dlop_op_desc *op) {
 static int load_default_plugins(void) {
   /* Each load error is printed once, by print_load_errors, not also as a warning while
    * loading (the library's default for other hosts). */
-  dlop__registry_set_warn_load_errors(0);
-  int status = dlop_registry_load_default();
+  dlop_set_load_error_warnings(0);
+  int status = dlop_load_default_plugins();
   if (status != DLOP_OK)
     fprintf(stderr, "dlop: error: loading plugins failed: %s\n", dlop_last_error());
   return status;

@@ -1,4 +1,4 @@
-/* internal.h — declarations shared by the parts of libdlop (runtime, registry, graph, loader).
+/* internal.h — declarations shared by the parts of libdlop (runtime, registry, graph).
  * Nothing here is part of the public ABI; names carry the dlop__ prefix. */
 #ifndef DLOP_INTERNAL_H
 #define DLOP_INTERNAL_H
@@ -20,13 +20,6 @@ void dlop__format(char *buffer, size_t size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 /* Print a warning on stderr (and to the log), prefixed "dlop: warning: ". */
 void dlop__warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
-
-/* ---- registry (registry.c) ------------------------------------------------------------- */
-
-/* Whether a plugin load error is also printed as a warning when it is recorded (default 1,
- * as registry.h promises library users). The `dlop` command sets 0 before loading and prints
- * the recorded errors once, in its summary. */
-void dlop__registry_set_warn_load_errors(int warn);
 
 /* ---- CUDA (cuda_driver.c) --------------------------------------------------------------- */
 

@@ -42,6 +42,18 @@ static const registry_op *find_locked(const char *name) {
   return NULL;
 }
 
+/* The loader's warnings are printed as libdlop's own. */
+static void warn_from_loader(const char *message) { dlop__warn("%s", message); }
+/* What each loader call is given: libdlop's status names and warnings. */
+#define LOADER_REPORT {.status_name = dlop_status_name, .warn = warn_from_loader}
+
+/* The bundled plugin directory lies beside libdlop: the loader looks next to the file that
+ * holds this function's code. */
+static int bundled_plugin_dir(char *buffer, size_t size, int *from_environment) {
+  return dlop__bundled_plugin_dir((const void *)&bundled_plugin_dir, buffer, size,
+                                  from_environment);
+}
+
 static dlop_plugin *find_real_path_locked(const char *path) {
   char *real = dlop__real_path(path);
   if (real == NULL) return NULL; /* the loader reports why */
@@ -60,8 +72,9 @@ static int register_locked(const char *path, dlop_plugin **out) {
     *out = plugin;
     return DLOP_OK;
   }
-  int status = dlop__plugin_open(path, dlop__host_api(), &plugin);
-  if (status != DLOP_OK) return status;
+  dlop__loader_report report = LOADER_REPORT;
+  int status = dlop__plugin_open(path, dlop__host_api(), &report, &plugin);
+  if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
   /* Plugin names identify plugins in listings and messages; two files with one name are two
    * builds or copies of one plugin, and which one serves an op would depend on load order. */
   for (int i = 0; i < num_plugins; i++) {
@@ -107,9 +120,9 @@ static int register_locked(const char *path, dlop_plugin **out) {
  * is shown once; guarded by registry_lock. */
 static int warn_load_errors = 1;
 
-void dlop__registry_set_warn_load_errors(int warn) {
+void dlop_set_load_error_warnings(int enabled) {
   pthread_mutex_lock(&registry_lock);
-  warn_load_errors = warn != 0;
+  warn_load_errors = enabled != 0;
   pthread_mutex_unlock(&registry_lock);
 }
 
@@ -122,10 +135,11 @@ static void record_load_error_locked(const char *line) {
 
 static void load_default_once(void) {
   dlop__string_list files = {0}, errors = {0};
-  dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &files, &errors);
+  dlop__loader_report report = LOADER_REPORT;
+  dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &report, &files, &errors);
   char bundled[PATH_MAX];
   int from_environment = 0;
-  if (dlop__bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
+  if (bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
     /* A build or install without bundled plugins is fine; a directory the user named is not. */
     struct stat info;
     if (from_environment && bundled[0] != '/')
@@ -155,7 +169,7 @@ static void load_default_once(void) {
   dlop__clear_error();
 }
 
-int dlop_registry_load_default(void) {
+int dlop_load_default_plugins(void) {
   int status = pthread_once(&default_once, load_default_once);
   if (status != 0)
     return dlop__error(DLOP_INTERNAL, "loading the default plugins failed: pthread_once "
@@ -259,9 +273,9 @@ static void describe_missing_locked(const char *name, char *message, size_t size
   } else {
     char bundled[PATH_MAX];
     int from_environment = 0;
-    int has_bundled = dlop__bundled_plugin_dir(bundled, sizeof bundled, &from_environment);
+    int has_bundled = bundled_plugin_dir(bundled, sizeof bundled, &from_environment);
     used += (size_t)snprintf(message + used, size - used,
-                             "no ops are loaded at all: call dlop_registry_load_default() or put "
+                             "no ops are loaded at all: call dlop_load_default_plugins() or put "
                              "the plugin's directory in DLOP_PLUGIN_PATH (bundled plugins are "
                              "looked for in %s)",
                              !has_bundled ? "(nowhere: DLOP_BUNDLED_PLUGINS is empty)"

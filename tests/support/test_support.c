@@ -55,7 +55,7 @@ void dlop_test_require_cuda_or_skip(void) {
 }
 
 void dlop_test_load_bundled_plugins(void) {
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_msg(dlop_load_error_count() == 0, "bundled plugins failed to load: %s",
                 dlop_load_error_count() ? dlop_load_error_at(0) : "");
 }

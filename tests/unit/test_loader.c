@@ -382,7 +382,7 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   setenv("DLOP_PLUGIN_PATH", FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   const char *warnings = captured_stderr();
   /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op */
   ck_assert_int_eq(dlop_plugin_count(), 7);
@@ -417,10 +417,10 @@ END_TEST
 START_TEST(load_default_runs_once) {
   setenv("DLOP_PLUGIN_PATH", FIXTURE("good"), 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_plugin_count(), 1);
   setenv("DLOP_PLUGIN_PATH", FIXTURE("older_op_struct"), 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_plugin_count(), 1);
 }
 END_TEST
@@ -432,7 +432,7 @@ START_TEST(relative_and_empty_entries_are_ignored) {
   setenv("DLOP_PLUGIN_PATH", "::.:good.so::./older_op_struct.so:" FIXTURE("newer_minor") ":", 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   const char *warnings = captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_newer_minor");
@@ -447,7 +447,7 @@ START_TEST(empty_plugin_path_never_means_cwd) {
   ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
   setenv("DLOP_PLUGIN_PATH", "", 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_plugin_count(), 0);
   ck_assert_int_eq(dlop_load_error_count(), 0);
 }
@@ -457,7 +457,7 @@ START_TEST(missing_path_entry_is_a_load_error) {
   setenv("DLOP_PLUGIN_PATH", "/nonexistent/dlop_plugins:" FIXTURE("good"), 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_int_eq(dlop_load_error_count(), 1);

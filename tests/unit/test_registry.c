@@ -84,7 +84,7 @@ START_TEST(bundled_directory_override) {
   copy_file(FIXTURE("good"), path); /* not *.so: ignored */
   setenv("DLOP_BUNDLED_PLUGINS", dir, 1);
   setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_load_error_count(), 0);
   ck_assert_int_eq(dlop_plugin_count(), 2);
   ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_good");
@@ -97,7 +97,7 @@ END_TEST
 START_TEST(bundled_directory_empty_override_skips) {
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_plugin_count(), 0);
   ck_assert_int_eq(dlop_load_error_count(), 0);
 }
@@ -106,7 +106,7 @@ END_TEST
 START_TEST(bundled_directory_override_missing_is_an_error) {
   setenv("DLOP_BUNDLED_PLUGINS", "/nonexistent/bundled", 1);
   setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_int_eq(dlop_load_error_count(), 1);
   ck_assert_msg(strncmp(dlop_load_error_at(0), "/nonexistent/bundled: ", 22) == 0, "%s",
                 dlop_load_error_at(0));
@@ -127,7 +127,7 @@ START_TEST(bundled_directory_relative_override_is_refused) {
       setenv("DLOP_PLUGIN_PATH", "", 1);
       FILE *null = freopen("/dev/null", "w", stderr); /* the warning; checked through the API */
       (void)null;
-      int ok = dlop_registry_load_default() == DLOP_OK && dlop_plugin_count() == 0 &&
+      int ok = dlop_load_default_plugins() == DLOP_OK && dlop_plugin_count() == 0 &&
                dlop_load_error_count() == 1 &&
                strncmp(dlop_load_error_at(0), "DLOP_BUNDLED_PLUGINS='", 22) == 0 &&
                strstr(dlop_load_error_at(0), relative[i]) != NULL &&
@@ -288,7 +288,7 @@ END_TEST
 START_TEST(find_op_error_mentions_load_errors) {
   setenv("DLOP_PLUGIN_PATH", FIXTURE("good") ":" FIXTURE("init_fails"), 1);
   setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_registry_load_default());
+  DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_ptr_null(dlop_find_op("nosuchop"));
   ck_assert_msg(strstr(dlop_last_error(), "loaded ops: fixture_scale; 1 plugin file(s) failed") !=
                     NULL,

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
 #include "op.h"
 #include "runtime.h"
 
@@ -23,53 +24,55 @@ typedef struct dlop_named_param {
   dlop_param_value value;
 } dlop_named_param;
 
-int dlop_graph_create(dlop_graph **graph);
-void dlop_graph_destroy(dlop_graph *graph);
+DLOP_API int dlop_graph_create(dlop_graph **graph);
+DLOP_API void dlop_graph_destroy(dlop_graph *graph);
 
 /* A graph input. shape may be NULL (every dimension unknown); DLOP_DIM_UNKNOWN marks one. */
-int dlop_graph_input(dlop_graph *graph, const char *name, dlop_dtype dtype, int32_t ndim,
-                     const int64_t *shape, dlop_var **var);
+DLOP_API int dlop_graph_input(dlop_graph *graph, const char *name, dlop_dtype dtype, int32_t ndim,
+                              const int64_t *shape, dlop_var **var);
 /* A constant: the array is retained and fed to every run (copied to the function's device
  * once, at compile time, when it lives elsewhere). */
-int dlop_graph_constant(dlop_graph *graph, const char *name, dlop_array *value, dlop_var **var);
+DLOP_API int dlop_graph_constant(dlop_graph *graph, const char *name, dlop_array *value,
+                                 dlop_var **var);
 
 /* Apply a registered op: runs make_node and infer_shape now, so the outputs' dtypes and
  * shapes are known. Type and shape errors come back here, with the op's message. outputs may
  * be the inputs array itself (v = op(v): apply(g, op, &v, 1, ..., &v, 1)). On failure the graph
  * is unchanged and every output slot is set to NULL, except slots that are also input slots,
  * which keep their variable. */
-int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
-                     int32_t num_inputs, const dlop_named_param *params, int32_t num_params,
-                     dlop_var **outputs, int32_t num_outputs);
+DLOP_API int dlop_graph_apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs,
+                              int32_t num_inputs, const dlop_named_param *params,
+                              int32_t num_params, dlop_var **outputs, int32_t num_outputs);
 
-const dlop_type *dlop_var_type(const dlop_var *var);
-const char *dlop_var_name(const dlop_var *var);
+DLOP_API const dlop_type *dlop_var_type(const dlop_var *var);
+DLOP_API const char *dlop_var_name(const dlop_var *var);
 /* The op that produced var, or NULL for inputs and constants. */
-const dlop_op_desc *dlop_var_op(const dlop_var *var);
+DLOP_API const dlop_op_desc *dlop_var_op(const dlop_var *var);
 
 /* Compile the subgraph from inputs to outputs for one device: topological order, make_thunk
  * per node, and a buffer plan that frees each intermediate after its last use so later
  * nodes reuse its memory. Fails with DLOP_NO_DEVICE / DLOP_UNSUPPORTED (naming the op and
  * dtype) rather than running anything elsewhere. */
-int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
-                          dlop_var *const *outputs, int32_t num_outputs, dlop_device device,
-                          dlop_function **function);
+DLOP_API int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
+                                   dlop_var *const *outputs, int32_t num_outputs,
+                                   dlop_device device, dlop_function **function);
 /* Waits for the work of its runs still in flight, on the function's own stream and on the
  * caller streams runs were given (the last 8 distinct ones are remembered; an older one is
  * waited for when it is forgotten), then frees the thunks and constants. */
-void dlop_function_destroy(dlop_function *function);
+DLOP_API void dlop_function_destroy(dlop_function *function);
 
 /* Run once. Inputs must be on the function's device (DLOP_DEVICE_MISMATCH otherwise) and
  * match the declared dtypes and static shapes. New output arrays are written to outputs[]
  * (the caller releases them). On CUDA the work is enqueued on stream (NULL: the function's
  * own stream) and the outputs record it; dlop_array_to_host waits for it. */
-int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_t num_inputs,
-                      dlop_array **outputs, int32_t num_outputs, dlop_stream *stream);
+DLOP_API int dlop_function_run(dlop_function *function, dlop_array *const *inputs,
+                               int32_t num_inputs, dlop_array **outputs, int32_t num_outputs,
+                               dlop_stream *stream);
 
-dlop_device dlop_function_device(const dlop_function *function);
-int32_t dlop_function_node_count(const dlop_function *function);
+DLOP_API dlop_device dlop_function_device(const dlop_function *function);
+DLOP_API int32_t dlop_function_node_count(const dlop_function *function);
 /* A readable listing: one line per node with op, input and output types, shapes and device. */
-int dlop_function_explain(const dlop_function *function, char *buffer, size_t size);
+DLOP_API int dlop_function_explain(const dlop_function *function, char *buffer, size_t size);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
 #include "op.h"
 #include "plugin.h"
 
@@ -16,38 +17,43 @@ extern "C" {
 typedef struct dlop_plugin dlop_plugin; /* a loaded plugin file */
 
 /* Load every plugin found in DLOP_PLUGIN_PATH (colon-separated directories and files) and
- * in the bundled plugin directory (DLOP_BUNDLED_PLUGIN_DIR, overridable with the environment
- * variable DLOP_BUNDLED_PLUGINS; set it empty to skip). Runs once; later calls return at once.
- * A bad plugin does not stop the others: its error is recorded (dlop_load_error_at) and
- * printed as a warning. Returns DLOP_OK even when some plugins failed. */
-int dlop_registry_load_default(void);
+ * in the bundled plugin directory (<libdir>/dlop/plugins, beside libdlop itself; the
+ * environment variable DLOP_BUNDLED_PLUGINS replaces it, set empty to skip it). Runs once;
+ * later calls return at once. A bad plugin does not stop the others: its error is recorded
+ * (dlop_load_error_at) and printed as a warning (unless dlop_set_load_error_warnings(0)).
+ * Returns DLOP_OK even when some plugins failed. */
+DLOP_API int dlop_load_default_plugins(void);
 /* Load one plugin file (an explicit path: never searched for in the current directory). */
-int dlop_load_plugin(const char *path, const dlop_plugin **plugin);
+DLOP_API int dlop_load_plugin(const char *path, const dlop_plugin **plugin);
 
-int dlop_plugin_count(void);
-const dlop_plugin *dlop_plugin_at(int index);
-const char *dlop_plugin_name(const dlop_plugin *plugin);
-const char *dlop_plugin_version(const dlop_plugin *plugin);
-const char *dlop_plugin_doc(const dlop_plugin *plugin);
-const char *dlop_plugin_path(const dlop_plugin *plugin);
-uint32_t dlop_plugin_abi_version(const dlop_plugin *plugin);
-int dlop_plugin_op_count(const dlop_plugin *plugin);
-const dlop_op_desc *dlop_plugin_op(const dlop_plugin *plugin, int index);
+DLOP_API int dlop_plugin_count(void);
+DLOP_API const dlop_plugin *dlop_plugin_at(int index);
+DLOP_API const char *dlop_plugin_name(const dlop_plugin *plugin);
+DLOP_API const char *dlop_plugin_version(const dlop_plugin *plugin);
+DLOP_API const char *dlop_plugin_doc(const dlop_plugin *plugin);
+DLOP_API const char *dlop_plugin_path(const dlop_plugin *plugin);
+DLOP_API uint32_t dlop_plugin_abi_version(const dlop_plugin *plugin);
+DLOP_API int dlop_plugin_op_count(const dlop_plugin *plugin);
+DLOP_API const dlop_op_desc *dlop_plugin_op(const dlop_plugin *plugin, int index);
 
-int dlop_op_count(void);
-const dlop_op_desc *dlop_op_at(int index);
+DLOP_API int dlop_op_count(void);
+DLOP_API const dlop_op_desc *dlop_op_at(int index);
 /* NULL (and dlop_last_error set) when no loaded op has that name. */
-const dlop_op_desc *dlop_find_op(const char *name);
-const dlop_plugin *dlop_op_plugin(const dlop_op_desc *op);
+DLOP_API const dlop_op_desc *dlop_find_op(const char *name);
+DLOP_API const dlop_plugin *dlop_op_plugin(const dlop_op_desc *op);
 /* Devices and dtypes of an op, read through its struct_size (0 where the plugin is too old). */
-uint32_t dlop_op_dtypes(const dlop_op_desc *op, dlop_device_type device);
+DLOP_API uint32_t dlop_op_dtypes(const dlop_op_desc *op, dlop_device_type device);
 
 /* Errors from loading (one line each: "FILE: reason"), kept for `dlop list` and Python. */
-int dlop_load_error_count(void);
-const char *dlop_load_error_at(int index);
+DLOP_API int dlop_load_error_count(void);
+DLOP_API const char *dlop_load_error_at(int index);
+/* Whether a load error is also printed as a warning when it is recorded: 1 (the default) or
+ * 0, for hosts that print the recorded errors themselves, as the dlop command does in its
+ * summary, so that each is shown once. Set it before loading. */
+DLOP_API void dlop_set_load_error_warnings(int enabled);
 
 /* The host API table libdlop hands to plugins (for hosts embedding plugins themselves). */
-const dlop_host_api *dlop_host_api_table(void);
+DLOP_API const dlop_host_api *dlop_host_api_table(void);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "export.h"
 #include "status.h"
 #include "tensor.h"
 #include "version.h"
@@ -18,50 +19,50 @@ extern "C" {
 /* ---- versions and errors ---------------------------------------------------------------- */
 
 /* (major << 16) | (minor << 8) | patch of the libdlop that is running. */
-unsigned dlop_version(void);
-const char *dlop_version_string(void);
+DLOP_API unsigned dlop_version(void);
+DLOP_API const char *dlop_version_string(void);
 /* DLOP_ABI_VERSION of the libdlop that is running. */
-unsigned dlop_abi_version(void);
+DLOP_API unsigned dlop_abi_version(void);
 
 /* "DLOP_TYPE_ERROR" and "type error: ..." for a status; "DLOP_UNKNOWN_STATUS" otherwise. */
-const char *dlop_status_name(int status);
-const char *dlop_strerror(int status);
+DLOP_API const char *dlop_status_name(int status);
+DLOP_API const char *dlop_strerror(int status);
 /* The detailed message of the last failing libdlop call on this thread ("" if none). Every
  * function returning a dlop_status sets it on failure. */
-const char *dlop_last_error(void);
+DLOP_API const char *dlop_last_error(void);
 
 /* ---- devices ---------------------------------------------------------------------------- */
 
 /* Parse "cpu", "cuda", "cuda:N" (also "gpu"); DLOP_INVALID_ARGUMENT with a message otherwise. */
-int dlop_device_parse(const char *text, dlop_device *device);
+DLOP_API int dlop_device_parse(const char *text, dlop_device *device);
 /* "cpu" or "cuda:N" into buffer. */
-const char *dlop_device_format(dlop_device device, char *buffer, size_t size);
+DLOP_API const char *dlop_device_format(dlop_device device, char *buffer, size_t size);
 /* DLOP_OK when the device can be used now; otherwise DLOP_NO_DEVICE with a message that says
  * what is missing (no libcuda.so.1, no GPU, an ordinal out of range). Loads CUDA on first use. */
-int dlop_device_check(dlop_device device);
+DLOP_API int dlop_device_check(dlop_device device);
 /* Number of CUDA devices; 0 (and DLOP_OK) when there is no driver or no GPU. */
-int dlop_cuda_device_count(int *count);
+DLOP_API int dlop_cuda_device_count(int *count);
 /* Device name ("NVIDIA H200", or the CPU model) into buffer. */
-int dlop_device_description(dlop_device device, char *buffer, size_t size);
+DLOP_API int dlop_device_description(dlop_device device, char *buffer, size_t size);
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
 typedef struct dlop_stream dlop_stream;
 /* A non-blocking CUDA stream on the device (for the CPU, a stream that does nothing). */
-int dlop_stream_create(dlop_device device, dlop_stream **stream);
+DLOP_API int dlop_stream_create(dlop_device device, dlop_stream **stream);
 /* Drops the caller's reference. Arrays with work pending on the stream hold references of their
  * own, so the stream (and the CUstream) lives until they are released or synchronized. */
-void dlop_stream_destroy(dlop_stream *stream);
-int dlop_stream_synchronize(dlop_stream *stream);
+DLOP_API void dlop_stream_destroy(dlop_stream *stream);
+DLOP_API int dlop_stream_synchronize(dlop_stream *stream);
 /* The CUstream (NULL on the CPU). */
-void *dlop_stream_handle(const dlop_stream *stream);
-dlop_device dlop_stream_device(const dlop_stream *stream);
+DLOP_API void *dlop_stream_handle(const dlop_stream *stream);
+DLOP_API dlop_device dlop_stream_device(const dlop_stream *stream);
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
 /* Allocate from the device's caching pool; stream-ordered on CUDA (stream may be NULL). */
-int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer);
-int dlop_memory_free(dlop_device device, void *pointer, void *stream);
+DLOP_API int dlop_memory_alloc(dlop_device device, size_t bytes, void *stream, void **pointer);
+DLOP_API int dlop_memory_free(dlop_device device, void *pointer, void *stream);
 
 typedef struct dlop_memory_stats {
   uint32_t struct_size;
@@ -73,9 +74,9 @@ typedef struct dlop_memory_stats {
   uint64_t driver_frees;
 } dlop_memory_stats;
 
-int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats);
+DLOP_API int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats);
 /* Give cached blocks back to the driver / system. */
-int dlop_memory_release_cached(dlop_device device);
+DLOP_API int dlop_memory_release_cached(dlop_device device);
 
 /* ---- arrays ----------------------------------------------------------------------------- */
 
@@ -83,37 +84,37 @@ typedef struct dlop_array dlop_array;
 typedef void (*dlop_array_deleter)(void *context);
 
 /* A new C-contiguous array from the device's pool; contents undefined. */
-int dlop_array_empty(dlop_device device, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
-                     dlop_array **array);
+DLOP_API int dlop_array_empty(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                              const int64_t *shape, dlop_array **array);
 /* A new contiguous array on device holding a copy of contiguous host data. */
-int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
-                         const int64_t *shape, const void *data, dlop_array **array);
+DLOP_API int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
+                                  const int64_t *shape, const void *data, dlop_array **array);
 /* Borrow memory described by tensor without copying (any strides). deleter(context) runs when
  * the last reference goes; it may be NULL. Shape and strides are copied. */
-int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
-                    dlop_array **array);
+DLOP_API int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void *context,
+                             dlop_array **array);
 /* Copy into contiguous host memory of exactly bytes bytes (waits for the array's stream). */
-int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes);
+DLOP_API int dlop_array_to_host(const dlop_array *array, void *destination, size_t bytes);
 /* A new contiguous copy of array on device (any strides in, CPU or CUDA either side). */
-int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array **copy);
+DLOP_API int dlop_array_copy_to(const dlop_array *array, dlop_device device, dlop_array **copy);
 /* A view with other shape/strides (elements) and byte offset over the same memory. */
-int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const int64_t *strides,
-                    uint64_t byte_offset, dlop_array **view);
+DLOP_API int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape,
+                             const int64_t *strides, uint64_t byte_offset, dlop_array **view);
 
-void dlop_array_retain(dlop_array *array);
-void dlop_array_release(dlop_array *array);
+DLOP_API void dlop_array_retain(dlop_array *array);
+DLOP_API void dlop_array_release(dlop_array *array);
 
-const dlop_tensor *dlop_array_tensor(const dlop_array *array);
-dlop_dtype dlop_array_dtype(const dlop_array *array);
-dlop_device dlop_array_device(const dlop_array *array);
-int64_t dlop_array_numel(const dlop_array *array);
+DLOP_API const dlop_tensor *dlop_array_tensor(const dlop_array *array);
+DLOP_API dlop_dtype dlop_array_dtype(const dlop_array *array);
+DLOP_API dlop_device dlop_array_device(const dlop_array *array);
+DLOP_API int64_t dlop_array_numel(const dlop_array *array);
 /* The stream the last write to this array was enqueued on (NULL: nothing pending). Borrowed:
  * valid while no other thread writes or synchronizes the array. */
-dlop_stream *dlop_array_stream(const dlop_array *array);
+DLOP_API dlop_stream *dlop_array_stream(const dlop_array *array);
 /* Wait until every pending write to the array has finished. Reads enqueued on other streams
  * stay recorded: releasing the array never lets another stream reuse its memory before they
  * are done. */
-int dlop_array_synchronize(const dlop_array *array);
+DLOP_API int dlop_array_synchronize(const dlop_array *array);
 
 /* ---- interop: ordering work with other CUDA libraries (interop.c) ------------------------ */
 /* For DLPack's stream argument and __cuda_array_interface__'s "stream": raw CUstream handles
@@ -123,13 +124,13 @@ int dlop_array_synchronize(const dlop_array *array);
 /* Make the foreign CUstream consumer_stream wait, on the GPU, for every pending write to array
  * (an event recorded on the array's stream). DLOP_OK and nothing done when no write is pending
  * or the array lives on the CPU; DLOP_INVALID_ARGUMENT for a NULL consumer stream. */
-int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream);
+DLOP_API int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream);
 /* Make stream (a dlop stream) wait, on the GPU, for the work enqueued so far on the foreign
  * CUstream producer_stream. DLOP_OK and nothing done for a CPU stream. */
-int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);
+DLOP_API int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);
 /* The CUDA ordinal of the device that owns the device (or managed) memory at pointer;
  * DLOP_INVALID_ARGUMENT naming the pointer when the driver does not know it. */
-int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);
+DLOP_API int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);
 
 /* A stream marker: a point in a dlop stream's work (on CUDA an event recorded after everything
  * enqueued so far). It lets a caller that lent memory to dlop (a DLPack or
@@ -139,16 +140,16 @@ int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);
 typedef struct dlop_stream_marker dlop_stream_marker;
 /* Record a new marker after the work enqueued so far on stream (one event record; events are
  * reused from destroyed markers of the same device). */
-int dlop_stream_marker_record(dlop_stream *stream, dlop_stream_marker **marker);
+DLOP_API int dlop_stream_marker_record(dlop_stream *stream, dlop_stream_marker **marker);
 /* *done = 1 when all work before the marker has finished, 0 while some is pending; never
  * blocks. A failure (a CUDA error from earlier work, say) sets *done = 0. */
-int dlop_stream_marker_query(const dlop_stream_marker *marker, int *done);
+DLOP_API int dlop_stream_marker_query(const dlop_stream_marker *marker, int *done);
 /* Block the calling thread until the work before the marker has finished. */
-int dlop_stream_marker_wait(const dlop_stream_marker *marker);
+DLOP_API int dlop_stream_marker_wait(const dlop_stream_marker *marker);
 /* The device of the stream the marker was recorded on (CPU for NULL). */
-dlop_device dlop_stream_marker_device(const dlop_stream_marker *marker);
+DLOP_API dlop_device dlop_stream_marker_device(const dlop_stream_marker *marker);
 /* Free a marker (NULL is fine). Pending work is neither waited for nor cancelled. */
-void dlop_stream_marker_destroy(dlop_stream_marker *marker);
+DLOP_API void dlop_stream_marker_destroy(dlop_stream_marker *marker);
 
 #ifdef __cplusplus
 }

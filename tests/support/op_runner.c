@@ -31,19 +31,12 @@ dlop_type dlop_test_type_of(const dlop_tensor *t) {
 static dlop_node_args node_args(const dlop_op_desc *op, const dlop_param_value *params,
                                 const dlop_type *inputs, int32_t num_inputs, dlop_type *output,
                                 char *error, size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
+  dlop_node_args args = {.struct_size = sizeof args, .op = op, .params = params,
+                         .num_params = params ? op->num_params : 0,
+                         .inputs = inputs, .num_inputs = num_inputs,
+                         .outputs = output, .num_outputs = 1,
+                         .error = error, .error_size = error_size};
   error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = params ? op->num_params : 0;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
   return args;
 }
 
@@ -65,23 +58,15 @@ int dlop_test_infer_shape(const dlop_op_desc *op, const dlop_param_value *params
 int dlop_test_make_thunk(const dlop_op_desc *op, const dlop_param_value *params,
                          const dlop_type *inputs, int32_t num_inputs, const dlop_type *output,
                          dlop_device device, dlop_thunk *thunk, char *error, size_t error_size) {
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
+  dlop_thunk_args args = {.struct_size = sizeof args, .op = op, .params = params,
+                          .num_params = params ? op->num_params : 0,
+                          .inputs = inputs, .num_inputs = num_inputs,
+                          .outputs = output, .num_outputs = 1,
+                          .device = device, .thunk = thunk,
+                          .error = error, .error_size = error_size};
   memset(thunk, 0, sizeof *thunk);
   error[0] = '\0';
   thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = params ? op->num_params : 0;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.device = device;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = error_size;
   return op->make_thunk(&args);
 }
 
@@ -99,17 +84,10 @@ void dlop_test_make_thunk_ok(const dlop_op_desc *op, const dlop_param_value *par
 
 int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
                   const dlop_tensor *output, void *stream, char *error, size_t error_size) {
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
+  dlop_run_args args = {.struct_size = sizeof args, .inputs = inputs, .num_inputs = num_inputs,
+                        .outputs = output, .num_outputs = 1, .stream = stream,
+                        .error = error, .error_size = error_size};
   error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.inputs = inputs;
-  args.num_inputs = num_inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.stream = stream;
-  args.error = error;
-  args.error_size = error_size;
   return thunk->run(thunk->state, &args);
 }
 

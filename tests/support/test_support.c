@@ -3,6 +3,7 @@
 #include "test_support.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,23 @@ int dlop_test_run_suite(Suite *suite) {
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
   return failed == 0 ? 0 : 1;
+}
+
+TCase *dlop_test_tcase(Suite *suite, const char *name, double timeout_seconds, SFun setup,
+                       SFun teardown) {
+  TCase *tcase = tcase_create(name);
+  if (timeout_seconds > 0) tcase_set_timeout(tcase, timeout_seconds);
+  if (setup || teardown) tcase_add_checked_fixture(tcase, setup, teardown);
+  suite_add_tcase(suite, tcase);
+  return tcase;
+}
+
+void dlop_test_add_tests(TCase *tcase, ...) {
+  va_list tests;
+  va_start(tests, tcase);
+  for (const TTest *test = va_arg(tests, const TTest *); test; test = va_arg(tests, const TTest *))
+    tcase_add_test(tcase, test);
+  va_end(tests);
 }
 
 /* The probe runs in a child process: CUDA initialized in the parent is unusable in the

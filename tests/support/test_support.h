@@ -1,5 +1,5 @@
-/* test_support.h — helpers shared by the Check test binaries: running a suite in fork mode,
- * skipping GPU tests cleanly, random data, dtype conversion and tolerant comparison. */
+/* test_support.h — helpers shared by the Check test binaries: building and running a suite in
+ * fork mode, skipping GPU tests cleanly, random data, dtype conversion and tolerant comparison. */
 #ifndef DLOP_TEST_SUPPORT_H
 #define DLOP_TEST_SUPPORT_H
 
@@ -11,6 +11,14 @@
 
 /* Run the suite (fork mode unless CK_FORK=no) and return the process exit status. */
 int dlop_test_run_suite(Suite *suite);
+
+/* A new TCase called name, added to suite: each of its tests gets timeout_seconds (0: Check's
+ * default, CK_DEFAULT_TIMEOUT) and, when setup or teardown is not NULL, that checked fixture
+ * around it (run in the test's own process). */
+TCase *dlop_test_tcase(Suite *suite, const char *name, double timeout_seconds, SFun setup,
+                       SFun teardown);
+/* Adds the tests given after tcase, up to a NULL, to tcase (tcase_add_test for each). */
+void dlop_test_add_tests(TCase *tcase, ...);
 
 /* In GPU test binaries, before running: returns when CUDA device 0 is usable. Otherwise prints
  * "SKIP: <what is missing>" and exits 77 (ctest's skip), or exits 1 when DLOP_REQUIRE_GPU=1. */

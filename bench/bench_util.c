@@ -24,12 +24,13 @@ double bench_median(double *values, int count) {
   return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
 }
 
-/* splitmix64: fast, and good enough to make data that is not zeros or a pattern. */
-static uint64_t next_random(uint64_t *state) {
+/* The next of a reproducible sequence of whole numbers in [0, 2^53), as doubles. splitmix64:
+ * fast, and good enough to make data that is not zeros or a pattern. */
+static double next_random(uint64_t *state) {
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return (double)((z ^ (z >> 31)) >> 11);
 }
 
 void bench_fill_uniform(void *data, dlop_dtype dtype, int64_t count, double low, double high,
@@ -39,10 +40,10 @@ void bench_fill_uniform(void *data, dlop_dtype dtype, int64_t count, double low,
   int64_t i;
   if (dtype == DLOP_FLOAT32) {
     float *out = data;
-    for (i = 0; i < count; i++) out[i] = (float)(low + scale * (double)(next_random(&state) >> 11));
+    for (i = 0; i < count; i++) out[i] = (float)(low + scale * next_random(&state));
   } else {
     double *out = data;
-    for (i = 0; i < count; i++) out[i] = low + scale * (double)(next_random(&state) >> 11);
+    for (i = 0; i < count; i++) out[i] = low + scale * next_random(&state);
   }
 }
 

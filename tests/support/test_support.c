@@ -98,6 +98,19 @@ void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t see
   }
 }
 
+/* A float's bits and back (memcpy: the only way C allows). */
+static float float_of_bits(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint32_t bits_of_float(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return bits;
+}
+
 float dlop_test_half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   uint32_t bits;
@@ -113,15 +126,11 @@ float dlop_test_half_to_float(uint16_t h) {
   } else {
     bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
   }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
+  return float_of_bits(bits);
 }
 
 uint16_t dlop_test_float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t sign = (bits_of_float(f) >> 16) & 0x8000u;
   float a = fabsf(f);
   if (isnan(f)) return (uint16_t)(sign | 0x7e00u);
   if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
@@ -129,8 +138,7 @@ uint16_t dlop_test_float_to_half(float f) {
     float scaled = a * 16777216.0f;
     return (uint16_t)(sign | (uint16_t)nearbyintf(scaled));
   }
-  uint32_t bits;
-  memcpy(&bits, &a, 4);
+  uint32_t bits = bits_of_float(a);
   uint32_t exponent = (bits >> 23) - 112, mantissa = bits & 0x7fffffu;
   uint32_t half = (exponent << 10) | (mantissa >> 13);
   uint32_t rest = mantissa & 0x1fffu;
@@ -138,16 +146,10 @@ uint16_t dlop_test_float_to_half(float f) {
   return (uint16_t)(sign | half);
 }
 
-float dlop_test_bfloat16_to_float(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
+float dlop_test_bfloat16_to_float(uint16_t b) { return float_of_bits((uint32_t)b << 16); }
 
 uint16_t dlop_test_float_to_bfloat16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
+  uint32_t bits = bits_of_float(f);
   if (isnan(f)) return (uint16_t)((bits >> 16) | 0x40u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return (uint16_t)(bits >> 16);

@@ -134,6 +134,50 @@ START_TEST(test_threads_with_different_shapes) {
 }
 END_TEST
 
+/* Outputs (z, z, x, y): a node output given twice, the function's input, and an intermediate
+ * that is also an output. The run moves each node output's reference to the caller once and
+ * retains every other: each output is released once, its values are right, and nothing is
+ * leaked or freed twice (bytes in use come back to where they were). */
+START_TEST(test_outputs_moved_or_retained) {
+  int64_t unknown = DLOP_DIM_UNKNOWN, n = 7;
+  dlop_var *x, *y, *z;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  dlop_var *wanted[4] = {z, z, x, y};
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, wanted, 4, CPU, &function));
+  float data[7] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.25f, 3.0f};
+  dlop_array *input = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, data, &input));
+  dlop_memory_stats before = {.struct_size = sizeof before};
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
+  for (int round = 0; round < 3; round++) {
+    dlop_array *outputs[4] = {NULL, NULL, NULL, NULL};
+    DLOP_CK_OK(dlop_function_run(function, &input, 1, outputs, 4, NULL));
+    ck_assert_ptr_eq(outputs[0], outputs[1]);
+    ck_assert_ptr_eq(outputs[2], input);
+    ck_assert_ptr_ne(outputs[3], outputs[0]);
+    const float *zs = dlop_tensor_base(dlop_array_tensor(outputs[0]));
+    const float *ys = dlop_tensor_base(dlop_array_tensor(outputs[3]));
+    for (int i = 0; i < 7; i++) {
+      ck_assert_msg(fabsf(ys[i] - 2.0f * data[i]) <= 1e-6f, "y[%d] = %g", i, (double)ys[i]);
+      float want = expf(2.0f * data[i]);
+      ck_assert_msg(fabsf(zs[i] - want) <= 1e-5f * want, "z[%d] = %g, expected %g", i,
+                    (double)zs[i], (double)want);
+    }
+    for (int i = 0; i < 4; i++) dlop_array_release(outputs[i]);
+    dlop_memory_stats after = {.struct_size = sizeof after};
+    DLOP_CK_OK(dlop_memory_stats_get(CPU, &after));
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  }
+  /* The input is still ours (retained for outputs[2], released once): usable, then freed. */
+  ck_assert_float_eq(((const float *)dlop_tensor_base(dlop_array_tensor(input)))[6], 3.0f);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
+}
+END_TEST
+
 static int deleter_calls;
 static void count_deleter(void *context) {
   (void)context;
@@ -177,50 +221,6 @@ START_TEST(test_headers_across_threads) {
   }
   for (int i = 0; i < 100; i++) dlop_array_release(arrays[i]);
   ck_assert_int_eq(deleter_calls, 200); /* pool arrays have no deleter, stale or not */
-}
-END_TEST
-
-/* Outputs (z, z, x, y): a node output given twice, the function's input, and an intermediate
- * that is also an output. The run moves each node output's reference to the caller once and
- * retains every other: each output is released once, its values are right, and nothing is
- * leaked or freed twice (bytes in use come back to where they were). */
-START_TEST(test_outputs_moved_or_retained) {
-  int64_t unknown = DLOP_DIM_UNKNOWN, n = 7;
-  dlop_var *x, *y, *z;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
-  dlop_var *wanted[4] = {z, z, x, y};
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, wanted, 4, CPU, &function));
-  float data[7] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.25f, 3.0f};
-  dlop_array *input = NULL;
-  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, data, &input));
-  dlop_memory_stats before = {.struct_size = sizeof before};
-  DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
-  for (int round = 0; round < 3; round++) {
-    dlop_array *outputs[4] = {NULL, NULL, NULL, NULL};
-    DLOP_CK_OK(dlop_function_run(function, &input, 1, outputs, 4, NULL));
-    ck_assert_ptr_eq(outputs[0], outputs[1]);
-    ck_assert_ptr_eq(outputs[2], input);
-    ck_assert_ptr_ne(outputs[3], outputs[0]);
-    const float *zs = dlop_tensor_base(dlop_array_tensor(outputs[0]));
-    const float *ys = dlop_tensor_base(dlop_array_tensor(outputs[3]));
-    for (int i = 0; i < 7; i++) {
-      ck_assert_msg(fabsf(ys[i] - 2.0f * data[i]) <= 1e-6f, "y[%d] = %g", i, (double)ys[i]);
-      float want = expf(2.0f * data[i]);
-      ck_assert_msg(fabsf(zs[i] - want) <= 1e-5f * want, "z[%d] = %g, expected %g", i,
-                    (double)zs[i], (double)want);
-    }
-    for (int i = 0; i < 4; i++) dlop_array_release(outputs[i]);
-    dlop_memory_stats after = {.struct_size = sizeof after};
-    DLOP_CK_OK(dlop_memory_stats_get(CPU, &after));
-    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
-  }
-  /* The input is still ours (retained for outputs[2], released once): usable, then freed. */
-  ck_assert_float_eq(((const float *)dlop_tensor_base(dlop_array_tensor(input)))[6], 3.0f);
-  dlop_array_release(input);
-  dlop_function_destroy(function);
 }
 END_TEST
 

@@ -2,6 +2,7 @@
  * Reference conversions for float16/bfloat16 live here so tests never trust the code under test. */
 #include "test_support.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,6 +77,22 @@ void dlop_test_load_bundled_plugins(void) {
   DLOP_CK_OK(dlop_registry_load_default());
   ck_assert_msg(dlop_load_error_count() == 0, "bundled plugins failed to load: %s",
                 dlop_load_error_count() ? dlop_load_error_at(0) : "");
+}
+
+void dlop_test_load_default(const char *plugin_path, const char *bundled) {
+  setenv("DLOP_PLUGIN_PATH", plugin_path, 1);
+  setenv("DLOP_BUNDLED_PLUGINS", bundled, 1);
+  DLOP_CK_OK(dlop_registry_load_default());
+}
+
+void dlop_test_copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
+  char buffer[65536];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
+  fclose(in);
+  fclose(out);
 }
 
 static uint64_t next_random(uint64_t *state) {

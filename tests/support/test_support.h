@@ -27,6 +27,14 @@ void dlop_test_require_cuda_or_skip(void);
 /* Load the bundled plugins (and fail the test with dlop_last_error if any failed). */
 void dlop_test_load_bundled_plugins(void);
 
+/* Sets DLOP_PLUGIN_PATH to plugin_path and DLOP_BUNDLED_PLUGINS to bundled, then loads the
+ * default plugins (dlop_registry_load_default must return DLOP_OK; load errors are the
+ * caller's to check). */
+void dlop_test_load_default(const char *plugin_path, const char *bundled);
+
+/* A byte-for-byte copy of the file from at to (fails the test on any error). */
+void dlop_test_copy_file(const char *from, const char *to);
+
 /* Fill n elements of dtype with reproducible random values in [low, high] (integers rounded;
  * bool as 0/1). */
 void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,

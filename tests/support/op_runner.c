@@ -164,3 +164,19 @@ double *dlop_test_gather_doubles(const dlop_tensor *t) {
   for (int64_t i = 0; i < n; i++) v[i] = dlop_test_tensor_get(t, i);
   return v;
 }
+
+void dlop_test_span_tensor_init(dlop_test_span_tensor *x, dlop_dtype dtype,
+                                const dlop_test_spec *spec, uint64_t seed) {
+  int64_t first;
+  size_t element = dlop_dtype_size(dtype);
+  memset(x, 0, sizeof *x);
+  memcpy(x->shape, spec->shape, sizeof x->shape);
+  x->span_elements = (size_t)dlop_test_layout_span(
+      spec->ndim, spec->shape, dlop_test_strides_given(spec->ndim, spec->strides), x->strides,
+      &first);
+  x->allocation = malloc(x->span_elements * element);
+  ck_assert_ptr_nonnull(x->allocation);
+  dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
+  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype,
+                        spec->ndim, x->shape, x->strides);
+}

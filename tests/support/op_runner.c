@@ -180,3 +180,18 @@ void dlop_test_span_tensor_init(dlop_test_span_tensor *x, dlop_dtype dtype,
   dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype,
                         spec->ndim, x->shape, x->strides);
 }
+
+void dlop_test_operand_upload(dlop_test_operand *o, dlop_dtype dtype, int32_t ndim, int64_t span,
+                              int64_t first, dlop_device device) {
+  uint64_t byte_offset = (uint64_t)first * dlop_dtype_size(dtype);
+  dlop_test_host_tensor(&o->host, o->span, byte_offset, dtype, ndim, o->shape, o->strides);
+  DLOP_CK_OK(dlop_array_from_host(device, dtype, 1, &span, o->span, &o->device_span));
+  DLOP_CK_OK(dlop_array_view(o->device_span, ndim, o->shape, o->strides, byte_offset,
+                             &o->device_view));
+}
+
+void dlop_test_operand_free(dlop_test_operand *o) {
+  dlop_array_release(o->device_view);
+  dlop_array_release(o->device_span);
+  free(o->span);
+}

@@ -95,4 +95,22 @@ typedef struct dlop_test_span_tensor {
 void dlop_test_span_tensor_init(dlop_test_span_tensor *x, dlop_dtype dtype,
                                 const dlop_test_spec *spec, uint64_t seed);
 
+/* ---- one input on the host and on a device --------------------------------------------- */
+
+/* The same span of elements on the host and on a device, each viewed in one layout. */
+typedef struct dlop_test_operand {
+  dlop_tensor host;             /* over span, in the layout */
+  int64_t shape[3], strides[3]; /* the layout (host's and device_view's) */
+  void *span;                   /* the host elements (malloc'd by the caller) */
+  dlop_array *device_span, *device_view;
+} dlop_test_operand;
+
+/* Once o->span holds span elements of dtype and o->shape and o->strides a layout of ndim dims:
+ * points o->host at element first of the span and copies the span to device, viewed in the
+ * same layout (fails the test on any error). */
+void dlop_test_operand_upload(dlop_test_operand *o, dlop_dtype dtype, int32_t ndim, int64_t span,
+                              int64_t first, dlop_device device);
+/* Releases the device arrays and frees the host span. */
+void dlop_test_operand_free(dlop_test_operand *o);
+
 #endif

@@ -115,6 +115,17 @@ void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t see
   }
 }
 
+int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high) {
+  switch (dtype) {
+    case DLOP_INT8: *low = -128; *high = 127; return 1;
+    case DLOP_UINT8: *low = 0; *high = 255; return 1;
+    case DLOP_INT16: *low = -32768; *high = 32767; return 1;
+    case DLOP_INT32: *low = -2147483648.0; *high = 2147483647.0; return 1;
+    case DLOP_INT64: *low = -9.0e18; *high = 9.0e18; return 1;
+    default: return 0;
+  }
+}
+
 /* A float's bits and back (memcpy: the only way C allows). */
 static float float_of_bits(uint32_t bits) {
   float f;

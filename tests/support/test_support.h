@@ -39,6 +39,10 @@ void dlop_test_copy_file(const char *from, const char *to);
  * bool as 0/1). */
 void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,
                            double high);
+/* For the integer dtypes (int8, uint8, int16, int32, int64): writes [low, high] of the values
+ * test data may take (the dtype's whole range, int64's within +-9e18) and returns 1; 0 for the
+ * others (bool and the float dtypes), which it leaves alone. */
+int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high);
 /* Element i of data as a double, and back (rounding to nearest even for float16/bfloat16). */
 double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i);
 void dlop_test_set(void *data, dlop_dtype dtype, int64_t i, double value);

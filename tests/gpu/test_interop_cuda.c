@@ -105,51 +105,50 @@ static void check_waited(dlop_stream_marker *before, dlop_stream *waiter) {
   dlop_stream_marker_destroy(after);
 }
 
-/* The two streams of a wait test: busy, kept busy by LONG_RUNS runs (the last output in out)
- * with the marker `before` recorded after them, and other, the stream the test makes wait. */
+/* A wait test's fixture and two streams: busy, kept busy by LONG_RUNS runs (the last output in
+ * out) with the marker `before` recorded after them, and other, the stream the test makes wait. */
 typedef struct busy_and_other {
+  fixture f;
   dlop_stream *busy, *other;
   dlop_array *out;
   dlop_stream_marker *before;
 } busy_and_other;
 
-static void start_busy(fixture *f, busy_and_other *s) {
-  setup(f);
+static void start_busy(busy_and_other *s) {
+  setup(&s->f);
   DLOP_CK_OK(dlop_stream_create(cuda0, &s->busy));
   DLOP_CK_OK(dlop_stream_create(cuda0, &s->other));
-  s->out = keep_busy(f, s->busy);
+  s->out = keep_busy(&s->f, s->busy);
   s->before = NULL;
   DLOP_CK_OK(dlop_stream_marker_record(s->busy, &s->before));
 }
 
-static void end_busy(fixture *f, busy_and_other *s) {
+static void end_busy(busy_and_other *s) {
   dlop_stream_marker_destroy(s->before);
   dlop_array_release(s->out);
   dlop_stream_destroy(s->busy);
   dlop_stream_destroy(s->other);
-  teardown(f);
+  teardown(&s->f);
 }
 
 START_TEST(test_stream_wait_foreign_orders_on_the_gpu) {
-  fixture f;
   busy_and_other s;
-  start_busy(&f, &s);
+  start_busy(&s);
   /* busy's CUstream stands for another library's stream */
   DLOP_CK_OK(dlop_stream_wait_foreign(s.other, dlop_stream_handle(s.busy)));
   check_waited(s.before, s.other);
-  end_busy(&f, &s);
+  end_busy(&s);
 }
 END_TEST
 
 START_TEST(test_array_wait_on_stream_orders_on_the_gpu) {
-  fixture f;
   busy_and_other s;
-  start_busy(&f, &s);
+  start_busy(&s);
   /* other's CUstream stands for the stream a DLPack consumer passes */
   DLOP_CK_OK(dlop_array_wait_on_stream(s.out, dlop_stream_handle(s.other)));
   check_waited(s.before, s.other);
   check_exp_values(s.out);
-  end_busy(&f, &s);
+  end_busy(&s);
 }
 END_TEST
 

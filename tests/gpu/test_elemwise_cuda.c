@@ -267,13 +267,13 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("elemwise_cuda");
-  TCase *tc = tcase_create("parity");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_binary_arith);
-  tcase_add_test(tc, test_broadcast_rows_beyond_grid_y);
-  tcase_add_test(tc, test_unary);
-  tcase_add_test(tc, test_comparisons_and_where);
-  tcase_add_test(tc, test_cast_table);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "parity", 300, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_binary_arith,
+                      test_broadcast_rows_beyond_grid_y,
+                      test_unary,
+                      test_comparisons_and_where,
+                      test_cast_table,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -229,12 +229,6 @@ START_TEST(test_constant_copied_to_gpu) {
 }
 END_TEST
 
-START_TEST(test_four_threads_one_cuda_function) {
-  static const dlop_test_repeated_runs runs = {CUDA, 100003, 20, 200};
-  dlop_test_exp_double_in_threads(graph, 4, &runs);
-}
-END_TEST
-
 /* An op that declares no CUDA kernel is refused when compiling for CUDA, never run on the CPU. */
 START_TEST(test_op_without_cuda_kernel_is_unsupported) {
   const dlop_plugin *plugin = NULL;
@@ -334,23 +328,33 @@ START_TEST(test_destroy_waits_for_caller_stream) {
 }
 END_TEST
 
-static Suite *function_cuda_suite(void) {
+START_TEST(test_four_threads_one_cuda_function) {
+  static const dlop_test_repeated_runs runs = {CUDA, 100003, 20, 200};
+  dlop_test_exp_double_in_threads(graph, 4, &runs);
+}
+END_TEST
+
+int main(void) {
+  /* probes in a child: this process never touches CUDA */
+  dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("function_cuda");
   TCase *parity = dlop_test_tcase(suite, "parity", 300, graph_setup, graph_teardown);
-  dlop_test_add_tests(parity, test_exp_double_parity_every_float_dtype,
-                      test_multiply_them_parity_every_dtype, test_float64_runs_on_gpu,
-                      test_strided_inputs_on_cuda, test_constant_copied_to_gpu,
-                      test_four_threads_one_cuda_function, NULL);
+  dlop_test_add_tests(parity,
+                      test_exp_double_parity_every_float_dtype,
+                      test_multiply_them_parity_every_dtype,
+                      test_float64_runs_on_gpu,
+                      test_strided_inputs_on_cuda,
+                      test_constant_copied_to_gpu,
+                      test_four_threads_one_cuda_function,
+                      NULL);
   TCase *runtime = dlop_test_tcase(suite, "runtime", 300, graph_setup, graph_teardown);
-  dlop_test_add_tests(runtime, test_steady_state_no_driver_allocation, test_explain_says_cuda,
+  dlop_test_add_tests(runtime,
+                      test_steady_state_no_driver_allocation,
+                      test_explain_says_cuda,
                       test_op_without_cuda_kernel_is_unsupported,
                       test_cpu_input_to_cuda_function_is_refused,
                       test_released_input_not_reused_while_read,
-                      test_destroy_waits_for_caller_stream, NULL);
-  return suite;
-}
-
-int main(void) {
-  dlop_test_require_cuda_or_skip(); /* probes in a child: this process never touches CUDA */
-  return dlop_test_run_suite(function_cuda_suite());
+                      test_destroy_waits_for_caller_stream,
+                      NULL);
+  return dlop_test_run_suite(suite);
 }

@@ -171,8 +171,11 @@ int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("interop_cuda");
   TCase *tc = dlop_test_tcase(suite, "cuda", 120, NULL, NULL);
-  dlop_test_add_tests(tc, test_marker_pending_then_complete,
+  dlop_test_add_tests(tc,
+                      test_marker_pending_then_complete,
                       test_stream_wait_foreign_orders_on_the_gpu,
-                      test_array_wait_on_stream_orders_on_the_gpu, test_pointer_device, NULL);
+                      test_array_wait_on_stream_orders_on_the_gpu,
+                      test_pointer_device,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -141,6 +141,9 @@ int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("reduce_cuda");
   TCase *tc = dlop_test_tcase(suite, "parity", 300, NULL, NULL);
-  dlop_test_add_tests(tc, test_ops_dtypes_axes, test_layouts_and_sizes, NULL);
+  dlop_test_add_tests(tc,
+                      test_ops_dtypes_axes,
+                      test_layouts_and_sizes,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

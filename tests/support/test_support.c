@@ -73,6 +73,17 @@ void dlop_test_require_cuda_or_skip(void) {
   exit(77);
 }
 
+/* Hand-written, so the GPU tests need no nvcc at run time. */
+const char dlop_test_fill_ptx[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry dlop_test_fill(.param .u64 out, .param .u32 n, .param .u32 value)\n{\n"
+    "  .reg .pred %p<2>;\n  .reg .b32 %r<8>;\n  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [out];\n  ld.param.u32 %r1, [n];\n  ld.param.u32 %r2, [value];\n"
+    "  mov.u32 %r3, %ctaid.x;\n  mov.u32 %r4, %ntid.x;\n  mov.u32 %r5, %tid.x;\n"
+    "  mad.lo.s32 %r6, %r3, %r4, %r5;\n  setp.ge.u32 %p1, %r6, %r1;\n  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r6, 4;\n  add.s64 %rd4, %rd2, %rd3;\n"
+    "  st.global.u32 [%rd4], %r2;\nDONE:\n  ret;\n}\n";
+
 void dlop_test_load_bundled_plugins(void) {
   DLOP_CK_OK(dlop_registry_load_default());
   ck_assert_msg(dlop_load_error_count() == 0, "bundled plugins failed to load: %s",

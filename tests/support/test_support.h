@@ -24,6 +24,10 @@ void dlop_test_add_tests(TCase *tcase, ...);
  * "SKIP: <what is missing>" and exits 77 (ctest's skip), or exits 1 when DLOP_REQUIRE_GPU=1. */
 void dlop_test_require_cuda_or_skip(void);
 
+/* PTX of dlop_test_fill(u64 out, u32 n, u32 value): out[i] = value (32-bit words) for i < n,
+ * for the GPU tests that load a module through the host API. */
+extern const char dlop_test_fill_ptx[];
+
 /* Load the bundled plugins (and fail the test with dlop_last_error if any failed). */
 void dlop_test_load_bundled_plugins(void);
 

@@ -603,23 +603,36 @@ START_TEST(test_four_threads_one_function) {
 }
 END_TEST
 
-static Suite *function_suite(void) {
+int main(void) {
   Suite *suite = suite_create("function");
   TCase *results = dlop_test_tcase(suite, "results", 120, graph_setup, graph_teardown);
-  dlop_test_add_tests(results, test_exp_double_matches_reference, test_double_every_dtype,
-                      test_multiply_them_broadcasting, test_multiply_them_theano_example,
-                      test_strided_inputs, test_constants_and_passthrough_outputs, test_empty_input,
-                      test_four_threads_one_function, test_function_outlives_graph,
-                      test_parameters_and_contiguous_copies, NULL);
+  dlop_test_add_tests(results,
+                      test_exp_double_matches_reference,
+                      test_double_every_dtype,
+                      test_multiply_them_broadcasting,
+                      test_multiply_them_theano_example,
+                      test_strided_inputs,
+                      test_constants_and_passthrough_outputs,
+                      test_empty_input,
+                      test_four_threads_one_function,
+                      test_function_outlives_graph,
+                      test_parameters_and_contiguous_copies,
+                      NULL);
   TCase *plan = dlop_test_tcase(suite, "buffer_plan", 120, graph_setup, graph_teardown);
-  dlop_test_add_tests(plan, test_buffer_plan_reuses_memory, test_inplace_chain_halves_peak,
+  dlop_test_add_tests(plan,
+                      test_buffer_plan_reuses_memory,
+                      test_inplace_chain_halves_peak,
                       test_inplace_never_overwrites_a_function_output,
-                      test_inplace_shared_intermediate, test_inplace_decided_at_run_time, NULL);
+                      test_inplace_shared_intermediate,
+                      test_inplace_decided_at_run_time,
+                      NULL);
   TCase *errors = dlop_test_tcase(suite, "errors", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(errors, test_input_errors, test_runtime_shape_error_names_node,
-                      test_missing_input_is_named, test_cuda_without_gpu_is_an_error,
-                      test_explain_lists_nodes_and_device, NULL);
-  return suite;
+  dlop_test_add_tests(errors,
+                      test_input_errors,
+                      test_runtime_shape_error_names_node,
+                      test_missing_input_is_named,
+                      test_cuda_without_gpu_is_an_error,
+                      test_explain_lists_nodes_and_device,
+                      NULL);
+  return dlop_test_run_suite(suite);
 }
-
-int main(void) { return dlop_test_run_suite(function_suite()); }

@@ -270,14 +270,26 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("graph");
   TCase *types = dlop_test_tcase(suite, "types", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(types, test_double_type_known_after_apply, test_unknown_dims_propagate,
-                      test_null_shape_means_all_unknown, test_broadcasting_known_dims,
-                      test_broadcasting_unknown_dims, test_constant_type,
-                      test_zero_dimensional_and_empty, NULL);
+  dlop_test_add_tests(types,
+                      test_double_type_known_after_apply,
+                      test_unknown_dims_propagate,
+                      test_null_shape_means_all_unknown,
+                      test_broadcasting_known_dims,
+                      test_broadcasting_unknown_dims,
+                      test_constant_type,
+                      test_zero_dimensional_and_empty,
+                      NULL);
   TCase *errors = dlop_test_tcase(suite, "errors", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(errors, test_type_error_mixed_dtypes, test_type_error_exp_of_integers,
-                      test_failed_apply_keeps_aliased_outputs, test_shape_error_not_broadcastable,
-                      test_wrong_arity, test_unknown_op, test_unknown_parameter,
-                      test_bad_inputs_rejected, test_parameter_kind_and_names_checked, NULL);
+  dlop_test_add_tests(errors,
+                      test_type_error_mixed_dtypes,
+                      test_type_error_exp_of_integers,
+                      test_failed_apply_keeps_aliased_outputs,
+                      test_shape_error_not_broadcastable,
+                      test_wrong_arity,
+                      test_unknown_op,
+                      test_unknown_parameter,
+                      test_bad_inputs_rejected,
+                      test_parameter_kind_and_names_checked,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -491,26 +491,50 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("loader");
   TCase *good = dlop_test_tcase(suite, "good", 0, NULL, NULL);
-  dlop_test_add_tests(good, good_plugin_loads, same_file_twice_is_loaded_once,
-                      name_without_slash_is_relative_to_cwd_never_searched, NULL);
+  dlop_test_add_tests(good,
+                      good_plugin_loads,
+                      same_file_twice_is_loaded_once,
+                      name_without_slash_is_relative_to_cwd_never_searched,
+                      NULL);
 
   TCase *errors = dlop_test_tcase(suite, "errors", 0, NULL, NULL);
-  dlop_test_add_tests(errors, missing_file, directory_is_not_a_plugin, not_a_shared_object,
-                      no_entry_symbol, abi_major_mismatch, init_fails_with_its_own_message,
-                      null_descriptor, bad_op_name, missing_make_thunk, invalid_dtype_mask,
-                      unknown_flag_of_own_minor_is_refused, newer_minor_unknown_bits_are_masked,
-                      view_map_without_make_view_is_refused, view_map_in_old_struct_is_refused,
-                      view_map_of_variadic_op_is_refused, view_map_with_inplace_map_is_refused,
-                      view_map_entry_must_name_an_input, make_view_without_view_map_is_refused,
-                      view_op_is_accepted, abi_1_0_op_struct_loads, inplace_map_is_accepted,
-                      bad_struct_size, duplicate_op_within_plugin, bad_param_default_kind,
+  dlop_test_add_tests(errors,
+                      missing_file,
+                      directory_is_not_a_plugin,
+                      not_a_shared_object,
+                      no_entry_symbol,
+                      abi_major_mismatch,
+                      init_fails_with_its_own_message,
+                      null_descriptor,
+                      bad_op_name,
+                      missing_make_thunk,
+                      invalid_dtype_mask,
+                      unknown_flag_of_own_minor_is_refused,
+                      newer_minor_unknown_bits_are_masked,
+                      view_map_without_make_view_is_refused,
+                      view_map_in_old_struct_is_refused,
+                      view_map_of_variadic_op_is_refused,
+                      view_map_with_inplace_map_is_refused,
+                      view_map_entry_must_name_an_input,
+                      make_view_without_view_map_is_refused,
+                      view_op_is_accepted,
+                      abi_1_0_op_struct_loads,
+                      inplace_map_is_accepted,
+                      bad_struct_size,
+                      duplicate_op_within_plugin,
+                      bad_param_default_kind,
                       duplicate_op_across_plugins_names_both_files,
-                      duplicate_plugin_name_names_both_files, NULL);
+                      duplicate_plugin_name_names_both_files,
+                      NULL);
 
   TCase *path = dlop_test_tcase(suite, "plugin_path", 0, NULL, NULL);
-  dlop_test_add_tests(path, bad_plugins_never_stop_good_ones, load_default_runs_once,
-                      relative_and_empty_entries_are_ignored, empty_plugin_path_never_means_cwd,
-                      missing_path_entry_is_a_load_error, NULL);
+  dlop_test_add_tests(path,
+                      bad_plugins_never_stop_good_ones,
+                      load_default_runs_once,
+                      relative_and_empty_entries_are_ignored,
+                      empty_plugin_path_never_means_cwd,
+                      missing_path_entry_is_a_load_error,
+                      NULL);
 
   TCase *permissions = dlop_test_tcase(suite, "permissions", 0, NULL, NULL);
   tcase_add_loop_test(permissions, world_writable_warnings, 0,

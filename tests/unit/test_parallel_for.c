@@ -214,8 +214,13 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("parallel_for");
   TCase *tc = dlop_test_tcase(suite, "parallel_for", 60, NULL, NULL);
-  dlop_test_add_tests(tc, test_every_index_once, test_threads_and_errors, test_nested_calls,
-                      test_concurrent_callers, test_many_threads_from_environment,
-                      test_fork_while_another_thread_runs_jobs, NULL);
+  dlop_test_add_tests(tc,
+                      test_every_index_once,
+                      test_threads_and_errors,
+                      test_nested_calls,
+                      test_concurrent_callers,
+                      test_many_threads_from_environment,
+                      test_fork_while_another_thread_runs_jobs,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

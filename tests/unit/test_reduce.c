@@ -433,8 +433,17 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("reduce");
   TCase *tc = dlop_test_tcase(suite, "cpu", 120, NULL, NULL);
-  dlop_test_add_tests(tc, test_ops_dtypes_axes, test_output_types_and_shapes, test_strided_layouts,
-                      test_empty_axes, test_zero_d, test_nan_propagates, test_large,
-                      test_thread_count_independent, test_errors, test_unknown_dims, NULL);
+  dlop_test_add_tests(tc,
+                      test_ops_dtypes_axes,
+                      test_output_types_and_shapes,
+                      test_strided_layouts,
+                      test_empty_axes,
+                      test_zero_d,
+                      test_nan_propagates,
+                      test_large,
+                      test_thread_count_independent,
+                      test_errors,
+                      test_unknown_dims,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

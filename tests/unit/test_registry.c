@@ -281,19 +281,29 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("registry");
   TCase *bundled = dlop_test_tcase(suite, "bundled", 0, NULL, NULL);
-  dlop_test_add_tests(bundled, bundled_directory_is_next_to_libdlop, bundled_plugins_are_found,
-                      bundled_directory_override, bundled_directory_empty_override_skips,
+  dlop_test_add_tests(bundled,
+                      bundled_directory_is_next_to_libdlop,
+                      bundled_plugins_are_found,
+                      bundled_directory_override,
+                      bundled_directory_empty_override_skips,
                       bundled_directory_override_missing_is_an_error,
-                      bundled_directory_relative_override_is_refused, NULL);
+                      bundled_directory_relative_override_is_refused,
+                      NULL);
 
   TCase *lookups = dlop_test_tcase(suite, "lookups", 0, NULL, NULL);
-  dlop_test_add_tests(lookups, find_op_counts_and_owner, op_dtypes_per_device,
+  dlop_test_add_tests(lookups,
+                      find_op_counts_and_owner,
+                      op_dtypes_per_device,
                       find_op_error_lists_loaded_ops,
                       find_op_error_with_nothing_loaded_hints_at_plugin_path,
-                      find_op_error_mentions_load_errors, NULL);
+                      find_op_error_mentions_load_errors,
+                      NULL);
 
   TCase *normalization = dlop_test_tcase(suite, "normalization", 0, NULL, NULL);
-  dlop_test_add_tests(normalization, older_op_struct_is_normalized, newer_minor_is_accepted,
-                      normalized_op_runs, NULL);
+  dlop_test_add_tests(normalization,
+                      older_op_struct_is_normalized,
+                      newer_minor_is_accepted,
+                      normalized_op_runs,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

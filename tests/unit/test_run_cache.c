@@ -227,8 +227,12 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("run_cache");
   TCase *shapes = dlop_test_tcase(suite, "shape cache", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(shapes, test_alternating_shapes, test_shape_error_between_good_runs,
-                      test_threads_with_different_shapes, test_outputs_moved_or_retained, NULL);
+  dlop_test_add_tests(shapes,
+                      test_alternating_shapes,
+                      test_shape_error_between_good_runs,
+                      test_threads_with_different_shapes,
+                      test_outputs_moved_or_retained,
+                      NULL);
   TCase *headers = dlop_test_tcase(suite, "array headers", 0, NULL, NULL);
   tcase_add_test(headers, test_headers_across_threads);
   return dlop_test_run_suite(suite);

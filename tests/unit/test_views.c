@@ -601,17 +601,32 @@ END_TEST
 int main(void) {
   Suite *suite = suite_create("views");
   TCase *ops = dlop_test_tcase(suite, "shape_ops", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(ops, transpose_values_and_zero_copy, transpose_every_dtype, transpose_errors,
-                      dimshuffle_values, dimshuffle_errors, reshape_contiguous_is_a_view,
-                      reshape_strided_view_or_copy, reshape_of_transpose_copies, reshape_errors,
-                      broadcast_to_feeds_kernels, broadcast_to_errors, NULL);
+  dlop_test_add_tests(ops,
+                      transpose_values_and_zero_copy,
+                      transpose_every_dtype,
+                      transpose_errors,
+                      dimshuffle_values,
+                      dimshuffle_errors,
+                      reshape_contiguous_is_a_view,
+                      reshape_strided_view_or_copy,
+                      reshape_of_transpose_copies,
+                      reshape_errors,
+                      broadcast_to_feeds_kernels,
+                      broadcast_to_errors,
+                      NULL);
   TCase *plan = dlop_test_tcase(suite, "buffer_plan", 0, graph_setup, graph_teardown);
-  dlop_test_add_tests(plan, inplace_never_overwrites_a_viewed_intermediate,
-                      inplace_never_writes_through_a_view_of_an_input, NULL);
+  dlop_test_add_tests(plan,
+                      inplace_never_overwrites_a_viewed_intermediate,
+                      inplace_never_writes_through_a_view_of_an_input,
+                      NULL);
   TCase *checks = dlop_test_tcase(suite, "runtime_checks", 0, view_graph_setup, graph_teardown);
-  dlop_test_add_tests(checks, view_out_of_bounds_is_a_plugin_error, view_off_grid_is_a_plugin_error,
-                      view_asking_contiguous_twice_is_a_plugin_error, make_view_failure_is_reported,
+  dlop_test_add_tests(checks,
+                      view_out_of_bounds_is_a_plugin_error,
+                      view_off_grid_is_a_plugin_error,
+                      view_asking_contiguous_twice_is_a_plugin_error,
+                      make_view_failure_is_reported,
                       view_of_another_dtype_is_refused_at_compile,
-                      view_copy_path_and_negative_strides, NULL);
+                      view_copy_path_and_negative_strides,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -1,5 +1,5 @@
-/* bench_util.c — clock, median, random fill, reference checks and list parsing shared by
- * dlop-bench-cpu and dlop-bench-gpu. */
+/* bench_util.c — clock, median, random fill, reference checks and flag and list parsing shared
+ * by dlop-bench-cpu and dlop-bench-gpu. */
 #include "bench_util.h"
 
 #include <math.h>
@@ -101,9 +101,33 @@ int bench_split_list(char *text, char **items, int max) {
   return count;
 }
 
-int bench_parse_dtype(const char *name, dlop_dtype *dtype) {
-  if (strcmp(name, "float32") == 0) *dtype = DLOP_FLOAT32;
-  else if (strcmp(name, "float64") == 0) *dtype = DLOP_FLOAT64;
-  else return 0;
+int bench_parse_dtypes(char *text, dlop_dtype *dtypes, int max, int *count, const char *program) {
+  char *save = NULL, *name;
+  int n = 0;
+  for (name = strtok_r(text, ",", &save); name != NULL && n < max;
+       name = strtok_r(NULL, ",", &save)) {
+    if (strcmp(name, "float32") == 0) dtypes[n++] = DLOP_FLOAT32;
+    else if (strcmp(name, "float64") == 0) dtypes[n++] = DLOP_FLOAT64;
+    else {
+      fprintf(stderr, "%s: --dtypes: '%s' is not float32 or float64\n", program, name);
+      return 0;
+    }
+  }
+  *count = n;
   return 1;
+}
+
+char *bench_flag_value(int argc, char **argv, int *i, const char *program, void (*usage)(FILE *),
+                       const char *switch_flag) {
+  const char *flag = argv[*i];
+  if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+    usage(stdout);
+    exit(0);
+  }
+  if (switch_flag != NULL && strcmp(flag, switch_flag) == 0) return argv[*i];
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "%s: %s needs a value\n", program, flag);
+    return NULL;
+  }
+  return argv[++*i];
 }

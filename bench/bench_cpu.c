@@ -129,15 +129,23 @@ static int measure(call_context *c, const options *o, double *seconds, int *samp
 
 static int is_multiply(const char *op) { return strcmp(op, "multiply_them") == 0; }
 
-static void print_point(const char *op, dlop_dtype dtype, int64_t n, const char *path, int threads,
-                        int samples, long inner, double seconds, double max_rel_error,
-                        const char *check) {
+/* The end of one path's point: its result line when status is DLOP_OK (check=ok or FAIL as ok
+ * says), what went wrong (error) otherwise. Returns 1 when the point failed either way. */
+static int finish_point(int status, int ok, const char *error, const char *op, dlop_dtype dtype,
+                        int64_t n, const char *path, int threads, int samples, long inner,
+                        double seconds, double max_rel_error) {
   double bytes = (double)n * (double)dlop_dtype_size(dtype) * (is_multiply(op) ? 3.0 : 2.0);
+  if (status != DLOP_OK) {
+    fprintf(stderr, "dlop-bench-cpu: %s %s n=%lld: %s\n", op, dlop_dtype_name(dtype),
+            (long long)n, error);
+    return 1;
+  }
   printf("dlop-bench op=%s dtype=%s n=%lld path=%s device=cpu threads=%d reps=%d inner=%ld "
          "seconds=%.6e gbps=%.4f elements_per_s=%.6e max_rel_err=%.3e check=%s\n",
          op, dlop_dtype_name(dtype), (long long)n, path, threads, samples, inner, seconds,
-         bytes / seconds / 1e9, (double)n / seconds, max_rel_error, check);
+         bytes / seconds / 1e9, (double)n / seconds, max_rel_error, ok ? "ok" : "FAIL");
   fflush(stdout);
+  return !ok;
 }
 
 /* Check out against the reference; report and return 0 when it is wrong. */
@@ -204,20 +212,15 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
       c.outputs = outputs;
       memset(dlop_tensor_base(&outputs[0]), 0xff, (size_t)n * dlop_dtype_size(dtype)); /* NaN */
       status = call_once(&c);
+      int ok = 1;
       if (status == DLOP_OK) {
-        int ok = check_output(o, op, dtype, &inputs[0], num_inputs == 2 ? &inputs[1] : NULL,
-                              &outputs[0], n, &max_rel_error, "thunk");
+        ok = check_output(o, op, dtype, &inputs[0], num_inputs == 2 ? &inputs[1] : NULL,
+                          &outputs[0], n, &max_rel_error, "thunk");
         status = measure(&c, o, &seconds, &samples, &inner);
-        if (status == DLOP_OK)
-          print_point(op, dtype, n, "thunk", threads, samples, inner, seconds, max_rel_error,
-                      ok ? "ok" : "FAIL");
-        if (!ok) failed = 1;
       }
-      if (status != DLOP_OK) {
-        fprintf(stderr, "dlop-bench-cpu: %s %s n=%lld: %s\n", op, dlop_dtype_name(dtype),
-                (long long)n, c.error);
+      if (finish_point(status, ok, c.error, op, dtype, n, "thunk", threads, samples, inner,
+                       seconds, max_rel_error))
         failed = 1;
-      }
       bench_kernel_release(&kernel);
     }
   }
@@ -241,9 +244,10 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
       c.wrap_calls = c.deleter_calls = 0;
       status = bench_function_call(function, arrays, num_inputs, NULL, &out, c.error,
                                    sizeof(c.error));
+      int ok = 1;
       if (status == DLOP_OK) {
-        int ok = check_output(o, op, dtype, &inputs[0], num_inputs == 2 ? &inputs[1] : NULL,
-                              dlop_array_tensor(out), n, &max_rel_error, path);
+        ok = check_output(o, op, dtype, &inputs[0], num_inputs == 2 ? &inputs[1] : NULL,
+                          dlop_array_tensor(out), n, &max_rel_error, path);
         dlop_array_release(out);
         status = measure(&c, o, &seconds, &samples, &inner);
         if (status == DLOP_OK && wrap && c.deleter_calls != c.wrap_calls) {
@@ -252,16 +256,10 @@ static int bench_point(const options *o, const char *op, dlop_dtype dtype, int64
                   c.wrap_calls);
           ok = 0;
         }
-        if (status == DLOP_OK)
-          print_point(op, dtype, n, path, threads, samples, inner, seconds, max_rel_error,
-                      ok ? "ok" : "FAIL");
-        if (!ok) failed = 1;
       }
-      if (status != DLOP_OK) {
-        fprintf(stderr, "dlop-bench-cpu: %s %s n=%lld: %s\n", op, dlop_dtype_name(dtype),
-                (long long)n, c.error);
+      if (finish_point(status, ok, c.error, op, dtype, n, path, threads, samples, inner, seconds,
+                       max_rel_error))
         failed = 1;
-      }
       dlop_function_destroy(function);
     }
   }
@@ -301,29 +299,15 @@ static int parse_options(int argc, char **argv, options *o) {
   o->check = 1;
   for (i = 1; i < argc; i++) {
     const char *flag = argv[i];
-    char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(flag, "--no-check") == 0) {
+    char *value = bench_flag_value(argc, argv, &i, "dlop-bench-cpu", usage, "--no-check");
+    if (value == NULL) return 0;
+    if (strcmp(flag, "--no-check") == 0) {
       o->check = 0;
-      continue;
-    }
-    if (value == NULL) {
-      fprintf(stderr, "dlop-bench-cpu: %s needs a value\n", flag);
-      return 0;
-    }
-    i++;
-    if (strcmp(flag, "--ops") == 0) {
+    } else if (strcmp(flag, "--ops") == 0) {
       o->num_ops = bench_split_list(value, o->ops, MAX_ITEMS);
     } else if (strcmp(flag, "--dtypes") == 0) {
-      count = bench_split_list(value, items, MAX_ITEMS);
-      for (j = 0; j < count; j++)
-        if (!bench_parse_dtype(items[j], &o->dtypes[j])) {
-          fprintf(stderr, "dlop-bench-cpu: --dtypes: '%s' is not float32 or float64\n", items[j]);
-          return 0;
-        }
-      o->num_dtypes = count;
+      if (!bench_parse_dtypes(value, o->dtypes, MAX_ITEMS, &o->num_dtypes, "dlop-bench-cpu"))
+        return 0;
     } else if (strcmp(flag, "--paths") == 0) {
       count = bench_split_list(value, items, MAX_ITEMS);
       o->thunk_path = o->function_path = o->wrap_path = 0;

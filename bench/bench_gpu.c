@@ -428,8 +428,7 @@ static void usage(FILE *to) {
 
 static int parse_options(int argc, char **argv, options *o) {
   static char default_workloads[] = "double,exp,multiply_them,multiply_row";
-  char *items[MAX_ITEMS];
-  int i, j, count, broadcast;
+  int i, j, broadcast;
   memset(o, 0, sizeof(*o));
   o->log2n = 28;
   o->dtypes[0] = DLOP_FLOAT32;
@@ -441,29 +440,15 @@ static int parse_options(int argc, char **argv, options *o) {
   o->function_path = 1;
   for (i = 1; i < argc; i++) {
     const char *flag = argv[i];
-    char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(flag, "--no-function") == 0) {
+    char *value = bench_flag_value(argc, argv, &i, "dlop-bench-gpu", usage, "--no-function");
+    if (value == NULL) return 0;
+    if (strcmp(flag, "--no-function") == 0) {
       o->function_path = 0;
-      continue;
-    }
-    if (value == NULL) {
-      fprintf(stderr, "dlop-bench-gpu: %s needs a value\n", flag);
-      return 0;
-    }
-    i++;
-    if (strcmp(flag, "--log2") == 0) {
+    } else if (strcmp(flag, "--log2") == 0) {
       o->log2n = atoi(value);
     } else if (strcmp(flag, "--dtypes") == 0) {
-      count = bench_split_list(value, items, MAX_ITEMS);
-      for (j = 0; j < count; j++)
-        if (!bench_parse_dtype(items[j], &o->dtypes[j])) {
-          fprintf(stderr, "dlop-bench-gpu: --dtypes: '%s' is not float32 or float64\n", items[j]);
-          return 0;
-        }
-      o->num_dtypes = count;
+      if (!bench_parse_dtypes(value, o->dtypes, MAX_ITEMS, &o->num_dtypes, "dlop-bench-gpu"))
+        return 0;
     } else if (strcmp(flag, "--workloads") == 0) {
       o->num_workloads = bench_split_list(value, o->workloads, MAX_ITEMS);
       for (j = 0; j < o->num_workloads; j++)

@@ -61,17 +61,11 @@ int bench_kernel_prepare(bench_kernel *kernel, const char *op_name, dlop_device 
   for (i = 0; i < op->num_params; i++) kernel->params[i] = op->params[i].default_value;
   for (i = 0; i < num_inputs; i++) type_from_tensor(&inputs[i], &kernel->inputs[i]);
 
-  memset(&node, 0, sizeof(node));
-  node.struct_size = sizeof(node);
-  node.op = op;
-  node.params = kernel->params;
-  node.num_params = op->num_params;
-  node.num_inputs = num_inputs;
-  node.inputs = kernel->inputs;
-  node.outputs = kernel->outputs;
-  node.num_outputs = num_outputs;
-  node.error = kernel->error;
-  node.error_size = sizeof(kernel->error);
+  node = (dlop_node_args){.struct_size = sizeof(node), .op = op, .params = kernel->params,
+                          .num_params = op->num_params,
+                          .inputs = kernel->inputs, .num_inputs = num_inputs,
+                          .outputs = kernel->outputs, .num_outputs = num_outputs,
+                          .error = kernel->error, .error_size = sizeof(kernel->error)};
   status = op->make_node(&node);
   if (status != DLOP_OK) {
     snprintf(error, error_size, "%s.make_node failed (%s): %s", op_name, dlop_status_name(status),
@@ -100,20 +94,13 @@ int bench_kernel_prepare(bench_kernel *kernel, const char *op_name, dlop_device 
     }
   }
 
-  memset(&thunk_args, 0, sizeof(thunk_args));
   kernel->thunk.struct_size = sizeof(kernel->thunk);
-  thunk_args.struct_size = sizeof(thunk_args);
-  thunk_args.op = op;
-  thunk_args.params = kernel->params;
-  thunk_args.num_params = op->num_params;
-  thunk_args.num_inputs = num_inputs;
-  thunk_args.inputs = kernel->inputs;
-  thunk_args.outputs = kernel->outputs;
-  thunk_args.num_outputs = num_outputs;
-  thunk_args.device = device;
-  thunk_args.thunk = &kernel->thunk;
-  thunk_args.error = kernel->error;
-  thunk_args.error_size = sizeof(kernel->error);
+  thunk_args = (dlop_thunk_args){.struct_size = sizeof(thunk_args), .op = op,
+                                 .params = kernel->params, .num_params = op->num_params,
+                                 .inputs = kernel->inputs, .num_inputs = num_inputs,
+                                 .outputs = kernel->outputs, .num_outputs = num_outputs,
+                                 .device = device, .thunk = &kernel->thunk,
+                                 .error = kernel->error, .error_size = sizeof(kernel->error)};
   status = op->make_thunk(&thunk_args);
   if (status != DLOP_OK) {
     snprintf(error, error_size, "%s.make_thunk failed (%s): %s", op_name,

@@ -1,5 +1,5 @@
-/* bench_util.c — clock, median, random fill, reference checks and list parsing shared by
- * dlop-bench-cpu and dlop-bench-gpu. */
+/* bench_util.c — clock, median, random fill, reference checks and flag and list parsing shared
+ * by dlop-bench-cpu and dlop-bench-gpu. */
 #include "bench_util.h"
 
 #include <math.h>
@@ -24,12 +24,13 @@ double bench_median(double *values, int count) {
   return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
 }
 
-/* splitmix64: fast, and good enough to make data that is not zeros or a pattern. */
-static uint64_t next_random(uint64_t *state) {
+/* The next of a reproducible sequence of whole numbers in [0, 2^53), as doubles. splitmix64:
+ * fast, and good enough to make data that is not zeros or a pattern. */
+static double next_random(uint64_t *state) {
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return (double)((z ^ (z >> 31)) >> 11);
 }
 
 void bench_fill_uniform(void *data, dlop_dtype dtype, int64_t count, double low, double high,
@@ -39,10 +40,10 @@ void bench_fill_uniform(void *data, dlop_dtype dtype, int64_t count, double low,
   int64_t i;
   if (dtype == DLOP_FLOAT32) {
     float *out = data;
-    for (i = 0; i < count; i++) out[i] = (float)(low + scale * (double)(next_random(&state) >> 11));
+    for (i = 0; i < count; i++) out[i] = (float)(low + scale * next_random(&state));
   } else {
     double *out = data;
-    for (i = 0; i < count; i++) out[i] = low + scale * (double)(next_random(&state) >> 11);
+    for (i = 0; i < count; i++) out[i] = low + scale * next_random(&state);
   }
 }
 
@@ -100,9 +101,33 @@ int bench_split_list(char *text, char **items, int max) {
   return count;
 }
 
-int bench_parse_dtype(const char *name, dlop_dtype *dtype) {
-  if (strcmp(name, "float32") == 0) *dtype = DLOP_FLOAT32;
-  else if (strcmp(name, "float64") == 0) *dtype = DLOP_FLOAT64;
-  else return 0;
+int bench_parse_dtypes(char *text, dlop_dtype *dtypes, int max, int *count, const char *program) {
+  char *save = NULL, *name;
+  int n = 0;
+  for (name = strtok_r(text, ",", &save); name != NULL && n < max;
+       name = strtok_r(NULL, ",", &save)) {
+    if (strcmp(name, "float32") == 0) dtypes[n++] = DLOP_FLOAT32;
+    else if (strcmp(name, "float64") == 0) dtypes[n++] = DLOP_FLOAT64;
+    else {
+      fprintf(stderr, "%s: --dtypes: '%s' is not float32 or float64\n", program, name);
+      return 0;
+    }
+  }
+  *count = n;
   return 1;
+}
+
+char *bench_flag_value(int argc, char **argv, int *i, const char *program, void (*usage)(FILE *),
+                       const char *switch_flag) {
+  const char *flag = argv[*i];
+  if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+    usage(stdout);
+    exit(0);
+  }
+  if (switch_flag != NULL && strcmp(flag, switch_flag) == 0) return argv[*i];
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "%s: %s needs a value\n", program, flag);
+    return NULL;
+  }
+  return argv[++*i];
 }

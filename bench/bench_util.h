@@ -1,10 +1,11 @@
 /* bench_util.h — what both benchmark programs share: a monotonic clock, medians, random
  * fills (never zeros: they hide unwritten outputs), output checks against a C reference, and
- * the machine-readable result line that bench/cpu_vs_numpy.py parses. */
+ * the reading of their command-line flags. */
 #ifndef DLOP_BENCH_UTIL_H
 #define DLOP_BENCH_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "dlop.h"
@@ -30,7 +31,16 @@ double bench_tolerance(const char *op, dlop_dtype dtype);
 
 /* Split "a,b,c" into at most max items (pointers into text, which is modified). */
 int bench_split_list(char *text, char **items, int max);
-/* The dtypes the benches measure, by name: "float32" or "float64". 0 for any other. */
-int bench_parse_dtype(const char *name, dlop_dtype *dtype);
+/* --dtypes' value: at most max of the dtypes the benches measure ("float32", "float64"), comma
+ * separated, into dtypes and their number into *count; 0, after a message from program naming
+ * the bad entry, for any other name (text is modified). */
+int bench_parse_dtypes(char *text, dlop_dtype *dtypes, int max, int *count, const char *program);
+
+/* The value of the flag at argv[*i] in a bench program's option loop: argv[*i + 1], with *i
+ * moved to it. "--help" and "-h" print usage on stdout and exit 0; switch_flag (NULL: none)
+ * takes no value and comes back as itself; NULL, after "<program>: <flag> needs a value" on
+ * stderr, when a value is missing. */
+char *bench_flag_value(int argc, char **argv, int *i, const char *program, void (*usage)(FILE *),
+                       const char *switch_flag);
 
 #endif

@@ -16,25 +16,11 @@ call takes 0.5-1 ms, so its few microseconds of host work overlap the previous k
     python3 bench/elementwise_gpu.py [--log2 28] [--samples 9] [--reps 10] [--dtypes float32 float16]
 """
 import argparse
-import statistics
+import functools
 import sys
-import time
 
 import dlop
-
-
-def timed(call, synchronize, reps, samples):
-    for _ in range(3):
-        call()
-    synchronize()
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        synchronize()
-        times.append((time.perf_counter() - start) / reps)
-    return statistics.median(times)
+from torch_bench import median_seconds, torch_with_gpu
 
 
 def main():
@@ -44,13 +30,10 @@ def main():
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float16"])
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("elementwise_gpu.py needs PyTorch (the copy and the comparison); skipped")
-        return 0
-    if not torch.cuda.is_available() or dlop.cuda_device_count() == 0:
-        print("elementwise_gpu.py needs a CUDA GPU; skipped")
+    # median seconds per call: 3 warm-up calls, then args.samples samples of args.reps calls
+    timed = functools.partial(median_seconds, reps=args.reps, samples=args.samples, warmup=3)
+    torch = torch_with_gpu("elementwise_gpu.py", "the copy and the comparison")
+    if torch is None:
         return 0
     side = 1 << (args.log2 // 2)
     rows = (1 << args.log2) // side
@@ -69,7 +52,7 @@ def main():
         row = torch.randn(side, device="cuda", dtype=dtype, generator=g)
         column = torch.randn(rows, 1, device="cuda", dtype=dtype, generator=g)
         copy_dst = torch.empty_like(x)
-        t_copy = timed(lambda: copy_dst.copy_(x), torch.cuda.synchronize, args.reps, args.samples)
+        t_copy = timed(lambda: copy_dst.copy_(x), torch.cuda.synchronize)
         copy_bw = 2 * n * size / t_copy
         cases = [("same shape (R,C)+(R,C)", x, y, 3 * n * size),
                  ("row (R,C)+(C,)", x, row, (2 * n + side) * size),
@@ -87,11 +70,9 @@ def main():
                 failures += 1
                 continue
             del got
-            t_dlop = timed(lambda: dlop.ops.add(da, db), lambda: dlop.synchronize("cuda"),
-                           args.reps, args.samples)
-            t_wrapped = timed(lambda: dlop.ops.add(wa, wb), lambda: dlop.synchronize("cuda"),
-                              args.reps, args.samples)
-            t_torch = timed(lambda: torch.add(a, b), torch.cuda.synchronize, args.reps, args.samples)
+            t_dlop = timed(lambda: dlop.ops.add(da, db), lambda: dlop.synchronize("cuda"))
+            t_wrapped = timed(lambda: dlop.ops.add(wa, wb), lambda: dlop.synchronize("cuda"))
+            t_torch = timed(lambda: torch.add(a, b), torch.cuda.synchronize)
             bw, torch_bw, wrapped_bw = moved / t_dlop, moved / t_torch, moved / t_wrapped
             ratio = bw / copy_bw
             goal = ">= 0.95 " + ("ok" if ratio >= 0.95 else "BELOW")

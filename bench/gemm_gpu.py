@@ -12,25 +12,11 @@ costs well under 0.1%. Inputs are torch tensors; dlop wraps them once (no copy).
     python3 bench/gemm_gpu.py [--n 8192] [--samples 7] [--dtypes float32 float64 bfloat16 float16]
 """
 import argparse
-import statistics
+import functools
 import sys
-import time
 
 import dlop
-
-
-def timed(call, synchronize, reps, samples):
-    for _ in range(2):
-        call()
-    synchronize()
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        synchronize()
-        times.append((time.perf_counter() - start) / reps)
-    return statistics.median(times)
+from torch_bench import median_seconds, torch_with_gpu
 
 
 def main():
@@ -40,13 +26,10 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64", "bfloat16", "float16"])
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gemm_gpu.py needs PyTorch (the reference); skipped")
-        return 0
-    if not torch.cuda.is_available() or dlop.cuda_device_count() == 0:
-        print("gemm_gpu.py needs a CUDA GPU; skipped")
+    # median seconds per call: 2 warm-up calls, then args.samples samples of args.reps calls
+    timed = functools.partial(median_seconds, reps=args.reps, samples=args.samples, warmup=2)
+    torch = torch_with_gpu("gemm_gpu.py", "the reference")
+    if torch is None:
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -71,8 +54,8 @@ def main():
             print(f"{name}: dlop's result differs from float64 by {rel:.2e} (> {tol}): FAIL")
             return 1
         t_dlop = timed(lambda: dlop.ops.matmul(da, db, allow_tf32=False),
-                       lambda: dlop.synchronize("cuda"), args.reps, args.samples)
-        t_torch = timed(lambda: torch.matmul(a, b), torch.cuda.synchronize, args.reps, args.samples)
+                       lambda: dlop.synchronize("cuda"))
+        t_torch = timed(lambda: torch.matmul(a, b), torch.cuda.synchronize)
         ratio = t_torch / t_dlop
         goal = ">= 0.97 " + ("ok" if ratio >= 0.97 else "BELOW") if name in ("float32", "float64") else "-"
         print(f"{name:9} {flops / t_dlop / 1e12:12.1f} {flops / t_torch / 1e12:13.1f} {ratio:10.3f}  {goal}",

@@ -36,6 +36,40 @@ def workload_bytes(workload, n, cols, size):
     return (2 * n + cols) * size  # a*row
 
 
+def median_event_ms(fn, new_event, elapsed_ms, synchronize, args):
+    """Median milliseconds of fn() between two CUDA events, over args.reps calls after
+    args.warmup calls (PyTorch's and CuPy's events, given as new_event and elapsed_ms)."""
+    start, end = new_event(), new_event()
+    for _ in range(args.warmup):
+        fn()
+    synchronize()
+    samples = []
+    for _ in range(args.reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(elapsed_ms(start, end))
+    return statistics.median(samples)
+
+
+def report_out_workloads(framework, name, size, timed, copy, exp, mul, x, b, y, x2, y2, row, n,
+                         cols):
+    """Times and reports the workloads of a framework whose exp and mul write into out=: copy is
+    its copy of x into y; x2, y2 are x and y as (n / cols, cols) matrices, row b's first cols;
+    size is the element size in bytes."""
+    work = {
+        "copy": copy,
+        "exp": lambda: exp(x, out=y),
+        "x*2": lambda: mul(x, 2, out=y),
+        "a*b": lambda: mul(x, b, out=y),
+        "a*row": lambda: mul(x2, row, out=y2),
+    }
+    for workload, fn in work.items():
+        report(framework, name, workload, timed(fn), workload_bytes(workload, n, cols, size),
+               "events")
+
+
 def bench_torch(args, n, cols):
     import torch
     if not torch.cuda.is_available():
@@ -44,19 +78,9 @@ def bench_torch(args, n, cols):
     device = torch.device("cuda:0")
 
     def timed(fn):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(args.reps):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-        return statistics.median(samples)
+        return median_event_ms(fn, lambda: torch.cuda.Event(enable_timing=True),
+                               lambda start, end: start.elapsed_time(end), torch.cuda.synchronize,
+                               args)
 
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         size = torch.empty((), dtype=dtype).element_size()
@@ -64,16 +88,8 @@ def bench_torch(args, n, cols):
         b = torch.rand(n, dtype=dtype, device=device) * 4 - 2
         y = torch.empty_like(x)
         x2, y2, row = x.view(n // cols, cols), y.view(n // cols, cols), b[:cols].clone()
-        work = {
-            "copy": lambda: y.copy_(x),
-            "exp": lambda: torch.exp(x, out=y),
-            "x*2": lambda: torch.mul(x, 2, out=y),
-            "a*b": lambda: torch.mul(x, b, out=y),
-            "a*row": lambda: torch.mul(x2, row, out=y2),
-        }
-        for workload, fn in work.items():
-            report("torch", name, workload, timed(fn), workload_bytes(workload, n, cols, size),
-                   "events")
+        report_out_workloads("torch", name, size, timed, lambda: y.copy_(x), torch.exp, torch.mul,
+                             x, b, y, x2, y2, row, n, cols)
         del x, b, y, x2, y2, row
         torch.cuda.empty_cache()
 
@@ -82,18 +98,8 @@ def bench_cupy(args, n, cols):
     import cupy as cp
 
     def timed(fn):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        for _ in range(args.warmup):
-            fn()
-        cp.cuda.Device().synchronize()
-        samples = []
-        for _ in range(args.reps):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(cp.cuda.get_elapsed_time(start, end))
-        return statistics.median(samples)
+        return median_event_ms(fn, cp.cuda.Event, cp.cuda.get_elapsed_time,
+                               cp.cuda.Device().synchronize, args)
 
     rng = cp.random.default_rng(1)
     for name, dtype in (("float32", cp.float32), ("float64", cp.float64)):
@@ -102,16 +108,9 @@ def bench_cupy(args, n, cols):
         b = (rng.random(n, dtype=dtype) * 4 - 2).astype(dtype)
         y = cp.empty_like(x)
         x2, y2, row = x.reshape(n // cols, cols), y.reshape(n // cols, cols), b[:cols].copy()
-        work = {
-            "copy": lambda: y.data.copy_from_device_async(x.data, x.nbytes),
-            "exp": lambda: cp.exp(x, out=y),
-            "x*2": lambda: cp.multiply(x, 2, out=y),
-            "a*b": lambda: cp.multiply(x, b, out=y),
-            "a*row": lambda: cp.multiply(x2, row, out=y2),
-        }
-        for workload, fn in work.items():
-            report("cupy", name, workload, timed(fn), workload_bytes(workload, n, cols, size),
-                   "events")
+        report_out_workloads("cupy", name, size, timed,
+                             lambda: y.data.copy_from_device_async(x.data, x.nbytes), cp.exp,
+                             cp.multiply, x, b, y, x2, y2, row, n, cols)
         del x, b, y, x2, y2, row
         cp.get_default_memory_pool().free_all_blocks()
 

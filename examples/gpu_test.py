@@ -9,25 +9,9 @@ import time
 import numpy as np
 
 import dlop
+from choose_device import add_device_option, pick_device
 
 VLEN = 10 * 30 * 768  # 10 x #cores x #threads per core, as in the Theano original
-
-
-def pick_device(asked: str | None) -> str:
-    """The device to run on: the one asked for (an error if it is a GPU and none is usable),
-    else cuda when a GPU is usable, else cpu, saying so. Never a silent switch."""
-    if asked == "cpu":
-        return "cpu"
-    try:
-        dlop.asarray(np.zeros(1, dtype=np.float32), device=asked or "cuda")
-    except dlop.DlopError as error:
-        if asked is not None:
-            sys.exit("gpu_test: --device %s was asked for but no GPU is usable: %s"
-                     % (asked, error))
-        print("gpu_test: no GPU usable (%s); running on the CPU "
-              "(pass --device cuda to require the GPU)" % error)
-        return "cpu"
-    return asked or "cuda"
 
 
 def run(dtype: str, device: str, iters: int) -> bool:
@@ -58,11 +42,10 @@ def run(dtype: str, device: str, iters: int) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda or cuda:N (default: cuda when a GPU is usable)")
+    add_device_option(parser)
     parser.add_argument("--iters", type=int, default=1000)
     args = parser.parse_args()
-    device = pick_device(args.device)
+    device = pick_device("gpu_test", args.device)
     ok = all([run(dtype, device, args.iters) for dtype in ("float32", "float64")])
     print("gpu_test: %s" % ("ok" if ok else "FAILED"))
     return 0 if ok else 1

@@ -8,31 +8,14 @@ import sys
 import numpy as np
 
 import dlop
-
-
-def pick_device(asked: str | None) -> str:
-    """The device to run on: the one asked for (an error if it is a GPU and none is usable),
-    else cuda when a GPU is usable, else cpu, saying so. Never a silent switch."""
-    if asked == "cpu":
-        return "cpu"
-    try:
-        dlop.asarray(np.zeros(1, dtype=np.float32), device=asked or "cuda")
-    except dlop.DlopError as error:
-        if asked is not None:
-            sys.exit("multiply_them: --device %s was asked for but no GPU is usable: %s"
-                     % (asked, error))
-        print("multiply_them: no GPU usable (%s); running on the CPU "
-              "(pass --device cuda to require the GPU)" % error)
-        return "cpu"
-    return asked or "cuda"
+from choose_device import add_device_option, pick_device
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None,
-                        help="cpu, cuda or cuda:N (default: cuda when a GPU is usable)")
+    add_device_option(parser)
     args = parser.parse_args()
-    device = pick_device(args.device)
+    device = pick_device("multiply_them", args.device)
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal(100).astype(np.float32)

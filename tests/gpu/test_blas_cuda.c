@@ -15,66 +15,46 @@
 
 static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
 
-typedef struct spec {
-  int32_t ndim;
-  int64_t shape[4];
-  int64_t strides[4]; /* all zero: C-contiguous */
-} spec;
+/* A layout (strides all zero: C-contiguous). */
+typedef dlop_test_spec spec;
 
 /* A tensor over a span of host data and the same span on the GPU. */
 typedef struct tensor {
-  dlop_tensor t;      /* on the host (what the reference reads) */
-  dlop_tensor device; /* the same layout over the GPU copy */
-  int64_t shape[4], strides[4];
-  char *allocation;
-  size_t span_elements;
+  dlop_test_span_tensor host; /* what the reference reads */
+  dlop_tensor device;         /* the same layout over the GPU copy */
   dlop_array *span;
 } tensor;
 
 static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t seed) {
-  int64_t first;
-  size_t element = dlop_dtype_size(dtype);
   memset(x, 0, sizeof *x);
-  memcpy(x->shape, s->shape, sizeof x->shape);
-  x->span_elements = (size_t)dlop_test_layout_span(
-      s->ndim, s->shape, dlop_test_strides_given(s->ndim, s->strides), x->strides, &first);
-  x->allocation = malloc(x->span_elements * element);
-  ck_assert_ptr_nonnull(x->allocation);
-  dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
-  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype, s->ndim,
-                        x->shape, x->strides);
-  int64_t span = (int64_t)x->span_elements;
-  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, x->allocation, &x->span));
+  dlop_test_span_tensor_init(&x->host, dtype, s, seed);
+  int64_t span = (int64_t)x->host.span_elements;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, x->host.allocation, &x->span));
   DLOP_CK_OK(dlop_array_synchronize(x->span));
-  x->device = x->t;
+  x->device = x->host.t;
   x->device.data = dlop_array_tensor(x->span)->data;
-  x->device.byte_offset = dlop_array_tensor(x->span)->byte_offset + x->t.byte_offset;
+  x->device.byte_offset = dlop_array_tensor(x->span)->byte_offset + x->host.t.byte_offset;
   x->device.device = CUDA;
 }
 
 /* Bring the GPU span back into the host span. */
 static void tensor_download(tensor *x) {
-  DLOP_CK_OK(dlop_array_to_host(x->span, x->allocation,
-                                x->span_elements * dlop_dtype_size(dlop_tensor_dtype(&x->t))));
+  DLOP_CK_OK(dlop_array_to_host(x->span, x->host.allocation,
+                                x->host.span_elements *
+                                    dlop_dtype_size(dlop_tensor_dtype(&x->host.t))));
 }
 
 static void tensor_free(tensor *x) {
   dlop_array_release(x->span);
-  free(x->allocation);
+  free(x->host.allocation);
 }
 
 typedef dlop_test_gemm_params gemm_params;
 
 static void fill_params(const dlop_op_desc *op, const gemm_params *g, int allow_tf32,
                         dlop_param_value *v) {
-  for (int32_t i = 0; i < op->num_params; i++) v[i] = op->params[i].default_value;
+  dlop_test_gemm_param_values(op, g, v);
   v[op->num_params - 1].u.i = allow_tf32; /* allow_tf32 is every op's last parameter */
-  if (g != NULL) {
-    v[0].u.f = g->alpha;
-    v[1].u.f = g->beta;
-    v[2].u.i = g->trans_a;
-    v[3].u.i = g->trans_b;
-  }
 }
 
 static double tolerance(dlop_dtype dtype, int allow_tf32) {
@@ -90,8 +70,8 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
                        const spec *sc, const gemm_params *g, const spec *out_strides,
                        int allow_tf32, int inplace, const char *what) {
   const dlop_op_desc *op = dlop_test_find_op(op_name);
-  dlop_param_value params[8];
   tensor x[3], out;
+  dlop_param_value params[8];
   dlop_type types[3], out_type;
   dlop_tensor inputs[3];
   dlop_thunk thunk;
@@ -103,7 +83,7 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   tensor_init(&x[1], dtype, sb, 22);
   if (sc) tensor_init(&x[2], dtype, sc, 33);
   for (int32_t i = 0; i < num_inputs; i++) {
-    types[i] = dlop_test_type_of(&x[i].t);
+    types[i] = dlop_test_type_of(&x[i].host.t);
     inputs[i] = x[i].device;
   }
   int status = dlop_test_make_node(op, params, types, num_inputs, &out_type, error, sizeof error);
@@ -113,18 +93,19 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   if (out_strides) memcpy(os.strides, out_strides->strides, sizeof os.strides);
   int64_t n = dlop_test_numel(out_type.ndim, out_type.shape);
   double *expected = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  dlop_test_matmul_reference(op_name, g, &x[0].t, &x[1].t, sc ? &x[2].t : NULL, &out_type, expected);
+  dlop_test_matmul_reference(op_name, g, &x[0].host.t, &x[1].host.t, sc ? &x[2].host.t : NULL,
+                             &out_type, expected);
   DLOP_CK_OK(dlop_stream_create(CUDA, &stream));
   if (inplace) {
     out = x[2];
-    out.t.shape = out.device.shape = out.shape;
-    out.t.strides = out.device.strides = out.strides;
+    out.host.t.shape = out.device.shape = out.host.shape;
+    out.host.t.strides = out.device.strides = out.host.strides;
   } else {
     tensor_init(&out, dtype, &os, 44);
     const dlop_tensor *span = dlop_array_tensor(out.span);
     ck_assert_int_eq(dlop_host_api_table()->cuda_memset_async(
                          (char *)span->data + span->byte_offset, 0xFF,
-                         out.span_elements * dlop_dtype_size(dtype), dlop_stream_handle(stream)),
+                         out.host.span_elements * dlop_dtype_size(dtype), dlop_stream_handle(stream)),
                      DLOP_OK);
   }
   status = dlop_test_make_thunk(op, params, types, num_inputs, &out_type, CUDA, &thunk, error,
@@ -138,7 +119,7 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   tensor_download(&out);
   double tol = tolerance(dtype, allow_tf32);
   for (int64_t i = 0; i < n; i++) {
-    double got = dlop_test_tensor_get(&out.t, i);
+    double got = dlop_test_tensor_get(&out.host.t, i);
     ck_assert_msg(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
                   "%s %s %s: element %lld of %lld: expected %.10g, got %.10g", op_name,
                   dlop_dtype_name(dtype), what, (long long)i, (long long)n, expected[i], got);

@@ -75,17 +75,6 @@ static CUcontext primary_context(void) {
   ck_assert_msg(current_context() == (expected), "after %s the current context is %p, was %p", \
                 after, (void *)current_context(), (void *)(expected))
 
-/* y[i] = value for i < n: a hand-written PTX kernel, so the test needs no nvcc at run time. */
-static const char fill_ptx[] =
-    ".version 7.0\n.target sm_50\n.address_size 64\n"
-    ".visible .entry dlop_test_fill(.param .u64 out, .param .u32 n, .param .u32 value)\n{\n"
-    "  .reg .pred %p<2>;\n  .reg .b32 %r<8>;\n  .reg .b64 %rd<5>;\n"
-    "  ld.param.u64 %rd1, [out];\n  ld.param.u32 %r1, [n];\n  ld.param.u32 %r2, [value];\n"
-    "  mov.u32 %r3, %ctaid.x;\n  mov.u32 %r4, %ntid.x;\n  mov.u32 %r5, %tid.x;\n"
-    "  mad.lo.s32 %r6, %r3, %r4, %r5;\n  setp.ge.u32 %p1, %r6, %r1;\n  @%p1 bra DONE;\n"
-    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r6, 4;\n  add.s64 %rd4, %rd2, %rd3;\n"
-    "  st.global.u32 [%rd4], %r2;\nDONE:\n  ret;\n}\n";
-
 /* With `before` current: dlop_device_check, then the host table's module load, function
  * lookup, launch, memset, copy back, synchronize and unload on a stream and buffer of device
  * 0's primary context (made by the test itself); after each call `before` is current again. */
@@ -105,8 +94,9 @@ static void run_host_calls_keeping(CUcontext before) {
   DLOP_CK_OK(dlop_device_check(cuda0));
   CK_CONTEXT_IS(before, "dlop_device_check");
   void *module = NULL, *function = NULL;
-  ck_assert_msg(host->cuda_module_load(0, fill_ptx, &module, error, sizeof error) == DLOP_OK, "%s",
-                error);
+  ck_assert_msg(
+      host->cuda_module_load(0, dlop_test_fill_ptx, &module, error, sizeof error) == DLOP_OK, "%s",
+      error);
   CK_CONTEXT_IS(before, "cuda_module_load");
   ck_assert_msg(host->cuda_module_function(module, "dlop_test_fill", &function, error,
                                            sizeof error) == DLOP_OK,
@@ -234,12 +224,13 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("context_cuda");
-  TCase *tcase = tcase_create("context");
-  tcase_add_test(tcase, test_no_context_stays_none);
-  tcase_add_test(tcase, test_other_context_stays_current);
-  tcase_add_test(tcase, test_primary_context_stays_current);
-  tcase_add_test(tcase, test_null_stream_without_context);
-  tcase_add_test(tcase, test_function_run_keeps_callers_context);
-  suite_add_tcase(suite, tcase);
+  TCase *tcase = dlop_test_tcase(suite, "context", 0, NULL, NULL);
+  dlop_test_add_tests(tcase,
+                      test_no_context_stays_none,
+                      test_other_context_stays_current,
+                      test_primary_context_stays_current,
+                      test_null_stream_without_context,
+                      test_function_run_keeps_callers_context,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -23,12 +23,7 @@ typedef struct layout {
 } layout;
 
 /* One input: the same span on the host and on the GPU, viewed with the layout. */
-typedef struct operand {
-  dlop_tensor host;
-  int64_t shape[3], strides[3];
-  void *span;
-  dlop_array *device_span, *device_view;
-} operand;
+typedef dlop_test_operand operand;
 
 static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t seed, double low,
                          double high) {
@@ -47,22 +42,7 @@ static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t
     for (int64_t i = (int64_t)(seed % 5); i < span; i += 5)
       dlop_test_set(o->span, dtype, i, specials[(i / 5) % 8]);
   }
-  o->host.data = o->span;
-  o->host.device = CPU;
-  o->host.ndim = l->ndim;
-  o->host.dtype = dlop_dtype_to_dl(dtype);
-  o->host.shape = o->shape;
-  o->host.strides = o->strides;
-  o->host.byte_offset = (uint64_t)(l->offset + first) * elsize;
-  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, o->span, &o->device_span));
-  DLOP_CK_OK(dlop_array_view(o->device_span, l->ndim, l->shape, o->strides, o->host.byte_offset,
-                             &o->device_view));
-}
-
-static void operand_free(operand *o) {
-  dlop_array_release(o->device_view);
-  dlop_array_release(o->device_span);
-  free(o->span);
+  dlop_test_operand_upload(o, dtype, l->ndim, span, l->offset + first, CUDA);
 }
 
 /* Run op on both devices with the same inputs (dtypes[k], layouts[k]); rtol 0 means the CUDA
@@ -102,13 +82,8 @@ static void parity(const char *op_name, const char *cast_to, int32_t n, const dl
   /* CPU */
   unsigned char *cpu_out = malloc(bytes + 1), *gpu_out = malloc(bytes + 1);
   ck_assert(cpu_out && gpu_out);
-  dlop_tensor cpu_output;
-  memset(&cpu_output, 0, sizeof cpu_output);
-  cpu_output.data = cpu_out;
-  cpu_output.device = CPU;
-  cpu_output.ndim = out_type.ndim;
-  cpu_output.dtype = dlop_dtype_to_dl(out_dtype);
-  cpu_output.shape = out_type.shape;
+  dlop_tensor cpu_output; /* C-contiguous (strides NULL) */
+  dlop_test_host_tensor(&cpu_output, cpu_out, 0, out_dtype, out_type.ndim, out_type.shape, NULL);
   dlop_tensor host_in[3], device_in[3];
   for (int32_t k = 0; k < n; k++) {
     host_in[k] = in[k].host;
@@ -155,7 +130,7 @@ static void parity(const char *op_name, const char *cast_to, int32_t n, const dl
   }
   dlop_array_release(output);
   dlop_stream_destroy(stream);
-  for (int32_t k = 0; k < n; k++) operand_free(&in[k]);
+  for (int32_t k = 0; k < n; k++) dlop_test_operand_free(&in[k]);
   free(cpu_out);
   free(gpu_out);
 }
@@ -292,13 +267,13 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("elemwise_cuda");
-  TCase *tc = tcase_create("parity");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_binary_arith);
-  tcase_add_test(tc, test_broadcast_rows_beyond_grid_y);
-  tcase_add_test(tc, test_unary);
-  tcase_add_test(tc, test_comparisons_and_where);
-  tcase_add_test(tc, test_cast_table);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "parity", 300, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_binary_arith,
+                      test_broadcast_rows_beyond_grid_y,
+                      test_unary,
+                      test_comparisons_and_where,
+                      test_cast_table,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -2,13 +2,13 @@
  * the CPU function's for every dtype, odd and zero sizes, strided inputs, no driver allocation
  * in steady state, explain() says cuda:0, and a CPU input is refused, never moved silently. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
@@ -17,12 +17,11 @@ static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
 static const dlop_dtype FLOAT_DTYPES[] = {DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
 static const dlop_dtype INT_DTYPES[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
 
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
+/* The running test's graph: every test gets a new one (graph_setup) and leaves it to
+ * graph_teardown. The parity tests build graphs of their own. */
+static dlop_graph *graph;
+static void graph_setup(void) { graph = dlop_test_new_graph(); }
+static void graph_teardown(void) { dlop_graph_destroy(graph); }
 
 /* The same graph compiled for both devices. */
 typedef struct pair {
@@ -42,14 +41,6 @@ static void destroy_pair(pair *p) {
   dlop_graph_destroy(p->graph);
 }
 
-static void *read_back(const dlop_array *array) {
-  size_t bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
-  void *data = malloc(bytes + 1);
-  ck_assert_ptr_nonnull(data);
-  DLOP_CK_OK(dlop_array_to_host(array, data, bytes));
-  return data;
-}
-
 /* Run both functions on the same host data; the CUDA result must equal the CPU result. */
 static void check_parity(pair *p, int32_t num_inputs, dlop_dtype dtype, int32_t *ndims,
                          int64_t (*shapes)[2], void **data, const char *what) {
@@ -64,7 +55,7 @@ static void check_parity(pair *p, int32_t num_inputs, dlop_dtype dtype, int32_t 
   ck_assert_int_eq(dlop_array_device(cuda_out).type, DLOP_DEVICE_CUDA);
   ck_assert_int_eq(dlop_array_numel(cpu_out), dlop_array_numel(cuda_out));
   int64_t n = dlop_array_numel(cpu_out);
-  void *expected = read_back(cpu_out), *actual = read_back(cuda_out);
+  void *expected = dlop_test_read_back(cpu_out), *actual = dlop_test_read_back(cuda_out);
   double tolerance = dlop_test_tolerance(dtype);
   int64_t bad =
       dlop_test_compare(expected, actual, dtype, n, tolerance, tolerance, report, sizeof report);
@@ -84,12 +75,9 @@ START_TEST(test_exp_double_parity_every_float_dtype) {
   static const int64_t sizes[] = {0, 1, 100, 1000003};
   for (size_t k = 0; k < 4; k++) {
     dlop_dtype dtype = FLOAT_DTYPES[k];
-    pair p = {new_graph(), NULL, NULL};
-    dlop_var *x, *y, *z;
-    int64_t unknown = DLOP_DIM_UNKNOWN;
-    DLOP_CK_OK(dlop_graph_input(p.graph, "x", dtype, 1, &unknown, &x));
-    DLOP_CK_OK(dlop_graph_apply(p.graph, "double", &x, 1, NULL, 0, &y, 1));
-    DLOP_CK_OK(dlop_graph_apply(p.graph, "exp", &y, 1, NULL, 0, &z, 1));
+    pair p = {dlop_test_new_graph(), NULL, NULL};
+    dlop_var *x;
+    dlop_var *z = dlop_test_exp_double(p.graph, dtype, DLOP_DIM_UNKNOWN, &x);
     compile_both(&p, &x, 1, z);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
       int64_t shape[1][2] = {{sizes[s], 0}};
@@ -105,13 +93,11 @@ START_TEST(test_exp_double_parity_every_float_dtype) {
 END_TEST
 
 static void multiply_parity(dlop_dtype dtype, const int64_t *a_shape, const int64_t *b_shape) {
-  pair p = {new_graph(), NULL, NULL};
-  dlop_var *ab[2], *z;
+  pair p = {dlop_test_new_graph(), NULL, NULL};
+  dlop_var *ab[2];
   int64_t shapes[2][2] = {{a_shape[0], a_shape[1]}, {b_shape[0], b_shape[1]}};
   int32_t ndims[2] = {2, 2};
-  DLOP_CK_OK(dlop_graph_input(p.graph, "a", dtype, 2, a_shape, &ab[0]));
-  DLOP_CK_OK(dlop_graph_input(p.graph, "b", dtype, 2, b_shape, &ab[1]));
-  DLOP_CK_OK(dlop_graph_apply(p.graph, "multiply_them", ab, 2, NULL, 0, &z, 1));
+  dlop_var *z = dlop_test_multiply_them(p.graph, dtype, 2, a_shape, 2, b_shape, ab);
   compile_both(&p, ab, 2, z);
   void *data[2];
   for (int i = 0; i < 2; i++) {
@@ -137,89 +123,34 @@ END_TEST
 
 /* Theano fell back to the CPU for float64; here float64 runs on the GPU. */
 START_TEST(test_float64_runs_on_gpu) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
-  dlop_function *function = NULL;
   int64_t shape[2] = {4, 5};
   double ones[20], got[20];
   for (int i = 0; i < 20; i++) ones[i] = 1.0;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &function));
+  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CUDA);
   dlop_array *input = NULL, *output = NULL;
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT64, 2, shape, ones, &input));
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   ck_assert_int_eq(dlop_array_device(output).type, DLOP_DEVICE_CUDA);
   DLOP_CK_OK(dlop_array_to_host(output, got, sizeof got));
   for (int i = 0; i < 20; i++) ck_assert_msg(got[i] == 2.0, "[%d] = %g, expected 2", i, got[i]);
-  dlop_array_release(output);
-  dlop_array_release(input);
+  dlop_test_release_arrays(2, output, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
+/* A chain of 10 doubles on 64 MiB buffers: five runs after the first make no cuMemAlloc, and
+ * about 3 buffers stay alive (input + 2), not 11. */
 START_TEST(test_steady_state_no_driver_allocation) {
-  enum { CHAIN = 10 };
-  const int64_t n = (int64_t)1 << 24;
-  const uint64_t buffer_bytes = (uint64_t)n * sizeof(float);
-  dlop_graph *graph = new_graph();
-  dlop_var *x, *v;
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
-  v = x;
-  for (int i = 0; i < CHAIN; i++)
-    DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &function));
-  float *data = malloc((size_t)buffer_bytes);
-  ck_assert_ptr_nonnull(data);
-  for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 977) * 0.5f;
-  dlop_array *input = NULL, *output = NULL;
-  DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, data, &input));
-  dlop_memory_stats before, first, later;
-  memset(&before, 0, sizeof before);
-  before.struct_size = sizeof before;
-  first = later = before;
-  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &before));
-  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-  float *result = read_back(output);
-  for (int64_t i = 0; i < n; i++)
-    if (result[i] != data[i] * 1024.0f)
-      ck_abort_msg("[%lld] expected %g, got %g", (long long)i, (double)(data[i] * 1024.0f),
-                   (double)result[i]);
-  free(result);
-  dlop_array_release(output);
-  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &first));
-  for (int run = 0; run < 5; run++) {
-    DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-    dlop_array_release(output);
-  }
-  DLOP_CK_OK(dlop_array_synchronize(input));
-  DLOP_CK_OK(dlop_memory_stats_get(CUDA, &later));
-  ck_assert_msg(later.driver_allocations == first.driver_allocations,
-                "steady state made %llu cuMemAlloc calls in 5 runs",
-                (unsigned long long)(later.driver_allocations - first.driver_allocations));
-  uint64_t extra = later.peak_bytes_in_use - before.bytes_in_use;
-  ck_assert_msg(extra <= 2 * buffer_bytes + buffer_bytes / 2,
-                "peak use grew by %.1f buffers for a chain of %d (expected about 2)",
-                (double)extra / (double)buffer_bytes, CHAIN);
-  dlop_array_release(input);
-  free(data);
-  dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
+  dlop_test_check_chain_plan(graph, CUDA, (int64_t)1 << 24, 10, 5, -1);
 }
 END_TEST
 
 START_TEST(test_explain_says_cuda) {
-  dlop_graph *graph = new_graph();
-  dlop_var *x, *y, *z;
-  dlop_function *function = NULL;
-  int64_t five = 5;
+  dlop_function *function = dlop_test_compile_exp_double(graph, DLOP_FLOAT32, 5, CUDA);
   char text[1024];
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &five, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CUDA, &function));
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
   ck_assert_msg(strstr(text, "#0 double(x: float32[5]) -> float32[5] on cuda:0") != NULL, "%s",
                 text);
@@ -227,19 +158,15 @@ START_TEST(test_explain_says_cuda) {
                 text);
   ck_assert_msg(strstr(text, "on cpu") == NULL, "%s", text);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_cpu_input_to_cuda_function_is_refused) {
-  dlop_graph *graph = new_graph();
-  dlop_var *x, *y;
-  dlop_function *function = NULL;
+  dlop_var *x;
+  dlop_var *y = dlop_test_double_chain(graph, 4, 1, &x);
+  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CUDA);
   int64_t four = 4;
   float data[4] = {1, 2, 3, 4};
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CUDA, &function));
   dlop_array *input = NULL, *output = NULL;
   DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &four, data, &input));
   ck_assert_int_eq(dlop_function_run(function, &input, 1, &output, 1, NULL), DLOP_DEVICE_MISMATCH);
@@ -250,14 +177,11 @@ START_TEST(test_cpu_input_to_cuda_function_is_refused) {
   ck_assert_msg(strstr(dlop_last_error(), "dlop_array_copy_to") != NULL, "%s", dlop_last_error());
   dlop_array_release(input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_strided_inputs_on_cuda) {
-  dlop_graph *graph = new_graph();
   dlop_var *t, *dt;
-  dlop_function *function = NULL;
   int64_t unknown2[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
   int64_t base_shape[2] = {33, 65}, t_shape[2] = {65, 33}, t_strides[2] = {1, 65};
   int64_t r_shape[2] = {33, 65}, r_strides[2] = {-65, -1};
@@ -265,7 +189,7 @@ START_TEST(test_strided_inputs_on_cuda) {
   for (int i = 0; i < 33 * 65; i++) m[i] = (float)i * 0.125f - 100.0f;
   DLOP_CK_OK(dlop_graph_input(graph, "t", DLOP_FLOAT32, 2, unknown2, &t));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &t, 1, NULL, 0, &dt, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &t, 1, &dt, 1, CUDA, &function));
+  dlop_function *function = dlop_test_compile(graph, &t, 1, dt, CUDA);
   dlop_array *base = NULL, *view = NULL, *out = NULL;
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 2, base_shape, m, &base));
   DLOP_CK_OK(dlop_array_view(base, 2, t_shape, t_strides, 0, &view));
@@ -274,116 +198,40 @@ START_TEST(test_strided_inputs_on_cuda) {
   for (int i = 0; i < 65; i++)
     for (int j = 0; j < 33; j++)
       ck_assert_msg(got[i * 33 + j] == 2.0f * m[j * 65 + i], "transposed [%d,%d]", i, j);
-  dlop_array_release(out);
-  dlop_array_release(view);
+  dlop_test_release_arrays(2, out, view);
   DLOP_CK_OK(dlop_array_view(base, 2, r_shape, r_strides, (33 * 65 - 1) * sizeof(float), &view));
   DLOP_CK_OK(dlop_function_run(function, &view, 1, &out, 1, NULL));
   DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
   for (int i = 0; i < 33 * 65; i++)
     ck_assert_msg(got[i] == 2.0f * m[33 * 65 - 1 - i], "reversed [%d]", i);
-  dlop_array_release(out);
-  dlop_array_release(view);
-  dlop_array_release(base);
+  dlop_test_release_arrays(3, out, view, base);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_constant_copied_to_gpu) {
-  dlop_graph *graph = new_graph();
   int64_t four = 4;
   float c_data[4] = {1.0f, -2.0f, 0.5f, 4.0f}, x_data[4] = {3.0f, 3.0f, -8.0f, 0.25f}, got[4];
   dlop_array *c_array = NULL, *input = NULL, *output = NULL;
   dlop_var *xc[2], *p;
-  dlop_function *function = NULL;
   DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &four, c_data, &c_array));
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &four, &xc[0]));
   DLOP_CK_OK(dlop_graph_constant(graph, "c", c_array, &xc[1]));
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", xc, 2, NULL, 0, &p, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, xc, 1, &p, 1, CUDA, &function));
+  dlop_function *function = dlop_test_compile(graph, xc, 1, p, CUDA);
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &four, x_data, &input));
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   DLOP_CK_OK(dlop_array_to_host(output, got, sizeof got));
   for (int i = 0; i < 4; i++)
     ck_assert_msg(got[i] == x_data[i] * c_data[i], "[%d] = %g", i, (double)got[i]);
-  dlop_array_release(output);
-  dlop_array_release(input);
-  dlop_array_release(c_array);
+  dlop_test_release_arrays(3, output, input, c_array);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
-
-typedef struct thread_job {
-  dlop_function *function;
-  int seed, failures;
-  char message[256];
-} thread_job;
-
-static void *run_many(void *context) {
-  thread_job *job = context;
-  enum { N = 100003, RUNS = 20 };
-  int64_t n = N;
-  float *x = malloc(N * sizeof(float)), *got = malloc(N * sizeof(float));
-  dlop_array *input = NULL;
-  dlop_test_fill_random(x, DLOP_FLOAT32, N, (uint64_t)job->seed, -2, 2);
-  if (dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, x, &input) != DLOP_OK) {
-    snprintf(job->message, sizeof job->message, "input: %s", dlop_last_error());
-    job->failures++;
-  }
-  for (int run = 0; run < RUNS && job->failures == 0; run++) {
-    dlop_array *output = NULL;
-    if (dlop_function_run(job->function, &input, 1, &output, 1, NULL) != DLOP_OK ||
-        dlop_array_to_host(output, got, N * sizeof(float)) != DLOP_OK) {
-      snprintf(job->message, sizeof job->message, "run %d: %s", run, dlop_last_error());
-      job->failures++;
-    }
-    for (int i = 0; i < N && job->failures == 0; i++) {
-      float want = expf(2.0f * x[i]);
-      if (fabsf(got[i] - want) > 1e-5f * fabsf(want) + 1e-6f) {
-        snprintf(job->message, sizeof job->message, "run %d [%d]: expected %g, got %g", run, i,
-                 (double)want, (double)got[i]);
-        job->failures++;
-      }
-    }
-    dlop_array_release(output);
-  }
-  dlop_array_release(input);
-  free(x);
-  free(got);
-  return NULL;
-}
-
-START_TEST(test_four_threads_one_cuda_function) {
-  dlop_graph *graph = new_graph();
-  dlop_var *x, *y, *z;
-  dlop_function *function = NULL;
-  int64_t unknown = DLOP_DIM_UNKNOWN;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CUDA, &function));
-  pthread_t threads[4];
-  thread_job jobs[4];
-  memset(jobs, 0, sizeof jobs);
-  for (int i = 0; i < 4; i++) {
-    jobs[i].function = function;
-    jobs[i].seed = 200 + i;
-    ck_assert_int_eq(pthread_create(&threads[i], NULL, run_many, &jobs[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
-  for (int i = 0; i < 4; i++)
-    ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
-  dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
-}
-END_TEST
-
 
 /* An op that declares no CUDA kernel is refused when compiling for CUDA, never run on the CPU. */
 START_TEST(test_op_without_cuda_kernel_is_unsupported) {
   const dlop_plugin *plugin = NULL;
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
@@ -393,7 +241,6 @@ START_TEST(test_op_without_cuda_kernel_is_unsupported) {
   ck_assert_ptr_null(function);
   ck_assert_msg(strstr(dlop_last_error(), "'fixture_scale' has no kernel for cuda:0") != NULL,
                 "%s", dlop_last_error());
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
@@ -405,9 +252,7 @@ END_TEST
 START_TEST(test_released_input_not_reused_while_read) {
   enum { CHAIN = 20 };
   const int64_t n = (int64_t)1 << 26;
-  dlop_graph *graph = new_graph();
   dlop_var *x, *v, *w, *g_out;
-  dlop_function *f = NULL, *g = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
   DLOP_CK_OK(dlop_graph_input(graph, "w", DLOP_FLOAT32, 1, &n, &w));
   v = x;
@@ -416,8 +261,8 @@ START_TEST(test_released_input_not_reused_while_read) {
     DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", pair_in, 2, NULL, 0, &v, 1));
   }
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &w, 1, NULL, 0, &g_out, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &f));
-  DLOP_CK_OK(dlop_function_compile(graph, &w, 1, &g_out, 1, CUDA, &g));
+  dlop_function *f = dlop_test_compile(graph, &x, 1, v, CUDA);
+  dlop_function *g = dlop_test_compile(graph, &w, 1, g_out, CUDA);
   float *data = malloc((size_t)n * sizeof(float)), *threes = malloc((size_t)n * sizeof(float));
   ck_assert_ptr_nonnull(data);
   ck_assert_ptr_nonnull(threes);
@@ -432,7 +277,7 @@ START_TEST(test_released_input_not_reused_while_read) {
     DLOP_CK_OK(dlop_function_run(f, &input_x, 1, &y, 1, NULL));
     dlop_array_release(input_x); /* f's kernels still read it on f's stream */
     DLOP_CK_OK(dlop_function_run(g, &input_w, 1, &z, 1, NULL));
-    float *result = read_back(y), *doubled = read_back(z);
+    float *result = dlop_test_read_back(y), *doubled = dlop_test_read_back(z);
     for (int64_t i = 0; i < n; i++) {
       if (result[i] != data[i])
         ck_abort_msg("round %d: y[%lld] = %g, expected %g (x's memory was reused by g's stream "
@@ -444,15 +289,13 @@ START_TEST(test_released_input_not_reused_while_read) {
     }
     free(result);
     free(doubled);
-    dlop_array_release(y);
-    dlop_array_release(z);
+    dlop_test_release_arrays(2, y, z);
   }
   dlop_array_release(input_w);
   free(data);
   free(threes);
   dlop_function_destroy(f);
   dlop_function_destroy(g);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
@@ -461,15 +304,10 @@ END_TEST
 START_TEST(test_destroy_waits_for_caller_stream) {
   enum { CHAIN = 20 };
   const int64_t n = (int64_t)1 << 24;
-  dlop_graph *graph = new_graph();
-  dlop_var *x, *v;
-  dlop_function *f = NULL;
+  dlop_var *x;
+  dlop_var *v = dlop_test_double_chain(graph, n, CHAIN, &x);
+  dlop_function *f = dlop_test_compile(graph, &x, 1, v, CUDA);
   dlop_stream *stream = NULL;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &n, &x));
-  v = x;
-  for (int i = 0; i < CHAIN; i++)
-    DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &v, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &v, 1, CUDA, &f));
   DLOP_CK_OK(dlop_stream_create(CUDA, &stream));
   float *data = malloc((size_t)n * sizeof(float));
   ck_assert_ptr_nonnull(data);
@@ -478,44 +316,45 @@ START_TEST(test_destroy_waits_for_caller_stream) {
   DLOP_CK_OK(dlop_array_from_host(CUDA, DLOP_FLOAT32, 1, &n, data, &input));
   DLOP_CK_OK(dlop_function_run(f, &input, 1, &y, 1, stream));
   dlop_function_destroy(f); /* must wait for the run on `stream` */
-  float *result = read_back(y);
+  float *result = dlop_test_read_back(y);
   for (int64_t i = 0; i < n; i++)
     if (result[i] != data[i] * 1048576.0f)
       ck_abort_msg("[%lld] = %g, expected %g", (long long)i, (double)result[i],
                    (double)(data[i] * 1048576.0f));
   free(result);
   free(data);
-  dlop_array_release(y);
-  dlop_array_release(input);
+  dlop_test_release_arrays(2, y, input);
   dlop_stream_destroy(stream);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
-static Suite *function_cuda_suite(void) {
-  Suite *suite = suite_create("function_cuda");
-  TCase *parity = tcase_create("parity");
-  tcase_set_timeout(parity, 300);
-  tcase_add_test(parity, test_exp_double_parity_every_float_dtype);
-  tcase_add_test(parity, test_multiply_them_parity_every_dtype);
-  tcase_add_test(parity, test_float64_runs_on_gpu);
-  tcase_add_test(parity, test_strided_inputs_on_cuda);
-  tcase_add_test(parity, test_constant_copied_to_gpu);
-  tcase_add_test(parity, test_four_threads_one_cuda_function);
-  suite_add_tcase(suite, parity);
-  TCase *runtime = tcase_create("runtime");
-  tcase_set_timeout(runtime, 300);
-  tcase_add_test(runtime, test_steady_state_no_driver_allocation);
-  tcase_add_test(runtime, test_explain_says_cuda);
-  tcase_add_test(runtime, test_op_without_cuda_kernel_is_unsupported);
-  tcase_add_test(runtime, test_cpu_input_to_cuda_function_is_refused);
-  tcase_add_test(runtime, test_released_input_not_reused_while_read);
-  tcase_add_test(runtime, test_destroy_waits_for_caller_stream);
-  suite_add_tcase(suite, runtime);
-  return suite;
+START_TEST(test_four_threads_one_cuda_function) {
+  static const dlop_test_repeated_runs runs = {CUDA, 100003, 20, 200};
+  dlop_test_exp_double_in_threads(graph, 4, &runs);
 }
+END_TEST
 
 int main(void) {
-  dlop_test_require_cuda_or_skip(); /* probes in a child: this process never touches CUDA */
-  return dlop_test_run_suite(function_cuda_suite());
+  /* probes in a child: this process never touches CUDA */
+  dlop_test_require_cuda_or_skip();
+  Suite *suite = suite_create("function_cuda");
+  TCase *parity = dlop_test_tcase(suite, "parity", 300, graph_setup, graph_teardown);
+  dlop_test_add_tests(parity,
+                      test_exp_double_parity_every_float_dtype,
+                      test_multiply_them_parity_every_dtype,
+                      test_float64_runs_on_gpu,
+                      test_strided_inputs_on_cuda,
+                      test_constant_copied_to_gpu,
+                      test_four_threads_one_cuda_function,
+                      NULL);
+  TCase *runtime = dlop_test_tcase(suite, "runtime", 300, graph_setup, graph_teardown);
+  dlop_test_add_tests(runtime,
+                      test_steady_state_no_driver_allocation,
+                      test_explain_says_cuda,
+                      test_op_without_cuda_kernel_is_unsupported,
+                      test_cpu_input_to_cuda_function_is_refused,
+                      test_released_input_not_reused_while_read,
+                      test_destroy_waits_for_caller_stream,
+                      NULL);
+  return dlop_test_run_suite(suite);
 }

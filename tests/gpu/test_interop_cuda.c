@@ -105,44 +105,50 @@ static void check_waited(dlop_stream_marker *before, dlop_stream *waiter) {
   dlop_stream_marker_destroy(after);
 }
 
-START_TEST(test_stream_wait_foreign_orders_on_the_gpu) {
+/* A wait test's fixture and two streams: busy, kept busy by LONG_RUNS runs (the last output in
+ * out) with the marker `before` recorded after them, and other, the stream the test makes wait. */
+typedef struct busy_and_other {
   fixture f;
-  setup(&f);
-  dlop_stream *busy = NULL, *waiter = NULL;
-  DLOP_CK_OK(dlop_stream_create(cuda0, &busy));
-  DLOP_CK_OK(dlop_stream_create(cuda0, &waiter));
-  dlop_array *out = keep_busy(&f, busy);
-  dlop_stream_marker *before = NULL;
-  DLOP_CK_OK(dlop_stream_marker_record(busy, &before));
+  dlop_stream *busy, *other;
+  dlop_array *out;
+  dlop_stream_marker *before;
+} busy_and_other;
+
+static void start_busy(busy_and_other *s) {
+  setup(&s->f);
+  DLOP_CK_OK(dlop_stream_create(cuda0, &s->busy));
+  DLOP_CK_OK(dlop_stream_create(cuda0, &s->other));
+  s->out = keep_busy(&s->f, s->busy);
+  s->before = NULL;
+  DLOP_CK_OK(dlop_stream_marker_record(s->busy, &s->before));
+}
+
+static void end_busy(busy_and_other *s) {
+  dlop_stream_marker_destroy(s->before);
+  dlop_array_release(s->out);
+  dlop_stream_destroy(s->busy);
+  dlop_stream_destroy(s->other);
+  teardown(&s->f);
+}
+
+START_TEST(test_stream_wait_foreign_orders_on_the_gpu) {
+  busy_and_other s;
+  start_busy(&s);
   /* busy's CUstream stands for another library's stream */
-  DLOP_CK_OK(dlop_stream_wait_foreign(waiter, dlop_stream_handle(busy)));
-  check_waited(before, waiter);
-  dlop_stream_marker_destroy(before);
-  dlop_array_release(out);
-  dlop_stream_destroy(busy);
-  dlop_stream_destroy(waiter);
-  teardown(&f);
+  DLOP_CK_OK(dlop_stream_wait_foreign(s.other, dlop_stream_handle(s.busy)));
+  check_waited(s.before, s.other);
+  end_busy(&s);
 }
 END_TEST
 
 START_TEST(test_array_wait_on_stream_orders_on_the_gpu) {
-  fixture f;
-  setup(&f);
-  dlop_stream *busy = NULL, *consumer = NULL;
-  DLOP_CK_OK(dlop_stream_create(cuda0, &busy));
-  DLOP_CK_OK(dlop_stream_create(cuda0, &consumer));
-  dlop_array *out = keep_busy(&f, busy);
-  dlop_stream_marker *before = NULL;
-  DLOP_CK_OK(dlop_stream_marker_record(busy, &before));
-  /* consumer's CUstream stands for the stream a DLPack consumer passes */
-  DLOP_CK_OK(dlop_array_wait_on_stream(out, dlop_stream_handle(consumer)));
-  check_waited(before, consumer);
-  check_exp_values(out);
-  dlop_stream_marker_destroy(before);
-  dlop_array_release(out);
-  dlop_stream_destroy(busy);
-  dlop_stream_destroy(consumer);
-  teardown(&f);
+  busy_and_other s;
+  start_busy(&s);
+  /* other's CUstream stands for the stream a DLPack consumer passes */
+  DLOP_CK_OK(dlop_array_wait_on_stream(s.out, dlop_stream_handle(s.other)));
+  check_waited(s.before, s.other);
+  check_exp_values(s.out);
+  end_busy(&s);
 }
 END_TEST
 
@@ -164,12 +170,12 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("interop_cuda");
-  TCase *tc = tcase_create("cuda");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_marker_pending_then_complete);
-  tcase_add_test(tc, test_stream_wait_foreign_orders_on_the_gpu);
-  tcase_add_test(tc, test_array_wait_on_stream_orders_on_the_gpu);
-  tcase_add_test(tc, test_pointer_device);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "cuda", 120, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_marker_pending_then_complete,
+                      test_stream_wait_foreign_orders_on_the_gpu,
+                      test_array_wait_on_stream_orders_on_the_gpu,
+                      test_pointer_device,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -31,53 +31,25 @@ static int64_t layout_span(const layout *l, int64_t *strides, int64_t *first) {
 }
 
 /* One input: the same random span on the host and on the GPU, viewed with the layout. */
-typedef struct operand {
-  dlop_tensor host_tensor;
-  int64_t shape[3], strides[3];
-  void *host_span;
-  dlop_array *device_span, *device_view;
-} operand;
+typedef dlop_test_operand operand;
 
 /* values: when not NULL, the span holds values[i % num_values] instead of random data. */
 static void operand_init(operand *o, dlop_dtype dtype, const layout *l, uint64_t seed, double low,
                          double high, const double *values, int64_t num_values) {
   int64_t first, span = layout_span(l, o->strides, &first);
   size_t elsize = dlop_dtype_size(dtype);
-  memset(&o->host_tensor, 0, sizeof o->host_tensor);
   memcpy(o->shape, l->shape, sizeof o->shape);
-  o->host_span = malloc((size_t)span * elsize + 16);
-  ck_assert_ptr_nonnull(o->host_span);
-  dlop_test_fill_random(o->host_span, dtype, span, seed, low, high);
+  o->span = malloc((size_t)span * elsize + 16);
+  ck_assert_ptr_nonnull(o->span);
+  dlop_test_fill_random(o->span, dtype, span, seed, low, high);
   if (values != NULL && num_values > 0)
     for (int64_t i = 0; i < span; i++)
-      dlop_test_set(o->host_span, dtype, i, values[i % num_values]);
-  o->host_tensor.data = o->host_span;
-  o->host_tensor.device = CPU;
-  o->host_tensor.ndim = l->ndim;
-  o->host_tensor.dtype = dlop_dtype_to_dl(dtype);
-  o->host_tensor.shape = o->shape;
-  o->host_tensor.strides = o->strides;
-  o->host_tensor.byte_offset = (uint64_t)first * elsize;
-  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &span, o->host_span, &o->device_span));
-  DLOP_CK_OK(dlop_array_view(o->device_span, l->ndim, l->shape, o->strides,
-                             (uint64_t)first * elsize, &o->device_view));
-}
-
-static void operand_free(operand *o) {
-  dlop_array_release(o->device_view);
-  dlop_array_release(o->device_span);
-  free(o->host_span);
+      dlop_test_set(o->span, dtype, i, values[i % num_values]);
+  dlop_test_operand_upload(o, dtype, l->ndim, span, first, CUDA);
 }
 
 static void value_range(const char *op_name, dlop_dtype dtype, double *low, double *high) {
-  switch (dtype) {
-    case DLOP_INT8: *low = -128; *high = 127; return;
-    case DLOP_UINT8: *low = 0; *high = 255; return;
-    case DLOP_INT16: *low = -32768; *high = 32767; return;
-    case DLOP_INT32: *low = -2147483648.0; *high = 2147483647.0; return;
-    case DLOP_INT64: *low = -9.0e18; *high = 9.0e18; return;
-    default: break;
-  }
+  if (dlop_test_integer_range(dtype, low, high)) return;
   int is_exp = strcmp(op_name, "exp") == 0;
   *low = is_exp ? (dtype == DLOP_FLOAT16 ? -9 : -80) : -100;
   *high = is_exp ? (dtype == DLOP_FLOAT16 ? 10 : 80) : 100;
@@ -149,16 +121,11 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
   void *cpu_out = malloc(bytes + 16), *gpu_out = malloc(bytes + 16);
   ck_assert(cpu_out && gpu_out);
   memset(cpu_out, 0xFF, bytes);
-  dlop_tensor cpu_output;
-  memset(&cpu_output, 0, sizeof cpu_output);
-  cpu_output.data = cpu_out;
-  cpu_output.device = CPU;
-  cpu_output.ndim = out_type.ndim;
-  cpu_output.dtype = dlop_dtype_to_dl(dtype);
-  cpu_output.shape = out_type.shape;
+  dlop_tensor cpu_output; /* C-contiguous (strides NULL) */
+  dlop_test_host_tensor(&cpu_output, cpu_out, 0, dtype, out_type.ndim, out_type.shape, NULL);
   dlop_thunk cpu_thunk, gpu_thunk;
   dlop_test_make_thunk_ok(op, NULL, in_types, num_inputs, &out_type, CPU, &cpu_thunk);
-  dlop_tensor cpu_inputs[2] = {in[0].host_tensor, in[num_inputs - 1].host_tensor};
+  dlop_tensor cpu_inputs[2] = {in[0].host, in[num_inputs - 1].host};
   dlop_test_run_ok(&cpu_thunk, cpu_inputs, num_inputs, &cpu_output, NULL, what);
   if (cpu_thunk.destroy) cpu_thunk.destroy(cpu_thunk.state);
 
@@ -243,7 +210,7 @@ static void check_parity_with(const char *op_name, dlop_dtype dtype, const layou
   dlop_array_release(output);
   dlop_array_release(output_buffer);
   dlop_stream_destroy(stream);
-  for (int k = 0; k < num_inputs; k++) operand_free(&in[k]);
+  for (int k = 0; k < num_inputs; k++) dlop_test_operand_free(&in[k]);
   free(cpu_out);
   free(gpu_out);
 }

@@ -8,21 +8,13 @@
 #include <string.h>
 
 #include "op_runner.h"
+#include "reduce_case.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 static const dlop_device CUDA = {DLOP_DEVICE_CUDA, 0};
 
-typedef struct reduce_case {
-  const char *op;
-  dlop_dtype dtype;
-  int32_t ndim;
-  int64_t shape[4];
-  int64_t strides[4]; /* all zero: C-contiguous */
-  int32_t naxes;
-  int64_t axes[4];
-  int keepdims;
-} reduce_case;
+typedef dlop_test_reduce_case reduce_case;
 
 /* Runs c on device over data (a span of span elements, element 0 at first) and returns the
  * output as doubles (*outputs of them) and its dtype. */
@@ -148,10 +140,10 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("reduce_cuda");
-  TCase *tc = tcase_create("parity");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_ops_dtypes_axes);
-  tcase_add_test(tc, test_layouts_and_sizes);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "parity", 300, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_ops_dtypes_axes,
+                      test_layouts_and_sizes,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -209,11 +209,12 @@ int main(void) {
   setenv("DLOP_COUNT_DRIVER_CALLS", "1", 1);
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("run_overhead");
-  TCase *tc = tcase_create("driver calls per run");
-  tcase_add_test(tc, test_one_op_with_context_current);
-  tcase_add_test(tc, test_two_ops_with_context_current);
-  tcase_add_test(tc, test_one_op_without_context);
-  tcase_add_test(tc, test_lazy_event_for_another_stream);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "driver calls per run", 0, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_one_op_with_context_current,
+                      test_two_ops_with_context_current,
+                      test_one_op_without_context,
+                      test_lazy_event_for_another_stream,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

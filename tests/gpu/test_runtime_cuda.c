@@ -1,7 +1,7 @@
 /* test_runtime_cuda.c — the runtime on a GPU: the CUDA caching pool (steady state makes no
  * cuMemAlloc, stats return to baseline, cross-stream reuse stays correct), streams, arrays
  * host<->device for every dtype, strided and negative-stride copies on the GPU checked against
- * the CPU copy, the host API's module cache and launch (a PTX kernel written out below), and
+ * the CPU copy, the host API's module cache and launch (dlop_test_fill_ptx of tests/support), and
  * cuBLAS (per-thread handles). Skips (exit 77) with the reason where no GPU is usable. */
 #include <pthread.h>
 #include <stdio.h>
@@ -317,23 +317,16 @@ START_TEST(test_misaligned_strided_copy) {
 }
 END_TEST
 
-/* y[i] = value for i < n: a hand-written PTX kernel, so the test needs no nvcc at run time. */
-static const char fill_ptx[] =
-    ".version 7.0\n.target sm_50\n.address_size 64\n"
-    ".visible .entry dlop_test_fill(.param .u64 out, .param .u32 n, .param .u32 value)\n{\n"
-    "  .reg .pred %p<2>;\n  .reg .b32 %r<8>;\n  .reg .b64 %rd<5>;\n"
-    "  ld.param.u64 %rd1, [out];\n  ld.param.u32 %r1, [n];\n  ld.param.u32 %r2, [value];\n"
-    "  mov.u32 %r3, %ctaid.x;\n  mov.u32 %r4, %ntid.x;\n  mov.u32 %r5, %tid.x;\n"
-    "  mad.lo.s32 %r6, %r3, %r4, %r5;\n  setp.ge.u32 %p1, %r6, %r1;\n  @%p1 bra DONE;\n"
-    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r6, 4;\n  add.s64 %rd4, %rd2, %rd3;\n"
-    "  st.global.u32 [%rd4], %r2;\nDONE:\n  ret;\n}\n";
-
 START_TEST(test_host_api_modules_and_launch) {
   const dlop_host_api *host = dlop_host_api_table();
   char error[512] = "";
   void *module = NULL, *again = NULL, *function = NULL;
-  ck_assert_msg(host->cuda_module_load(0, fill_ptx, &module, error, sizeof error) == DLOP_OK, "%s", error);
-  ck_assert_msg(host->cuda_module_load(0, fill_ptx, &again, error, sizeof error) == DLOP_OK, "%s", error);
+  ck_assert_msg(
+      host->cuda_module_load(0, dlop_test_fill_ptx, &module, error, sizeof error) == DLOP_OK, "%s",
+      error);
+  ck_assert_msg(
+      host->cuda_module_load(0, dlop_test_fill_ptx, &again, error, sizeof error) == DLOP_OK, "%s",
+      error);
   ck_assert_ptr_eq(module, again); /* cached per (device, image) */
   ck_assert_int_ne(host->cuda_module_function(module, "no_such_kernel", &function, error, sizeof error), DLOP_OK);
   ck_assert_msg(strstr(error, "no_such_kernel") != NULL, "%s", error);
@@ -478,17 +471,17 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("runtime_cuda");
-  TCase *tc = tcase_create("runtime_cuda");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_pool_steady_state);
-  tcase_add_test(tc, test_cross_stream_reuse_is_ordered);
-  tcase_add_test(tc, test_device_queries);
-  tcase_add_test(tc, test_round_trip_every_dtype);
-  tcase_add_test(tc, test_strided_copies_match_cpu);
-  tcase_add_test(tc, test_misaligned_strided_copy);
-  tcase_add_test(tc, test_host_api_modules_and_launch);
-  tcase_add_test(tc, test_cublas_handle);
-  tcase_add_test(tc, test_cublas_handles_are_per_thread);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "runtime_cuda", 120, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_pool_steady_state,
+                      test_cross_stream_reuse_is_ordered,
+                      test_device_queries,
+                      test_round_trip_every_dtype,
+                      test_strided_copies_match_cpu,
+                      test_misaligned_strided_copy,
+                      test_host_api_modules_and_launch,
+                      test_cublas_handle,
+                      test_cublas_handles_are_per_thread,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -206,14 +206,15 @@ START_TEST(transpose_every_dtype_on_cuda) {
 END_TEST
 
 int main(void) {
-  dlop_test_require_cuda_or_skip(); /* probes in a child: this process never touches CUDA */
+  /* probes in a child: this process never touches CUDA */
+  dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("views_cuda");
-  TCase *views = tcase_create("views_cuda");
-  tcase_set_timeout(views, 60);
-  tcase_add_test(views, transpose_of_input_is_a_view);
-  tcase_add_test(views, view_of_an_intermediate_waits_for_its_writer);
-  tcase_add_test(views, views_feed_cuda_kernels);
-  tcase_add_test(views, transpose_every_dtype_on_cuda);
-  suite_add_tcase(suite, views);
+  TCase *views = dlop_test_tcase(suite, "views_cuda", 60, NULL, NULL);
+  dlop_test_add_tests(views,
+                      transpose_of_input_is_a_view,
+                      view_of_an_intermediate_waits_for_its_writer,
+                      views_feed_cuda_kernels,
+                      transpose_every_dtype_on_cuda,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

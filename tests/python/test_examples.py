@@ -43,14 +43,20 @@ def assert_ok(result: subprocess.CompletedProcess) -> str:
     return result.stdout
 
 
+def run_ok_on(device: str, name: str, *args: str) -> str:
+    """What the example prints run with --device device (and args); it must exit 0. CUDA needs
+    a usable GPU (see require_gpu)."""
+    if device == "cuda":
+        require_gpu()
+    return assert_ok(run_example(name, "--device", device, *args))
+
+
 DEVICES = ["cpu", "cuda"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_double_op(device):
-    if device == "cuda":
-        require_gpu()
-    out = assert_ok(run_example("double_op.py", "--device", device))
+    out = run_ok_on(device, "double_op.py")
     assert "double_op: ok, result == 2 * input exactly on %s" % device in out
     assert "input:" in out and "result (on" in out
     # The printed input is a 4x5 matrix: 4 rows of 5 numbers each.
@@ -60,17 +66,13 @@ def test_double_op(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_multiply_them(device):
-    if device == "cuda":
-        require_gpu()
-    out = assert_ok(run_example("multiply_them.py", "--device", device))
+    out = run_ok_on(device, "multiply_them.py")
     assert "all 100 products equal NumPy's exactly on %s" % device in out
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gpu_test(device):
-    if device == "cuda":
-        require_gpu()
-    out = assert_ok(run_example("gpu_test.py", "--device", device))
+    out = run_ok_on(device, "gpu_test.py")
     for dtype in ("float32", "float64"):
         assert "== %s on %s ==" % (dtype, device) in out
     assert out.count("Looping 1000 times took") == 2

@@ -1,11 +1,23 @@
-/* matmul_reference.c — the naive double-precision reference for dot/matmul/gemm shared by
- * tests/unit/test_blas.c and tests/gpu/test_blas_cuda.c (see matmul_reference.h). */
+/* matmul_reference.c — the naive double-precision reference for dot/matmul/gemm, and their
+ * parameter values, shared by tests/unit/test_blas.c and tests/gpu/test_blas_cuda.c (see
+ * matmul_reference.h). */
 #include "matmul_reference.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "op_runner.h"
+
+void dlop_test_gemm_param_values(const dlop_op_desc *op, const dlop_test_gemm_params *g,
+                                 dlop_param_value *values) {
+  for (int32_t i = 0; i < op->num_params; i++) values[i] = op->params[i].default_value;
+  if (g != NULL) {
+    values[0].u.f = g->alpha;
+    values[1].u.f = g->beta;
+    values[2].u.i = g->trans_a;
+    values[3].u.i = g->trans_b;
+  }
+}
 
 void dlop_test_matmul_reference(const char *op, const dlop_test_gemm_params *g,
                                 const dlop_tensor *a, const dlop_tensor *b, const dlop_tensor *c,

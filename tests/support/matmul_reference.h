@@ -11,6 +11,11 @@ typedef struct dlop_test_gemm_params {
   int trans_a, trans_b;
 } dlop_test_gemm_params;
 
+/* The values of op's parameters into values: its defaults, and g's alpha, beta, trans_a and
+ * trans_b (gemm's first four parameters) when g is not NULL. */
+void dlop_test_gemm_param_values(const dlop_op_desc *op, const dlop_test_gemm_params *g,
+                                 dlop_param_value *values);
+
 /* NumPy's matmul (dot for ranks <= 2 is the same) of a and b, or, when op is "gemm",
  * alpha * op(a) op(b) + beta * c (c broadcast from rank 0-2; beta 0 ignores c, NaN included).
  * Writes the elements of out_type's shape in C order into out. c is NULL for dot/matmul. */

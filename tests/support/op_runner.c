@@ -31,19 +31,12 @@ dlop_type dlop_test_type_of(const dlop_tensor *t) {
 static dlop_node_args node_args(const dlop_op_desc *op, const dlop_param_value *params,
                                 const dlop_type *inputs, int32_t num_inputs, dlop_type *output,
                                 char *error, size_t error_size) {
-  dlop_node_args args;
-  memset(&args, 0, sizeof args);
+  dlop_node_args args = {.struct_size = sizeof args, .op = op, .params = params,
+                         .num_params = params ? op->num_params : 0,
+                         .inputs = inputs, .num_inputs = num_inputs,
+                         .outputs = output, .num_outputs = 1,
+                         .error = error, .error_size = error_size};
   error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = params ? op->num_params : 0;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.error = error;
-  args.error_size = error_size;
   return args;
 }
 
@@ -65,23 +58,15 @@ int dlop_test_infer_shape(const dlop_op_desc *op, const dlop_param_value *params
 int dlop_test_make_thunk(const dlop_op_desc *op, const dlop_param_value *params,
                          const dlop_type *inputs, int32_t num_inputs, const dlop_type *output,
                          dlop_device device, dlop_thunk *thunk, char *error, size_t error_size) {
-  dlop_thunk_args args;
-  memset(&args, 0, sizeof args);
+  dlop_thunk_args args = {.struct_size = sizeof args, .op = op, .params = params,
+                          .num_params = params ? op->num_params : 0,
+                          .inputs = inputs, .num_inputs = num_inputs,
+                          .outputs = output, .num_outputs = 1,
+                          .device = device, .thunk = thunk,
+                          .error = error, .error_size = error_size};
   memset(thunk, 0, sizeof *thunk);
   error[0] = '\0';
   thunk->struct_size = sizeof *thunk;
-  args.struct_size = sizeof args;
-  args.op = op;
-  args.params = params;
-  args.num_params = params ? op->num_params : 0;
-  args.num_inputs = num_inputs;
-  args.inputs = inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.device = device;
-  args.thunk = thunk;
-  args.error = error;
-  args.error_size = error_size;
   return op->make_thunk(&args);
 }
 
@@ -99,17 +84,10 @@ void dlop_test_make_thunk_ok(const dlop_op_desc *op, const dlop_param_value *par
 
 int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
                   const dlop_tensor *output, void *stream, char *error, size_t error_size) {
-  dlop_run_args args;
-  memset(&args, 0, sizeof args);
+  dlop_run_args args = {.struct_size = sizeof args, .inputs = inputs, .num_inputs = num_inputs,
+                        .outputs = output, .num_outputs = 1, .stream = stream,
+                        .error = error, .error_size = error_size};
   error[0] = '\0';
-  args.struct_size = sizeof args;
-  args.inputs = inputs;
-  args.num_inputs = num_inputs;
-  args.outputs = output;
-  args.num_outputs = 1;
-  args.stream = stream;
-  args.error = error;
-  args.error_size = error_size;
   return thunk->run(thunk->state, &args);
 }
 
@@ -185,4 +163,35 @@ double *dlop_test_gather_doubles(const dlop_tensor *t) {
   ck_assert_ptr_nonnull(v);
   for (int64_t i = 0; i < n; i++) v[i] = dlop_test_tensor_get(t, i);
   return v;
+}
+
+void dlop_test_span_tensor_init(dlop_test_span_tensor *x, dlop_dtype dtype,
+                                const dlop_test_spec *spec, uint64_t seed) {
+  int64_t first;
+  size_t element = dlop_dtype_size(dtype);
+  memset(x, 0, sizeof *x);
+  memcpy(x->shape, spec->shape, sizeof x->shape);
+  x->span_elements = (size_t)dlop_test_layout_span(
+      spec->ndim, spec->shape, dlop_test_strides_given(spec->ndim, spec->strides), x->strides,
+      &first);
+  x->allocation = malloc(x->span_elements * element);
+  ck_assert_ptr_nonnull(x->allocation);
+  dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
+  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype,
+                        spec->ndim, x->shape, x->strides);
+}
+
+void dlop_test_operand_upload(dlop_test_operand *o, dlop_dtype dtype, int32_t ndim, int64_t span,
+                              int64_t first, dlop_device device) {
+  uint64_t byte_offset = (uint64_t)first * dlop_dtype_size(dtype);
+  dlop_test_host_tensor(&o->host, o->span, byte_offset, dtype, ndim, o->shape, o->strides);
+  DLOP_CK_OK(dlop_array_from_host(device, dtype, 1, &span, o->span, &o->device_span));
+  DLOP_CK_OK(dlop_array_view(o->device_span, ndim, o->shape, o->strides, byte_offset,
+                             &o->device_view));
+}
+
+void dlop_test_operand_free(dlop_test_operand *o) {
+  dlop_array_release(o->device_view);
+  dlop_array_release(o->device_span);
+  free(o->span);
 }

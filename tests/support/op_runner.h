@@ -1,6 +1,6 @@
 /* op_runner.h — test helpers that drive one op through its descriptor without a graph
- * (make_node, infer_shape, make_thunk, run) and that read host tensors of any strides, so that
- * the per-plugin unit and GPU tests share one copy of this plumbing. */
+ * (make_node, infer_shape, make_thunk, run) and that lay out and read host tensors of any
+ * strides, so that the per-plugin unit and GPU tests share one copy of this plumbing. */
 #ifndef DLOP_TEST_OP_RUNNER_H
 #define DLOP_TEST_OP_RUNNER_H
 
@@ -71,5 +71,46 @@ int64_t dlop_test_element_offset(const dlop_tensor *t, int64_t i);
 double dlop_test_tensor_get(const dlop_tensor *t, int64_t i);
 /* All elements of a host tensor as doubles in C order (malloc'd, at least one slot; free it). */
 double *dlop_test_gather_doubles(const dlop_tensor *t);
+
+/* ---- tensors over a span of their own ----------------------------------------------------- */
+
+/* A layout of up to 4 dims; strides in elements, all zero for C-contiguous. */
+typedef struct dlop_test_spec {
+  int32_t ndim;
+  int64_t shape[4];
+  int64_t strides[4];
+} dlop_test_spec;
+
+/* A host tensor laid out per a spec over an allocation of just its span (its own shape and
+ * strides arrays: copy the struct, then point t.shape and t.strides at the copy's). */
+typedef struct dlop_test_span_tensor {
+  dlop_tensor t;
+  int64_t shape[4], strides[4];
+  char *allocation;
+  size_t span_elements;
+} dlop_test_span_tensor;
+
+/* x laid out per spec over a new allocation (free x->allocation) of random values in [-1, 1]
+ * from seed. */
+void dlop_test_span_tensor_init(dlop_test_span_tensor *x, dlop_dtype dtype,
+                                const dlop_test_spec *spec, uint64_t seed);
+
+/* ---- one input on the host and on a device --------------------------------------------- */
+
+/* The same span of elements on the host and on a device, each viewed in one layout. */
+typedef struct dlop_test_operand {
+  dlop_tensor host;             /* over span, in the layout */
+  int64_t shape[3], strides[3]; /* the layout (host's and device_view's) */
+  void *span;                   /* the host elements (malloc'd by the caller) */
+  dlop_array *device_span, *device_view;
+} dlop_test_operand;
+
+/* Once o->span holds span elements of dtype and o->shape and o->strides a layout of ndim dims:
+ * points o->host at element first of the span and copies the span to device, viewed in the
+ * same layout (fails the test on any error). */
+void dlop_test_operand_upload(dlop_test_operand *o, dlop_dtype dtype, int32_t ndim, int64_t span,
+                              int64_t first, dlop_device device);
+/* Releases the device arrays and frees the host span. */
+void dlop_test_operand_free(dlop_test_operand *o);
 
 #endif

@@ -2,7 +2,9 @@
  * Reference conversions for float16/bfloat16 live here so tests never trust the code under test. */
 #include "test_support.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,23 @@ int dlop_test_run_suite(Suite *suite) {
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
   return failed == 0 ? 0 : 1;
+}
+
+TCase *dlop_test_tcase(Suite *suite, const char *name, double timeout_seconds, SFun setup,
+                       SFun teardown) {
+  TCase *tcase = tcase_create(name);
+  if (timeout_seconds > 0) tcase_set_timeout(tcase, timeout_seconds);
+  if (setup || teardown) tcase_add_checked_fixture(tcase, setup, teardown);
+  suite_add_tcase(suite, tcase);
+  return tcase;
+}
+
+void dlop_test_add_tests(TCase *tcase, ...) {
+  va_list tests;
+  va_start(tests, tcase);
+  for (const TTest *test = va_arg(tests, const TTest *); test; test = va_arg(tests, const TTest *))
+    tcase_add_test(tcase, test);
+  va_end(tests);
 }
 
 /* The probe runs in a child process: CUDA initialized in the parent is unusable in the
@@ -54,10 +73,37 @@ void dlop_test_require_cuda_or_skip(void) {
   exit(77);
 }
 
+/* Hand-written, so the GPU tests need no nvcc at run time. */
+const char dlop_test_fill_ptx[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry dlop_test_fill(.param .u64 out, .param .u32 n, .param .u32 value)\n{\n"
+    "  .reg .pred %p<2>;\n  .reg .b32 %r<8>;\n  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [out];\n  ld.param.u32 %r1, [n];\n  ld.param.u32 %r2, [value];\n"
+    "  mov.u32 %r3, %ctaid.x;\n  mov.u32 %r4, %ntid.x;\n  mov.u32 %r5, %tid.x;\n"
+    "  mad.lo.s32 %r6, %r3, %r4, %r5;\n  setp.ge.u32 %p1, %r6, %r1;\n  @%p1 bra DONE;\n"
+    "  cvta.to.global.u64 %rd2, %rd1;\n  mul.wide.u32 %rd3, %r6, 4;\n  add.s64 %rd4, %rd2, %rd3;\n"
+    "  st.global.u32 [%rd4], %r2;\nDONE:\n  ret;\n}\n";
+
 void dlop_test_load_bundled_plugins(void) {
   DLOP_CK_OK(dlop_load_default_plugins());
   ck_assert_msg(dlop_load_error_count() == 0, "bundled plugins failed to load: %s",
                 dlop_load_error_count() ? dlop_load_error_at(0) : "");
+}
+
+void dlop_test_load_default(const char *plugin_path, const char *bundled) {
+  setenv("DLOP_PLUGIN_PATH", plugin_path, 1);
+  setenv("DLOP_BUNDLED_PLUGINS", bundled, 1);
+  DLOP_CK_OK(dlop_load_default_plugins());
+}
+
+void dlop_test_copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
+  char buffer[65536];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
+  fclose(in);
+  fclose(out);
 }
 
 static uint64_t next_random(uint64_t *state) {
@@ -80,6 +126,30 @@ void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t see
   }
 }
 
+int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high) {
+  switch (dtype) {
+    case DLOP_INT8: *low = -128; *high = 127; return 1;
+    case DLOP_UINT8: *low = 0; *high = 255; return 1;
+    case DLOP_INT16: *low = -32768; *high = 32767; return 1;
+    case DLOP_INT32: *low = -2147483648.0; *high = 2147483647.0; return 1;
+    case DLOP_INT64: *low = -9.0e18; *high = 9.0e18; return 1;
+    default: return 0;
+  }
+}
+
+/* A float's bits and back (memcpy: the only way C allows). */
+static float float_of_bits(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint32_t bits_of_float(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return bits;
+}
+
 float dlop_test_half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   uint32_t bits;
@@ -95,15 +165,11 @@ float dlop_test_half_to_float(uint16_t h) {
   } else {
     bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
   }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
+  return float_of_bits(bits);
 }
 
 uint16_t dlop_test_float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t sign = (bits_of_float(f) >> 16) & 0x8000u;
   float a = fabsf(f);
   if (isnan(f)) return (uint16_t)(sign | 0x7e00u);
   if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
@@ -111,8 +177,7 @@ uint16_t dlop_test_float_to_half(float f) {
     float scaled = a * 16777216.0f;
     return (uint16_t)(sign | (uint16_t)nearbyintf(scaled));
   }
-  uint32_t bits;
-  memcpy(&bits, &a, 4);
+  uint32_t bits = bits_of_float(a);
   uint32_t exponent = (bits >> 23) - 112, mantissa = bits & 0x7fffffu;
   uint32_t half = (exponent << 10) | (mantissa >> 13);
   uint32_t rest = mantissa & 0x1fffu;
@@ -120,16 +185,10 @@ uint16_t dlop_test_float_to_half(float f) {
   return (uint16_t)(sign | half);
 }
 
-float dlop_test_bfloat16_to_float(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
+float dlop_test_bfloat16_to_float(uint16_t b) { return float_of_bits((uint32_t)b << 16); }
 
 uint16_t dlop_test_float_to_bfloat16(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
+  uint32_t bits = bits_of_float(f);
   if (isnan(f)) return (uint16_t)((bits >> 16) | 0x40u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return (uint16_t)(bits >> 16);

@@ -1,5 +1,5 @@
-/* test_support.h — helpers shared by the Check test binaries: running a suite in fork mode,
- * skipping GPU tests cleanly, random data, dtype conversion and tolerant comparison. */
+/* test_support.h — helpers shared by the Check test binaries: building and running a suite in
+ * fork mode, skipping GPU tests cleanly, random data, dtype conversion and tolerant comparison. */
 #ifndef DLOP_TEST_SUPPORT_H
 #define DLOP_TEST_SUPPORT_H
 
@@ -12,17 +12,41 @@
 /* Run the suite (fork mode unless CK_FORK=no) and return the process exit status. */
 int dlop_test_run_suite(Suite *suite);
 
+/* A new TCase called name, added to suite: each of its tests gets timeout_seconds (0: Check's
+ * default, CK_DEFAULT_TIMEOUT) and, when setup or teardown is not NULL, that checked fixture
+ * around it (run in the test's own process). */
+TCase *dlop_test_tcase(Suite *suite, const char *name, double timeout_seconds, SFun setup,
+                       SFun teardown);
+/* Adds the tests given after tcase, up to a NULL, to tcase (tcase_add_test for each). */
+void dlop_test_add_tests(TCase *tcase, ...);
+
 /* In GPU test binaries, before running: returns when CUDA device 0 is usable. Otherwise prints
  * "SKIP: <what is missing>" and exits 77 (ctest's skip), or exits 1 when DLOP_REQUIRE_GPU=1. */
 void dlop_test_require_cuda_or_skip(void);
 
+/* PTX of dlop_test_fill(u64 out, u32 n, u32 value): out[i] = value (32-bit words) for i < n,
+ * for the GPU tests that load a module through the host API. */
+extern const char dlop_test_fill_ptx[];
+
 /* Load the bundled plugins (and fail the test with dlop_last_error if any failed). */
 void dlop_test_load_bundled_plugins(void);
+
+/* Sets DLOP_PLUGIN_PATH to plugin_path and DLOP_BUNDLED_PLUGINS to bundled, then loads the
+ * default plugins (dlop_load_default_plugins must return DLOP_OK; load errors are the
+ * caller's to check). */
+void dlop_test_load_default(const char *plugin_path, const char *bundled);
+
+/* A byte-for-byte copy of the file from at to (fails the test on any error). */
+void dlop_test_copy_file(const char *from, const char *to);
 
 /* Fill n elements of dtype with reproducible random values in [low, high] (integers rounded;
  * bool as 0/1). */
 void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,
                            double high);
+/* For the integer dtypes (int8, uint8, int16, int32, int64): writes [low, high] of the values
+ * test data may take (the dtype's whole range, int64's within +-9e18) and returns 1; 0 for the
+ * others (bool and the float dtypes), which it leaves alone. */
+int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high);
 /* Element i of data as a double, and back (rounding to nearest even for float16/bfloat16). */
 double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i);
 void dlop_test_set(void *data, dlop_dtype dtype, int64_t i, double value);

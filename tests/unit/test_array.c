@@ -7,6 +7,13 @@
 
 static const dlop_device cpu = {DLOP_DEVICE_CPU, 0};
 
+/* A new CPU float32 vector of n elements. */
+static dlop_array *float32_vector(int64_t n) {
+  dlop_array *array = NULL;
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, &n, &array));
+  return array;
+}
+
 START_TEST(test_empty_is_contiguous) {
   int64_t shape[3] = {2, 3, 5};
   dlop_array *array;
@@ -193,8 +200,7 @@ END_TEST
  * passes the bounds check; so are negative shapes and ndim outside 0..DLOP_MAX_NDIM. */
 START_TEST(test_view_and_wrap_reject_overflowing_layouts) {
   int64_t shape[1] = {100};
-  dlop_array *base, *view = (dlop_array *)0x1;
-  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, shape, &base));
+  dlop_array *base = float32_vector(shape[0]), *view = (dlop_array *)0x1;
   int64_t view_shape[2] = {3, 2}, huge_strides[2] = {INT64_MAX / 2, 1};
   ck_assert_int_eq(dlop_array_view(base, 2, view_shape, huge_strides, 0, &view),
                    DLOP_INVALID_ARGUMENT);
@@ -247,10 +253,8 @@ END_TEST
 /* The first element must be aligned to the element size: kernels dereference typed pointers
  * (a misaligned float32 is UB on the CPU and a context-poisoning fault on CUDA). */
 START_TEST(test_view_and_wrap_reject_misaligned_elements) {
-  int64_t shape[1] = {16};
-  dlop_array *base, *view = (dlop_array *)0x1;
-  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_FLOAT32, 1, shape, &base));
-  int64_t view_shape[1] = {3};
+  int64_t sixteen = 16, view_shape[1] = {3};
+  dlop_array *base = float32_vector(sixteen), *view = (dlop_array *)0x1;
   for (uint64_t offset = 1; offset < 4; offset++) {
     ck_assert_int_eq(dlop_array_view(base, 1, view_shape, NULL, offset, &view),
                      DLOP_INVALID_ARGUMENT);
@@ -267,7 +271,7 @@ START_TEST(test_view_and_wrap_reject_misaligned_elements) {
   dlop_array_release(view);
   /* A uint8 view of the same memory may start anywhere. */
   dlop_array *bytes;
-  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_UINT8, 1, shape, &bytes));
+  DLOP_CK_OK(dlop_array_empty(cpu, DLOP_UINT8, 1, &sixteen, &bytes));
   DLOP_CK_OK(dlop_array_view(bytes, 1, view_shape, NULL, 5, &view));
   dlop_array_release(view);
   dlop_array_release(bytes);

@@ -10,56 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "matmul_reference.h"
 #include "op_runner.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
-/* ---- tensors over their own span --------------------------------------------------------- */
-
-typedef struct spec {
-  int32_t ndim;
-  int64_t shape[4];
-  int64_t strides[4]; /* all zero: C-contiguous */
-} spec;
-
-typedef struct tensor {
-  dlop_tensor t;
-  int64_t shape[4], strides[4];
-  char *allocation;
-  size_t span_elements;
-} tensor;
-
-static void tensor_init(tensor *x, dlop_dtype dtype, const spec *s, uint64_t seed) {
-  int64_t first;
-  size_t element = dlop_dtype_size(dtype);
-  memset(x, 0, sizeof *x);
-  memcpy(x->shape, s->shape, sizeof x->shape);
-  x->span_elements = (size_t)dlop_test_layout_span(
-      s->ndim, s->shape, dlop_test_strides_given(s->ndim, s->strides), x->strides, &first);
-  x->allocation = malloc(x->span_elements * element);
-  ck_assert_ptr_nonnull(x->allocation);
-  dlop_test_fill_random(x->allocation, dtype, (int64_t)x->span_elements, seed, -1.0, 1.0);
-  dlop_test_host_tensor(&x->t, x->allocation, (uint64_t)(first * (int64_t)element), dtype, s->ndim,
-                        x->shape, x->strides);
-}
+/* A layout (strides all zero: C-contiguous). */
+typedef dlop_test_spec spec;
 
 /* ---- the op's stages ------------------------------------------------------------------- */
 
 /* Parameters: gemm (alpha, beta, trans_a, trans_b, allow_tf32); dot/matmul (allow_tf32). */
 typedef dlop_test_gemm_params gemm_params;
-
-static int32_t fill_params(const dlop_op_desc *op, const gemm_params *g, dlop_param_value *v) {
-  for (int32_t i = 0; i < op->num_params; i++) v[i] = op->params[i].default_value;
-  if (g != NULL) {
-    v[0].u.f = g->alpha;
-    v[1].u.f = g->beta;
-    v[2].u.i = g->trans_a;
-    v[3].u.i = g->trans_b;
-  }
-  return op->num_params;
-}
 
 /* make_node, then infer_shape when it succeeded (the output type the thunk gets). */
 static int make_node(const dlop_op_desc *op, const dlop_param_value *params, const dlop_type *in,
@@ -71,13 +35,7 @@ static int make_node(const dlop_op_desc *op, const dlop_param_value *params, con
 
 /* The CPU pool's allocations from the system so far. With the cache emptied first, any scratch
  * a run takes shows up as a new one. */
-static uint64_t pool_allocations(void) {
-  dlop_memory_stats stats;
-  memset(&stats, 0, sizeof stats);
-  stats.struct_size = sizeof stats;
-  DLOP_CK_OK(dlop_memory_stats_get(CPU, &stats));
-  return stats.driver_allocations;
-}
+static uint64_t pool_allocations(void) { return dlop_test_memory_stats(CPU).driver_allocations; }
 
 /* Run op on operands laid out per the specs against the reference; out_spec NULL: the output
  * C-contiguous. expect_copy: 0 asserts the run took no scratch memory (BLAS read the operands
@@ -87,16 +45,16 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
                        int expect_copy, int inplace, const char *what) {
   const dlop_op_desc *op = dlop_test_find_op(op_name);
   dlop_param_value params[8];
-  tensor x[3], out;
+  dlop_test_span_tensor x[3], out;
   dlop_type types[3], out_type;
   dlop_tensor inputs[3];
   dlop_thunk thunk;
   char error[1024];
   int32_t num_inputs = sc ? 3 : 2;
-  fill_params(op, g, params);
-  tensor_init(&x[0], dtype, sa, 11);
-  tensor_init(&x[1], dtype, sb, 22);
-  if (sc) tensor_init(&x[2], dtype, sc, 33);
+  dlop_test_gemm_param_values(op, g, params);
+  dlop_test_span_tensor_init(&x[0], dtype, sa, 11);
+  dlop_test_span_tensor_init(&x[1], dtype, sb, 22);
+  if (sc) dlop_test_span_tensor_init(&x[2], dtype, sc, 33);
   for (int32_t i = 0; i < num_inputs; i++) types[i] = dlop_test_type_of(&x[i].t), inputs[i] = x[i].t;
   int status = make_node(op, params, types, num_inputs, &out_type, error, sizeof error);
   ck_assert_msg(status == DLOP_OK, "%s %s: make_node: %s", op_name, what, error);
@@ -114,7 +72,7 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
     out.t.shape = out.shape;
     out.t.strides = out.strides;
   } else {
-    tensor_init(&out, dtype, &os, 44);
+    dlop_test_span_tensor_init(&out, dtype, &os, 44);
     for (size_t i = 0; i < out.span_elements; i++) dlop_test_set(out.allocation, dtype, (int64_t)i, NAN);
   }
   status = dlop_test_make_thunk(op, params, types, num_inputs, &out_type, CPU, &thunk, error, sizeof error);
@@ -149,11 +107,25 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
 
 static const dlop_dtype DTYPES[2] = {DLOP_FLOAT32, DLOP_FLOAT64};
 
+/* Two operands and what they are, for the tables of the tests below. */
+typedef struct pair_case {
+  spec a, b;
+  const char *what;
+} pair_case;
+
+/* check_case of op_name on dtype for each of count cases: no c, default parameters, the output
+ * C-contiguous, expect_copy as check_case takes it. */
+static void check_pairs(const char *op_name, dlop_dtype dtype, const pair_case *cases, size_t count,
+                        int expect_copy) {
+  for (size_t i = 0; i < count; i++)
+    check_case(op_name, dtype, &cases[i].a, &cases[i].b, NULL, NULL, NULL, expect_copy, 0,
+               cases[i].what);
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 START_TEST(matmul_shapes) {
-  dlop_dtype dt = DTYPES[_i];
-  static const struct { spec a, b; const char *what; } cases[] = {
+  static const pair_case cases[] = {
       {S2(37, 53), S2(53, 29), "37x53 @ 53x29"},
       {S2(1, 1), S2(1, 1), "1x1"},
       {S2(0, 5), S2(5, 3), "m = 0"},
@@ -171,27 +143,23 @@ START_TEST(matmul_shapes) {
       {S3(2, 3, 0), S3(2, 0, 4), "batched k = 0"},
       {S3(0, 3, 4), S3(0, 4, 2), "batch of 0"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, -1, 0, cases[i].what);
+  check_pairs("matmul", DTYPES[_i], cases, sizeof cases / sizeof cases[0], -1);
 }
 END_TEST
 
 START_TEST(dot_shapes) {
-  dlop_dtype dt = DTYPES[_i];
-  static const struct { spec a, b; const char *what; } cases[] = {
+  static const pair_case cases[] = {
       {S1(33), S1(33), "(n)(n)"},           {S2(9, 33), S1(33), "(m,k)(k)"},
       {S1(33), S2(33, 8), "(k)(k,n)"},      {S2(9, 33), S2(33, 8), "(m,k)(k,n)"},
       {S2(3, 0), S2(0, 2), "k = 0"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case("dot", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, -1, 0, cases[i].what);
+  check_pairs("dot", DTYPES[_i], cases, sizeof cases / sizeof cases[0], -1);
 }
 END_TEST
 
 /* Transposed views (strides swapped) and slices (row stride > cols) go to BLAS as they are. */
 START_TEST(direct_layouts_take_no_copy) {
-  dlop_dtype dt = DTYPES[_i];
-  static const struct { spec a, b; const char *what; } cases[] = {
+  static const pair_case cases[] = {
       {{2, {37, 53}, {1, 37}}, S2(53, 29), "a transposed"},
       {S2(37, 53), {2, {53, 29}, {1, 53}}, "b transposed"},
       {{2, {37, 53}, {1, 40}}, {2, {53, 29}, {1, 60}}, "both column-major with padding"},
@@ -199,22 +167,19 @@ START_TEST(direct_layouts_take_no_copy) {
       {{3, {3, 5, 4}, {40, 8, 1}}, {3, {3, 4, 6}, {24, 1, 4}}, "batched, sliced and transposed"},
       {{1, {17}, {3}}, {2, {17, 4}, {4, 1}}, "strided vector as a row (its stride is lda)"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, 0, 0, cases[i].what);
+  check_pairs("matmul", DTYPES[_i], cases, sizeof cases / sizeof cases[0], 0);
 }
 END_TEST
 
 /* No unit stride, negative or zero strides: copied to scratch first. */
 START_TEST(other_layouts_are_copied) {
-  dlop_dtype dt = DTYPES[_i];
-  static const struct { spec a, b; const char *what; } cases[] = {
+  static const pair_case cases[] = {
       {{2, {7, 9}, {20, 2}}, S2(9, 5), "a with no unit stride"},
       {S2(7, 9), {2, {9, 5}, {-5, -1}}, "b with negative strides"},
       {{2, {7, 9}, {0, 1}}, S2(9, 5), "a broadcast along rows (stride 0)"},
       {{3, {2, 7, 9}, {200, 3, 27}}, {3, {2, 9, 5}, {-45, 5, 1}}, "batched, copied"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case("matmul", dt, &cases[i].a, &cases[i].b, NULL, NULL, NULL, 1, 0, cases[i].what);
+  check_pairs("matmul", DTYPES[_i], cases, sizeof cases / sizeof cases[0], 1);
 }
 END_TEST
 
@@ -271,7 +236,7 @@ START_TEST(type_and_shape_errors) {
   dlop_type in[3], out;
   char error[512];
   memset(in, 0, sizeof in);
-  fill_params(matmul, NULL, params);
+  dlop_test_gemm_param_values(matmul, NULL, params);
   in[0] = (dlop_type){DLOP_FLOAT32, 2, {2, 3}};
   in[1] = (dlop_type){DLOP_FLOAT64, 2, {3, 5}};
   ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
@@ -288,7 +253,7 @@ START_TEST(type_and_shape_errors) {
   ck_assert_msg(strstr(error, "int32") != NULL, "%s", error);
   in[0] = (dlop_type){DLOP_FLOAT32, 3, {2, 2, 3}};
   in[1] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
-  fill_params(dot, NULL, params);
+  dlop_test_gemm_param_values(dot, NULL, params);
   ck_assert_int_eq(make_node(dot, params, in, 2, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "rank 3") != NULL, "%s", error);
   in[0] = (dlop_type){DLOP_FLOAT32, 0, {0}};
@@ -297,7 +262,7 @@ START_TEST(type_and_shape_errors) {
   in[1] = (dlop_type){DLOP_FLOAT32, 3, {3, 3, 5}};
   ck_assert_int_eq(make_node(matmul, params, in, 2, &out, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "batch dims") != NULL, "%s", error);
-  fill_params(gemm, &(gemm_params){1, 1, 0, 0}, params);
+  dlop_test_gemm_param_values(gemm, &(gemm_params){1, 1, 0, 0}, params);
   in[0] = (dlop_type){DLOP_FLOAT32, 2, {2, 3}};
   in[1] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
   in[2] = (dlop_type){DLOP_FLOAT32, 2, {3, 5}};
@@ -306,7 +271,8 @@ START_TEST(type_and_shape_errors) {
   in[2] = (dlop_type){DLOP_FLOAT64, 2, {2, 5}};
   ck_assert_int_eq(make_node(gemm, params, in, 3, &out, error, sizeof error), DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(error, "c is float64") != NULL, "%s", error);
-  fill_params(gemm, &(gemm_params){1, 1, 1, 0}, params); /* trans_a: a (2,3) -> (3,2) */
+  /* trans_a: a (2,3) -> (3,2) */
+  dlop_test_gemm_param_values(gemm, &(gemm_params){1, 1, 1, 0}, params);
   in[2] = (dlop_type){DLOP_FLOAT32, 2, {2, 5}};
   ck_assert_int_eq(make_node(gemm, params, in, 3, &out, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "inner dimensions 2 and 3 differ") != NULL, "%s", error);
@@ -317,18 +283,18 @@ END_TEST
 START_TEST(run_checks_shapes) {
   const dlop_op_desc *op = dlop_test_find_op("matmul");
   dlop_param_value params[2];
-  fill_params(op, NULL, params);
+  dlop_test_gemm_param_values(op, NULL, params);
   dlop_type in[2] = {{DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN}},
                      {DLOP_FLOAT32, 2, {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN}}}, out;
   dlop_thunk thunk;
   char error[512];
   ck_assert_int_eq(make_node(op, params, in, 2, &out, error, sizeof error), DLOP_OK);
   ck_assert_int_eq(dlop_test_make_thunk(op, params, in, 2, &out, CPU, &thunk, error, sizeof error), DLOP_OK);
-  tensor a, b, c;
+  dlop_test_span_tensor a, b, c;
   spec sa = S2(3, 4), sb = S2(5, 2), sc = S2(3, 2);
-  tensor_init(&a, DLOP_FLOAT32, &sa, 1);
-  tensor_init(&b, DLOP_FLOAT32, &sb, 2);
-  tensor_init(&c, DLOP_FLOAT32, &sc, 3);
+  dlop_test_span_tensor_init(&a, DLOP_FLOAT32, &sa, 1);
+  dlop_test_span_tensor_init(&b, DLOP_FLOAT32, &sb, 2);
+  dlop_test_span_tensor_init(&c, DLOP_FLOAT32, &sc, 3);
   dlop_tensor inputs[2] = {a.t, b.t};
   ck_assert_int_eq(dlop_test_run(&thunk, inputs, 2, &c.t, NULL, error, sizeof error), DLOP_SHAPE_ERROR);
   ck_assert_msg(strstr(error, "inner dimensions 4 and 5 differ") != NULL, "%s", error);
@@ -359,7 +325,7 @@ static void expect_missing_blas(const char *path, const char *why) {
   setenv("DLOP_BLAS_LIBRARY", path, 1);
   const dlop_op_desc *op = dlop_test_find_op("matmul");
   dlop_param_value params[2];
-  fill_params(op, NULL, params);
+  dlop_test_gemm_param_values(op, NULL, params);
   dlop_type in[2] = {{DLOP_FLOAT32, 2, {2, 3}}, {DLOP_FLOAT32, 2, {3, 4}}}, out;
   dlop_thunk thunk;
   char error[2048];

@@ -3,16 +3,16 @@
  * unknown op, parameters) with messages that name the op. Uses the bundled plugins. */
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const int64_t UNKNOWN = DLOP_DIM_UNKNOWN;
 
-static dlop_graph *new_graph(void) {
-  dlop_graph *graph = NULL;
-  dlop_test_load_bundled_plugins();
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  return graph;
-}
+/* The running test's graph: every test gets a new one (graph_setup) and leaves it to
+ * graph_teardown. */
+static dlop_graph *graph;
+static void graph_setup(void) { graph = dlop_test_new_graph(); }
+static void graph_teardown(void) { dlop_graph_destroy(graph); }
 
 static void assert_type(const dlop_var *var, dlop_dtype dtype, int32_t ndim, const int64_t *shape) {
   const dlop_type *type = dlop_var_type(var);
@@ -33,7 +33,6 @@ static void assert_error_mentions(const char *a, const char *b) {
 }
 
 START_TEST(test_double_type_known_after_apply) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
   int64_t shape[1] = {5};
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, shape, &x));
@@ -44,12 +43,10 @@ START_TEST(test_double_type_known_after_apply) {
   ck_assert_ptr_nonnull(dlop_var_op(y));
   ck_assert_str_eq(dlop_var_op(y)->name, "double");
   ck_assert_ptr_null(dlop_var_op(x));
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_unknown_dims_propagate) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y, *z;
   int64_t shape[2] = {UNKNOWN, 3};
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
@@ -57,48 +54,36 @@ START_TEST(test_unknown_dims_propagate) {
   DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
   assert_type(z, DLOP_FLOAT64, 2, shape);
   ck_assert_str_eq(dlop_var_name(z), "exp.1");
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_null_shape_means_all_unknown) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
   int64_t unknown[3] = {UNKNOWN, UNKNOWN, UNKNOWN};
   DLOP_CK_OK(dlop_graph_input(graph, NULL, DLOP_INT32, 3, NULL, &x));
   ck_assert_str_eq(dlop_var_name(x), "input.0");
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
   assert_type(y, DLOP_INT32, 3, unknown);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_broadcasting_known_dims) {
-  dlop_graph *graph = new_graph();
-  dlop_var *inputs[2], *z;
+  dlop_var *inputs[2];
   int64_t a[2] = {3, 1}, b[2] = {1, 4}, expected[2] = {3, 4};
-  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
-  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 2, b, &inputs[1]));
-  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
-  assert_type(z, DLOP_FLOAT32, 2, expected);
-  dlop_graph_destroy(graph);
+  assert_type(dlop_test_multiply_them(graph, DLOP_FLOAT32, 2, a, 2, b, inputs), DLOP_FLOAT32, 2,
+              expected);
 }
 END_TEST
 
 START_TEST(test_broadcasting_unknown_dims) {
-  dlop_graph *graph = new_graph();
-  dlop_var *inputs[2], *z;
+  dlop_var *inputs[2];
   int64_t a[2] = {UNKNOWN, 4}, b[1] = {4}, expected[2] = {UNKNOWN, 4};
-  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
-  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, b, &inputs[1]));
-  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
-  assert_type(z, DLOP_FLOAT32, 2, expected);
-  dlop_graph_destroy(graph);
+  assert_type(dlop_test_multiply_them(graph, DLOP_FLOAT32, 2, a, 1, b, inputs), DLOP_FLOAT32, 2,
+              expected);
 }
 END_TEST
 
 START_TEST(test_type_error_mixed_dtypes) {
-  dlop_graph *graph = new_graph();
   dlop_var *inputs[2], *z = (dlop_var *)&z;
   int64_t shape[1] = {4};
   DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, shape, &inputs[0]));
@@ -107,24 +92,20 @@ START_TEST(test_type_error_mixed_dtypes) {
                    DLOP_TYPE_ERROR);
   ck_assert_ptr_null(z);
   assert_error_mentions("multiply_them", "float64");
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_type_error_exp_of_integers) {
-  dlop_graph *graph = new_graph();
+  int64_t four = 4;
   dlop_var *x, *y;
-  int64_t shape[1] = {4};
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_INT32, 1, shape, &x));
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_INT32, 1, &four, &x));
   ck_assert_int_eq(dlop_graph_apply(graph, "exp", &x, 1, NULL, 0, &y, 1), DLOP_TYPE_ERROR);
   assert_error_mentions("exp", "int32");
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* v = op(v) is supported; when it fails, the caller's v must survive (it was set to NULL). */
 START_TEST(test_failed_apply_keeps_aliased_outputs) {
-  dlop_graph *graph = new_graph();
   dlop_var *v, *original;
   int64_t shape[1] = {4};
   DLOP_CK_OK(dlop_graph_input(graph, "v", DLOP_INT32, 1, shape, &v));
@@ -147,12 +128,10 @@ START_TEST(test_failed_apply_keeps_aliased_outputs) {
   ck_assert_int_eq(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1),
                    DLOP_TYPE_ERROR);
   ck_assert_ptr_null(z);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_shape_error_not_broadcastable) {
-  dlop_graph *graph = new_graph();
   dlop_var *inputs[2], *z;
   int64_t a[2] = {3, 4}, b[2] = {5, 4};
   DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 2, a, &inputs[0]));
@@ -165,12 +144,10 @@ START_TEST(test_shape_error_not_broadcastable) {
   DLOP_CK_OK(dlop_graph_input(graph, "c", DLOP_FLOAT32, 2, b, &inputs[1]));
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
   assert_type(z, DLOP_FLOAT32, 2, a);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_wrong_arity) {
-  dlop_graph *graph = new_graph();
   dlop_var *inputs[2], *y;
   DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, NULL, &inputs[0]));
   DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, NULL, &inputs[1]));
@@ -184,22 +161,18 @@ START_TEST(test_wrong_arity) {
   ck_assert_int_eq(dlop_graph_apply(graph, "double", inputs, 1, NULL, 0, two, 2),
                    DLOP_INVALID_ARGUMENT);
   assert_error_mentions("double", "1 output");
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_unknown_op) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
   ck_assert_int_eq(dlop_graph_apply(graph, "tripple", &x, 1, NULL, 0, &y, 1), DLOP_NOT_FOUND);
   assert_error_mentions("unknown op 'tripple'", NULL);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_unknown_parameter) {
-  dlop_graph *graph = new_graph();
   dlop_var *x, *y;
   dlop_named_param param = {"scale", {DLOP_PARAM_FLOAT, 1, {.f = 3.0}}};
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
@@ -207,12 +180,11 @@ START_TEST(test_unknown_parameter) {
                    DLOP_INVALID_ARGUMENT);
   assert_error_mentions("double", "'scale'");
   assert_error_mentions("declared parameters", NULL);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_bad_inputs_rejected) {
-  dlop_graph *graph = new_graph(), *other = NULL;
+  dlop_graph *other = NULL;
   dlop_var *x, *foreign, *y;
   int64_t bad[1] = {-7};
   ck_assert_int_eq(dlop_graph_input(graph, "x", DLOP_FLOAT32, DLOP_MAX_NDIM + 1, NULL, &x),
@@ -227,12 +199,10 @@ START_TEST(test_bad_inputs_rejected) {
                    DLOP_INVALID_ARGUMENT);
   assert_error_mentions("another graph", NULL);
   dlop_graph_destroy(other);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_constant_type) {
-  dlop_graph *graph = new_graph();
   dlop_device cpu = {DLOP_DEVICE_CPU, 0};
   dlop_array *value = NULL;
   dlop_var *c, *y;
@@ -246,12 +216,10 @@ START_TEST(test_constant_type) {
   ck_assert_ptr_null(dlop_var_op(c));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &c, 1, NULL, 0, &y, 1));
   assert_type(y, DLOP_FLOAT64, 2, shape);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(test_zero_dimensional_and_empty) {
-  dlop_graph *graph = new_graph();
   dlop_var *s, *e, *ys, *ye;
   int64_t empty[2] = {0, 3};
   DLOP_CK_OK(dlop_graph_input(graph, "s", DLOP_FLOAT32, 0, NULL, &s));
@@ -260,21 +228,14 @@ START_TEST(test_zero_dimensional_and_empty) {
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &e, 1, NULL, 0, &ye, 1));
   assert_type(ys, DLOP_FLOAT32, 0, NULL);
   assert_type(ye, DLOP_FLOAT32, 2, empty);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 
 /* The loader's good fixture: fixture_scale(x; scale: float = 2.0, negate: bool = false). */
-static dlop_graph *new_graph_with_fixture(void) {
-  const dlop_plugin *plugin = NULL;
-  dlop_graph *graph = new_graph();
-  DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
-  return graph;
-}
-
 START_TEST(test_parameter_kind_and_names_checked) {
-  dlop_graph *graph = new_graph_with_fixture();
+  const dlop_plugin *plugin = NULL;
+  DLOP_CK_OK(dlop_load_plugin(DLOP_TEST_FIXTURE_DIR "/good.so", &plugin));
   dlop_var *x, *y;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
   dlop_named_param wrong_kind = {"scale", {DLOP_PARAM_INT, 1, {.i = 3}}};
@@ -303,33 +264,32 @@ START_TEST(test_parameter_kind_and_names_checked) {
   ck_assert_int_eq(dlop_graph_apply(graph, "fixture_scale", &i, 1, NULL, 0, &y, 1),
                    DLOP_TYPE_ERROR);
   assert_error_mentions("fixture_scale", "float32 or float64, got int32");
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
-static Suite *graph_suite(void) {
+int main(void) {
   Suite *suite = suite_create("graph");
-  TCase *types = tcase_create("types");
-  tcase_add_test(types, test_double_type_known_after_apply);
-  tcase_add_test(types, test_unknown_dims_propagate);
-  tcase_add_test(types, test_null_shape_means_all_unknown);
-  tcase_add_test(types, test_broadcasting_known_dims);
-  tcase_add_test(types, test_broadcasting_unknown_dims);
-  tcase_add_test(types, test_constant_type);
-  tcase_add_test(types, test_zero_dimensional_and_empty);
-  suite_add_tcase(suite, types);
-  TCase *errors = tcase_create("errors");
-  tcase_add_test(errors, test_type_error_mixed_dtypes);
-  tcase_add_test(errors, test_type_error_exp_of_integers);
-  tcase_add_test(errors, test_failed_apply_keeps_aliased_outputs);
-  tcase_add_test(errors, test_shape_error_not_broadcastable);
-  tcase_add_test(errors, test_wrong_arity);
-  tcase_add_test(errors, test_unknown_op);
-  tcase_add_test(errors, test_unknown_parameter);
-  tcase_add_test(errors, test_bad_inputs_rejected);
-  tcase_add_test(errors, test_parameter_kind_and_names_checked);
-  suite_add_tcase(suite, errors);
-  return suite;
+  TCase *types = dlop_test_tcase(suite, "types", 0, graph_setup, graph_teardown);
+  dlop_test_add_tests(types,
+                      test_double_type_known_after_apply,
+                      test_unknown_dims_propagate,
+                      test_null_shape_means_all_unknown,
+                      test_broadcasting_known_dims,
+                      test_broadcasting_unknown_dims,
+                      test_constant_type,
+                      test_zero_dimensional_and_empty,
+                      NULL);
+  TCase *errors = dlop_test_tcase(suite, "errors", 0, graph_setup, graph_teardown);
+  dlop_test_add_tests(errors,
+                      test_type_error_mixed_dtypes,
+                      test_type_error_exp_of_integers,
+                      test_failed_apply_keeps_aliased_outputs,
+                      test_shape_error_not_broadcastable,
+                      test_wrong_arity,
+                      test_unknown_op,
+                      test_unknown_parameter,
+                      test_bad_inputs_rejected,
+                      test_parameter_kind_and_names_checked,
+                      NULL);
+  return dlop_test_run_suite(suite);
 }
-
-int main(void) { return dlop_test_run_suite(graph_suite()); }

@@ -65,22 +65,12 @@ static const char *captured_stderr(void) {
   return text;
 }
 
-static void copy_file(const char *from, const char *to) {
-  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-  ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
-  char buffer[65536];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
-  fclose(in);
-  fclose(out);
-}
-
 /* A fresh directory holding a copy of good.so; path of the copy into plugin_path. */
 static void temp_dir_with_good(char *dir, size_t dir_size, char *plugin_path, size_t size) {
   snprintf(dir, dir_size, "/tmp/dlop_test_loader_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(plugin_path, size, "%s/good.so", dir);
-  copy_file(FIXTURE("good"), plugin_path);
+  dlop_test_copy_file(FIXTURE("good"), plugin_path);
 }
 
 /* ---- the good fixture --------------------------------------------------------------------- */
@@ -379,10 +369,8 @@ END_TEST
 
 /* The fixture directory holds every broken fixture; good.so first so it owns fixture_scale. */
 START_TEST(bad_plugins_never_stop_good_ones) {
-  setenv("DLOP_PLUGIN_PATH", FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default(FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, "");
   const char *warnings = captured_stderr();
   /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op */
   ck_assert_int_eq(dlop_plugin_count(), 7);
@@ -415,12 +403,9 @@ START_TEST(bad_plugins_never_stop_good_ones) {
 END_TEST
 
 START_TEST(load_default_runs_once) {
-  setenv("DLOP_PLUGIN_PATH", FIXTURE("good"), 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default(FIXTURE("good"), "");
   ck_assert_int_eq(dlop_plugin_count(), 1);
-  setenv("DLOP_PLUGIN_PATH", FIXTURE("older_op_struct"), 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default(FIXTURE("older_op_struct"), "");
   ck_assert_int_eq(dlop_plugin_count(), 1);
 }
 END_TEST
@@ -429,10 +414,8 @@ START_TEST(relative_and_empty_entries_are_ignored) {
   /* From inside the fixture directory, "", ".", "good.so" and "./good.so" would all reach
    * plugins if they were honoured; only the absolute entry may load anything. */
   ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
-  setenv("DLOP_PLUGIN_PATH", "::.:good.so::./older_op_struct.so:" FIXTURE("newer_minor") ":", 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default("::.:good.so::./older_op_struct.so:" FIXTURE("newer_minor") ":", "");
   const char *warnings = captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_newer_minor");
@@ -445,19 +428,15 @@ END_TEST
 
 START_TEST(empty_plugin_path_never_means_cwd) {
   ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
-  setenv("DLOP_PLUGIN_PATH", "", 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default("", "");
   ck_assert_int_eq(dlop_plugin_count(), 0);
   ck_assert_int_eq(dlop_load_error_count(), 0);
 }
 END_TEST
 
 START_TEST(missing_path_entry_is_a_load_error) {
-  setenv("DLOP_PLUGIN_PATH", "/nonexistent/dlop_plugins:" FIXTURE("good"), 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
   capture_stderr();
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default("/nonexistent/dlop_plugins:" FIXTURE("good"), "");
   captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_int_eq(dlop_load_error_count(), 1);
@@ -469,115 +448,96 @@ END_TEST
 
 /* ---- permissions ------------------------------------------------------------------------- */
 
-/* Load a copy of good.so with the given modes; returns what was printed on stderr. */
-static const char *load_with_modes(mode_t file_mode, mode_t dir_mode, char *copy, size_t size) {
-  char dir[64];
-  temp_dir_with_good(dir, sizeof dir, copy, size);
-  ck_assert_int_eq(chmod(copy, file_mode), 0);
-  ck_assert_int_eq(chmod(dir, dir_mode), 0);
+/* Loading a copy of good.so whose file and directory have the given modes warns about the
+ * part named in `warned` ("plugin file" or "plugin directory", with its mode) and only that
+ * one, or not at all (NULL): a warning, never a refusal. */
+static const struct mode_case {
+  mode_t file_mode, dir_mode;
+  const char *warned;
+} mode_cases[] = {
+    {0666, 0755, "plugin file"},
+    {0644, 0777, "plugin directory"},
+    /* /tmp-like (1777): others may create files there but not replace the owner's plugin */
+    {0644, 01777, NULL},
+    {0666, 01777, "plugin file"},
+    {0664, 0775, NULL}, /* group-writable is fine */
+};
+
+START_TEST(world_writable_warnings) {
+  const struct mode_case *c = &mode_cases[_i];
+  char dir[64], copy[128], mode[8];
+  temp_dir_with_good(dir, sizeof dir, copy, sizeof copy);
+  ck_assert_int_eq(chmod(copy, c->file_mode), 0);
+  ck_assert_int_eq(chmod(dir, c->dir_mode), 0);
   capture_stderr();
   int status = dlop_load_plugin(copy, NULL);
   const char *warnings = captured_stderr();
-  DLOP_CK_OK(status); /* a warning, never a refusal */
-  return warnings;
-}
-
-START_TEST(world_writable_file_warns) {
-  char copy[128];
-  const char *warnings = load_with_modes(0666, 0755, copy, sizeof copy);
-  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin file") &&
-                    strstr(warnings, copy) && strstr(warnings, "0666"),
-                "%s", warnings);
-  ck_assert_msg(strstr(warnings, "plugin directory") == NULL, "%s", warnings);
-}
-END_TEST
-
-START_TEST(world_writable_directory_warns) {
-  char copy[128];
-  const char *warnings = load_with_modes(0644, 0777, copy, sizeof copy);
-  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin directory") &&
-                    strstr(warnings, "0777"),
-                "%s", warnings);
-  ck_assert_msg(strstr(warnings, "plugin file") == NULL, "%s", warnings);
-}
-END_TEST
-
-/* /tmp-like (1777): others may create files there but not replace the owner's plugin. */
-START_TEST(sticky_world_writable_directory_is_fine) {
-  char copy[128];
-  const char *warnings = load_with_modes(0644, 01777, copy, sizeof copy);
-  ck_assert_msg(strstr(warnings, "world-writable") == NULL, "unexpected warning: %s", warnings);
-}
-END_TEST
-
-START_TEST(world_writable_file_in_sticky_directory_warns) {
-  char copy[128];
-  const char *warnings = load_with_modes(0666, 01777, copy, sizeof copy);
-  ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, "plugin file") &&
-                    strstr(warnings, copy) && strstr(warnings, "0666"),
-                "%s", warnings);
-  ck_assert_msg(strstr(warnings, "plugin directory") == NULL, "%s", warnings);
-}
-END_TEST
-
-START_TEST(group_writable_is_fine) {
-  char copy[128];
-  const char *warnings = load_with_modes(0664, 0775, copy, sizeof copy);
-  ck_assert_msg(strstr(warnings, "world-writable") == NULL, "unexpected warning: %s", warnings);
+  DLOP_CK_OK(status);
+  int file = c->warned && strcmp(c->warned, "plugin file") == 0;
+  snprintf(mode, sizeof mode, "%04o", (unsigned)(file ? c->file_mode : c->dir_mode));
+  if (c->warned == NULL)
+    ck_assert_msg(strstr(warnings, "world-writable") == NULL,
+                  "file %04o in a directory %04o: unexpected warning: %s", (unsigned)c->file_mode,
+                  (unsigned)c->dir_mode, warnings);
+  else
+    ck_assert_msg(strstr(warnings, "world-writable") && strstr(warnings, c->warned) &&
+                      (!file || strstr(warnings, copy)) && strstr(warnings, mode) &&
+                      strstr(warnings, file ? "plugin directory" : "plugin file") == NULL,
+                  "file %04o in a directory %04o: expected one warning about the %s (%s): %s",
+                  (unsigned)c->file_mode, (unsigned)c->dir_mode, c->warned, mode, warnings);
 }
 END_TEST
 
 int main(void) {
   Suite *suite = suite_create("loader");
-  TCase *good = tcase_create("good");
-  tcase_add_test(good, good_plugin_loads);
-  tcase_add_test(good, same_file_twice_is_loaded_once);
-  tcase_add_test(good, name_without_slash_is_relative_to_cwd_never_searched);
-  suite_add_tcase(suite, good);
+  TCase *good = dlop_test_tcase(suite, "good", 0, NULL, NULL);
+  dlop_test_add_tests(good,
+                      good_plugin_loads,
+                      same_file_twice_is_loaded_once,
+                      name_without_slash_is_relative_to_cwd_never_searched,
+                      NULL);
 
-  TCase *errors = tcase_create("errors");
-  tcase_add_test(errors, missing_file);
-  tcase_add_test(errors, directory_is_not_a_plugin);
-  tcase_add_test(errors, not_a_shared_object);
-  tcase_add_test(errors, no_entry_symbol);
-  tcase_add_test(errors, abi_major_mismatch);
-  tcase_add_test(errors, init_fails_with_its_own_message);
-  tcase_add_test(errors, null_descriptor);
-  tcase_add_test(errors, bad_op_name);
-  tcase_add_test(errors, missing_make_thunk);
-  tcase_add_test(errors, invalid_dtype_mask);
-  tcase_add_test(errors, unknown_flag_of_own_minor_is_refused);
-  tcase_add_test(errors, newer_minor_unknown_bits_are_masked);
-  tcase_add_test(errors, view_map_without_make_view_is_refused);
-  tcase_add_test(errors, view_map_in_old_struct_is_refused);
-  tcase_add_test(errors, view_map_of_variadic_op_is_refused);
-  tcase_add_test(errors, view_map_with_inplace_map_is_refused);
-  tcase_add_test(errors, view_map_entry_must_name_an_input);
-  tcase_add_test(errors, make_view_without_view_map_is_refused);
-  tcase_add_test(errors, view_op_is_accepted);
-  tcase_add_test(errors, abi_1_0_op_struct_loads);
-  tcase_add_test(errors, inplace_map_is_accepted);
-  tcase_add_test(errors, bad_struct_size);
-  tcase_add_test(errors, duplicate_op_within_plugin);
-  tcase_add_test(errors, bad_param_default_kind);
-  tcase_add_test(errors, duplicate_op_across_plugins_names_both_files);
-  tcase_add_test(errors, duplicate_plugin_name_names_both_files);
-  suite_add_tcase(suite, errors);
+  TCase *errors = dlop_test_tcase(suite, "errors", 0, NULL, NULL);
+  dlop_test_add_tests(errors,
+                      missing_file,
+                      directory_is_not_a_plugin,
+                      not_a_shared_object,
+                      no_entry_symbol,
+                      abi_major_mismatch,
+                      init_fails_with_its_own_message,
+                      null_descriptor,
+                      bad_op_name,
+                      missing_make_thunk,
+                      invalid_dtype_mask,
+                      unknown_flag_of_own_minor_is_refused,
+                      newer_minor_unknown_bits_are_masked,
+                      view_map_without_make_view_is_refused,
+                      view_map_in_old_struct_is_refused,
+                      view_map_of_variadic_op_is_refused,
+                      view_map_with_inplace_map_is_refused,
+                      view_map_entry_must_name_an_input,
+                      make_view_without_view_map_is_refused,
+                      view_op_is_accepted,
+                      abi_1_0_op_struct_loads,
+                      inplace_map_is_accepted,
+                      bad_struct_size,
+                      duplicate_op_within_plugin,
+                      bad_param_default_kind,
+                      duplicate_op_across_plugins_names_both_files,
+                      duplicate_plugin_name_names_both_files,
+                      NULL);
 
-  TCase *path = tcase_create("plugin_path");
-  tcase_add_test(path, bad_plugins_never_stop_good_ones);
-  tcase_add_test(path, load_default_runs_once);
-  tcase_add_test(path, relative_and_empty_entries_are_ignored);
-  tcase_add_test(path, empty_plugin_path_never_means_cwd);
-  tcase_add_test(path, missing_path_entry_is_a_load_error);
-  suite_add_tcase(suite, path);
+  TCase *path = dlop_test_tcase(suite, "plugin_path", 0, NULL, NULL);
+  dlop_test_add_tests(path,
+                      bad_plugins_never_stop_good_ones,
+                      load_default_runs_once,
+                      relative_and_empty_entries_are_ignored,
+                      empty_plugin_path_never_means_cwd,
+                      missing_path_entry_is_a_load_error,
+                      NULL);
 
-  TCase *permissions = tcase_create("permissions");
-  tcase_add_test(permissions, world_writable_file_warns);
-  tcase_add_test(permissions, world_writable_directory_warns);
-  tcase_add_test(permissions, sticky_world_writable_directory_is_fine);
-  tcase_add_test(permissions, world_writable_file_in_sticky_directory_warns);
-  tcase_add_test(permissions, group_writable_is_fine);
-  suite_add_tcase(suite, permissions);
+  TCase *permissions = dlop_test_tcase(suite, "permissions", 0, NULL, NULL);
+  tcase_add_loop_test(permissions, world_writable_warnings, 0,
+                      (int)(sizeof mode_cases / sizeof mode_cases[0]));
   return dlop_test_run_suite(suite);
 }

@@ -213,14 +213,14 @@ END_TEST
 
 int main(void) {
   Suite *suite = suite_create("parallel_for");
-  TCase *tc = tcase_create("parallel_for");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_every_index_once);
-  tcase_add_test(tc, test_threads_and_errors);
-  tcase_add_test(tc, test_nested_calls);
-  tcase_add_test(tc, test_concurrent_callers);
-  tcase_add_test(tc, test_many_threads_from_environment);
-  tcase_add_test(tc, test_fork_while_another_thread_runs_jobs);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "parallel_for", 60, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_every_index_once,
+                      test_threads_and_errors,
+                      test_nested_calls,
+                      test_concurrent_callers,
+                      test_many_threads_from_environment,
+                      test_fork_while_another_thread_runs_jobs,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

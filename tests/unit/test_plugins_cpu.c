@@ -120,14 +120,7 @@ static void reference(op_kind kind, dlop_dtype dtype, const void *a, const void 
 }
 
 static void value_range(op_kind kind, dlop_dtype dtype, double *low, double *high) {
-  switch (dtype) {
-    case DLOP_INT8: *low = -128; *high = 127; return;
-    case DLOP_UINT8: *low = 0; *high = 255; return;
-    case DLOP_INT16: *low = -32768; *high = 32767; return;
-    case DLOP_INT32: *low = -2147483648.0; *high = 2147483647.0; return;
-    case DLOP_INT64: *low = -9.0e18; *high = 9.0e18; return;
-    default: break;
-  }
+  if (dlop_test_integer_range(dtype, low, high)) return;
   if (kind == OP_EXP) {
     *low = dtype == DLOP_FLOAT16 ? -9 : -80; /* float16: stay above its subnormals */
     *high = dtype == DLOP_FLOAT16 ? 10 : 80;

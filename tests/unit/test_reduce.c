@@ -10,20 +10,12 @@
 #include <unistd.h>
 
 #include "op_runner.h"
+#include "reduce_case.h"
 #include "test_support.h"
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
-typedef struct reduce_case {
-  const char *op;
-  dlop_dtype dtype;
-  int32_t ndim;
-  int64_t shape[4];
-  int64_t strides[4]; /* all zero: C-contiguous */
-  int32_t naxes;      /* -1: leave the axes parameter out (its default: every axis) */
-  int64_t axes[4];
-  int keepdims;
-} reduce_case;
+typedef dlop_test_reduce_case reduce_case;
 
 typedef struct reduce_result {
   dlop_dtype out_dtype;
@@ -440,18 +432,18 @@ END_TEST
 
 int main(void) {
   Suite *suite = suite_create("reduce");
-  TCase *tc = tcase_create("cpu");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_ops_dtypes_axes);
-  tcase_add_test(tc, test_output_types_and_shapes);
-  tcase_add_test(tc, test_strided_layouts);
-  tcase_add_test(tc, test_empty_axes);
-  tcase_add_test(tc, test_zero_d);
-  tcase_add_test(tc, test_nan_propagates);
-  tcase_add_test(tc, test_large);
-  tcase_add_test(tc, test_thread_count_independent);
-  tcase_add_test(tc, test_errors);
-  tcase_add_test(tc, test_unknown_dims);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "cpu", 120, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_ops_dtypes_axes,
+                      test_output_types_and_shapes,
+                      test_strided_layouts,
+                      test_empty_axes,
+                      test_zero_d,
+                      test_nan_propagates,
+                      test_large,
+                      test_thread_count_independent,
+                      test_errors,
+                      test_unknown_dims,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -21,16 +21,6 @@ static const dlop_plugin *load(const char *path) {
   return plugin;
 }
 
-static void copy_file(const char *from, const char *to) {
-  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-  ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
-  char buffer[65536];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
-  fclose(in);
-  fclose(out);
-}
-
 /* ---- bundled plugins -------------------------------------------------------------------- */
 
 START_TEST(bundled_directory_is_next_to_libdlop) {
@@ -77,14 +67,12 @@ START_TEST(bundled_directory_override) {
   char path[128];
   /* Named so that the sort order differs from the order they were copied in. */
   snprintf(path, sizeof path, "%s/b_legacy.so", dir);
-  copy_file(FIXTURE("older_op_struct"), path);
+  dlop_test_copy_file(FIXTURE("older_op_struct"), path);
   snprintf(path, sizeof path, "%s/a_good.so", dir);
-  copy_file(FIXTURE("good"), path);
+  dlop_test_copy_file(FIXTURE("good"), path);
   snprintf(path, sizeof path, "%s/notes.txt", dir);
-  copy_file(FIXTURE("good"), path); /* not *.so: ignored */
-  setenv("DLOP_BUNDLED_PLUGINS", dir, 1);
-  setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_copy_file(FIXTURE("good"), path); /* not *.so: ignored */
+  dlop_test_load_default("", dir);
   ck_assert_int_eq(dlop_load_error_count(), 0);
   ck_assert_int_eq(dlop_plugin_count(), 2);
   ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_good");
@@ -95,18 +83,14 @@ START_TEST(bundled_directory_override) {
 END_TEST
 
 START_TEST(bundled_directory_empty_override_skips) {
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default("", "");
   ck_assert_int_eq(dlop_plugin_count(), 0);
   ck_assert_int_eq(dlop_load_error_count(), 0);
 }
 END_TEST
 
 START_TEST(bundled_directory_override_missing_is_an_error) {
-  setenv("DLOP_BUNDLED_PLUGINS", "/nonexistent/bundled", 1);
-  setenv("DLOP_PLUGIN_PATH", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default("", "/nonexistent/bundled");
   ck_assert_int_eq(dlop_load_error_count(), 1);
   ck_assert_msg(strncmp(dlop_load_error_at(0), "/nonexistent/bundled: ", 22) == 0, "%s",
                 dlop_load_error_at(0));
@@ -286,9 +270,7 @@ START_TEST(find_op_error_with_nothing_loaded_hints_at_plugin_path) {
 END_TEST
 
 START_TEST(find_op_error_mentions_load_errors) {
-  setenv("DLOP_PLUGIN_PATH", FIXTURE("good") ":" FIXTURE("init_fails"), 1);
-  setenv("DLOP_BUNDLED_PLUGINS", "", 1);
-  DLOP_CK_OK(dlop_load_default_plugins());
+  dlop_test_load_default(FIXTURE("good") ":" FIXTURE("init_fails"), "");
   ck_assert_ptr_null(dlop_find_op("nosuchop"));
   ck_assert_msg(strstr(dlop_last_error(), "loaded ops: fixture_scale; 1 plugin file(s) failed") !=
                     NULL,
@@ -298,27 +280,30 @@ END_TEST
 
 int main(void) {
   Suite *suite = suite_create("registry");
-  TCase *bundled = tcase_create("bundled");
-  tcase_add_test(bundled, bundled_directory_is_next_to_libdlop);
-  tcase_add_test(bundled, bundled_plugins_are_found);
-  tcase_add_test(bundled, bundled_directory_override);
-  tcase_add_test(bundled, bundled_directory_empty_override_skips);
-  tcase_add_test(bundled, bundled_directory_override_missing_is_an_error);
-  tcase_add_test(bundled, bundled_directory_relative_override_is_refused);
-  suite_add_tcase(suite, bundled);
+  TCase *bundled = dlop_test_tcase(suite, "bundled", 0, NULL, NULL);
+  dlop_test_add_tests(bundled,
+                      bundled_directory_is_next_to_libdlop,
+                      bundled_plugins_are_found,
+                      bundled_directory_override,
+                      bundled_directory_empty_override_skips,
+                      bundled_directory_override_missing_is_an_error,
+                      bundled_directory_relative_override_is_refused,
+                      NULL);
 
-  TCase *lookups = tcase_create("lookups");
-  tcase_add_test(lookups, find_op_counts_and_owner);
-  tcase_add_test(lookups, op_dtypes_per_device);
-  tcase_add_test(lookups, find_op_error_lists_loaded_ops);
-  tcase_add_test(lookups, find_op_error_with_nothing_loaded_hints_at_plugin_path);
-  tcase_add_test(lookups, find_op_error_mentions_load_errors);
-  suite_add_tcase(suite, lookups);
+  TCase *lookups = dlop_test_tcase(suite, "lookups", 0, NULL, NULL);
+  dlop_test_add_tests(lookups,
+                      find_op_counts_and_owner,
+                      op_dtypes_per_device,
+                      find_op_error_lists_loaded_ops,
+                      find_op_error_with_nothing_loaded_hints_at_plugin_path,
+                      find_op_error_mentions_load_errors,
+                      NULL);
 
-  TCase *normalization = tcase_create("normalization");
-  tcase_add_test(normalization, older_op_struct_is_normalized);
-  tcase_add_test(normalization, newer_minor_is_accepted);
-  tcase_add_test(normalization, normalized_op_runs);
-  suite_add_tcase(suite, normalization);
+  TCase *normalization = dlop_test_tcase(suite, "normalization", 0, NULL, NULL);
+  dlop_test_add_tests(normalization,
+                      older_op_struct_is_normalized,
+                      newer_minor_is_accepted,
+                      normalized_op_runs,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -14,17 +14,11 @@
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
-/* exp(double(x)) over a float32 vector of unknown length. */
-static dlop_function *compile_exp_double(dlop_graph *graph) {
-  int64_t unknown = DLOP_DIM_UNKNOWN;
-  dlop_var *x, *y, *z;
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CPU, &function));
-  return function;
-}
+/* The running test's graph: every test gets a new one (graph_setup) and leaves it to
+ * graph_teardown. */
+static dlop_graph *graph;
+static void graph_setup(void) { graph = dlop_test_new_graph(); }
+static void graph_teardown(void) { dlop_graph_destroy(graph); }
 
 /* Run f on x[0..n) and return the number of wrong elements (or -1 when the run failed or
  * the output has another shape), describing the first problem in message. */
@@ -62,8 +56,8 @@ static int run_and_check(dlop_function *function, const float *x, int64_t n, cha
 /* Lengths that come back and change: the cache must follow every change, including to 0. */
 START_TEST(test_alternating_shapes) {
   static const int64_t lengths[] = {3, 5, 3, 3, 0, 5, 1, 1000, 3, 0, 0, 7};
-  dlop_graph *graph = dlop_test_new_graph();
-  dlop_function *function = compile_exp_double(graph);
+  dlop_function *function =
+      dlop_test_compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
   float x[1000];
   char message[256] = "";
   dlop_test_fill_random(x, DLOP_FLOAT32, 1000, 7, -3, 3);
@@ -72,21 +66,16 @@ START_TEST(test_alternating_shapes) {
     ck_assert_msg(bad == 0, "run %d: %s", (int)k, message);
   }
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* A run whose shapes make infer_shape fail, between good runs: the failure is reported every
  * time (never cached as a success) and the good shapes still work afterwards. */
 START_TEST(test_shape_error_between_good_runs) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t unknown = DLOP_DIM_UNKNOWN;
-  dlop_var *inputs[2], *z;
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_graph_input(graph, "a", DLOP_FLOAT32, 1, &unknown, &inputs[0]));
-  DLOP_CK_OK(dlop_graph_input(graph, "b", DLOP_FLOAT32, 1, &unknown, &inputs[1]));
-  DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", inputs, 2, NULL, 0, &z, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &z, 1, CPU, &function));
+  dlop_var *inputs[2];
+  dlop_var *z = dlop_test_multiply_them(graph, DLOP_FLOAT32, 1, &unknown, 1, &unknown, inputs);
+  dlop_function *function = dlop_test_compile(graph, inputs, 2, z, CPU);
   float a[5] = {1, 2, 3, 4, 5}, b[5] = {2, 2, 2, 2, 2};
   /* {a length, b length, expected output length or -1 for a shape error} */
   static const int64_t cases[][3] = {{3, 3, 3}, {3, 5, -1}, {3, 5, -1}, {3, 3, 3},
@@ -113,52 +102,79 @@ START_TEST(test_shape_error_between_good_runs) {
                       (double)want, (double)y[i]);
       }
     }
-    dlop_array_release(output);
-    dlop_array_release(arrays[0]);
-    dlop_array_release(arrays[1]);
+    dlop_test_release_arrays(3, output, arrays[0], arrays[1]);
   }
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
-typedef struct shape_job {
-  dlop_function *function;
-  int64_t lengths[2]; /* alternated, so this thread's shapes also change between its runs */
-  int failures;
-  char message[256];
-} shape_job;
+/* The two lengths each thread of test_threads_with_different_shapes alternates between, so
+ * that its own shapes also change from run to run. */
+static const int64_t thread_lengths[4][2] = {{1, 2}, {7, 7}, {1000, 3}, {0, 33}};
 
-static void *run_shapes(void *context) {
-  shape_job *job = context;
-  int64_t most = job->lengths[0] > job->lengths[1] ? job->lengths[0] : job->lengths[1];
+static void run_shapes(dlop_test_thread *thread) {
+  const int64_t *lengths = thread_lengths[thread->index];
+  int64_t most = lengths[0] > lengths[1] ? lengths[0] : lengths[1];
   float *x = malloc((size_t)(most + 1) * sizeof(float));
   dlop_test_fill_random(x, DLOP_FLOAT32, most, (uint64_t)most, -2, 2);
-  for (int run = 0; run < 300 && job->failures == 0; run++)
-    if (run_and_check(job->function, x, job->lengths[run & 1], job->message,
-                      sizeof job->message) != 0)
-      job->failures++;
+  for (int run = 0; run < 300 && thread->failures == 0; run++)
+    if (run_and_check(thread->function, x, lengths[run & 1], thread->message,
+                      sizeof thread->message) != 0)
+      thread->failures++;
   free(x);
-  return NULL;
 }
 
 /* Four threads run one function on different shapes at once: whichever thread's shapes the
  * cache holds, every run gets outputs of its own shape and correct values. */
 START_TEST(test_threads_with_different_shapes) {
-  dlop_graph *graph = dlop_test_new_graph();
-  dlop_function *function = compile_exp_double(graph);
-  shape_job jobs[4] = {{.lengths = {1, 2}}, {.lengths = {7, 7}}, {.lengths = {1000, 3}},
-                       {.lengths = {0, 33}}};
-  pthread_t threads[4];
-  for (int i = 0; i < 4; i++) {
-    jobs[i].function = function;
-    ck_assert_int_eq(pthread_create(&threads[i], NULL, run_shapes, &jobs[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
-  for (int i = 0; i < 4; i++)
-    ck_assert_msg(jobs[i].failures == 0, "thread %d: %s", i, jobs[i].message);
+  dlop_function *function =
+      dlop_test_compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  dlop_test_run_threads(4, function, NULL, run_shapes);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
+}
+END_TEST
+
+/* Outputs (z, z, x, y): a node output given twice, the function's input, and an intermediate
+ * that is also an output. The run moves each node output's reference to the caller once and
+ * retains every other: each output is released once, its values are right, and nothing is
+ * leaked or freed twice (bytes in use come back to where they were). */
+START_TEST(test_outputs_moved_or_retained) {
+  int64_t unknown = DLOP_DIM_UNKNOWN, n = 7;
+  dlop_var *x, *y, *z;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
+  dlop_var *wanted[4] = {z, z, x, y};
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, wanted, 4, CPU, &function));
+  float data[7] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.25f, 3.0f};
+  dlop_array *input = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, data, &input));
+  dlop_memory_stats before = {.struct_size = sizeof before};
+  DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
+  for (int round = 0; round < 3; round++) {
+    dlop_array *outputs[4] = {NULL, NULL, NULL, NULL};
+    DLOP_CK_OK(dlop_function_run(function, &input, 1, outputs, 4, NULL));
+    ck_assert_ptr_eq(outputs[0], outputs[1]);
+    ck_assert_ptr_eq(outputs[2], input);
+    ck_assert_ptr_ne(outputs[3], outputs[0]);
+    const float *zs = dlop_tensor_base(dlop_array_tensor(outputs[0]));
+    const float *ys = dlop_tensor_base(dlop_array_tensor(outputs[3]));
+    for (int i = 0; i < 7; i++) {
+      ck_assert_msg(fabsf(ys[i] - 2.0f * data[i]) <= 1e-6f, "y[%d] = %g", i, (double)ys[i]);
+      float want = expf(2.0f * data[i]);
+      ck_assert_msg(fabsf(zs[i] - want) <= 1e-5f * want, "z[%d] = %g, expected %g", i,
+                    (double)zs[i], (double)want);
+    }
+    for (int i = 0; i < 4; i++) dlop_array_release(outputs[i]);
+    dlop_memory_stats after = {.struct_size = sizeof after};
+    DLOP_CK_OK(dlop_memory_stats_get(CPU, &after));
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  }
+  /* The input is still ours (retained for outputs[2], released once): usable, then freed. */
+  ck_assert_float_eq(((const float *)dlop_tensor_base(dlop_array_tensor(input)))[6], 3.0f);
+  dlop_array_release(input);
+  dlop_function_destroy(function);
 }
 END_TEST
 
@@ -208,62 +224,16 @@ START_TEST(test_headers_across_threads) {
 }
 END_TEST
 
-/* Outputs (z, z, x, y): a node output given twice, the function's input, and an intermediate
- * that is also an output. The run moves each node output's reference to the caller once and
- * retains every other: each output is released once, its values are right, and nothing is
- * leaked or freed twice (bytes in use come back to where they were). */
-START_TEST(test_outputs_moved_or_retained) {
-  dlop_graph *graph = dlop_test_new_graph();
-  int64_t unknown = DLOP_DIM_UNKNOWN, n = 7;
-  dlop_var *x, *y, *z;
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &unknown, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &z, 1));
-  dlop_var *wanted[4] = {z, z, x, y};
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, wanted, 4, CPU, &function));
-  float data[7] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.25f, 3.0f};
-  dlop_array *input = NULL;
-  DLOP_CK_OK(dlop_array_from_host(CPU, DLOP_FLOAT32, 1, &n, data, &input));
-  dlop_memory_stats before = {.struct_size = sizeof before};
-  DLOP_CK_OK(dlop_memory_stats_get(CPU, &before));
-  for (int round = 0; round < 3; round++) {
-    dlop_array *outputs[4] = {NULL, NULL, NULL, NULL};
-    DLOP_CK_OK(dlop_function_run(function, &input, 1, outputs, 4, NULL));
-    ck_assert_ptr_eq(outputs[0], outputs[1]);
-    ck_assert_ptr_eq(outputs[2], input);
-    ck_assert_ptr_ne(outputs[3], outputs[0]);
-    const float *zs = dlop_tensor_base(dlop_array_tensor(outputs[0]));
-    const float *ys = dlop_tensor_base(dlop_array_tensor(outputs[3]));
-    for (int i = 0; i < 7; i++) {
-      ck_assert_msg(fabsf(ys[i] - 2.0f * data[i]) <= 1e-6f, "y[%d] = %g", i, (double)ys[i]);
-      float want = expf(2.0f * data[i]);
-      ck_assert_msg(fabsf(zs[i] - want) <= 1e-5f * want, "z[%d] = %g, expected %g", i,
-                    (double)zs[i], (double)want);
-    }
-    for (int i = 0; i < 4; i++) dlop_array_release(outputs[i]);
-    dlop_memory_stats after = {.struct_size = sizeof after};
-    DLOP_CK_OK(dlop_memory_stats_get(CPU, &after));
-    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
-  }
-  /* The input is still ours (retained for outputs[2], released once): usable, then freed. */
-  ck_assert_float_eq(((const float *)dlop_tensor_base(dlop_array_tensor(input)))[6], 3.0f);
-  dlop_array_release(input);
-  dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
-}
-END_TEST
-
 int main(void) {
   Suite *suite = suite_create("run_cache");
-  TCase *shapes = tcase_create("shape cache");
-  tcase_add_test(shapes, test_alternating_shapes);
-  tcase_add_test(shapes, test_shape_error_between_good_runs);
-  tcase_add_test(shapes, test_threads_with_different_shapes);
-  tcase_add_test(shapes, test_outputs_moved_or_retained);
-  suite_add_tcase(suite, shapes);
-  TCase *headers = tcase_create("array headers");
+  TCase *shapes = dlop_test_tcase(suite, "shape cache", 0, graph_setup, graph_teardown);
+  dlop_test_add_tests(shapes,
+                      test_alternating_shapes,
+                      test_shape_error_between_good_runs,
+                      test_threads_with_different_shapes,
+                      test_outputs_moved_or_retained,
+                      NULL);
+  TCase *headers = dlop_test_tcase(suite, "array headers", 0, NULL, NULL);
   tcase_add_test(headers, test_headers_across_threads);
-  suite_add_tcase(suite, headers);
   return dlop_test_run_suite(suite);
 }

@@ -15,6 +15,12 @@
 
 static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
+/* The running test's graph: every test gets a new one (graph_setup, or view_graph_setup for
+ * the runtime checks) and leaves it to graph_teardown. */
+static dlop_graph *graph;
+static void graph_setup(void) { graph = dlop_test_new_graph(); }
+static void graph_teardown(void) { dlop_graph_destroy(graph); }
+
 static void check_doubles(const double *expected, const dlop_array *actual, int64_t n) {
   ck_assert_int_eq(dlop_array_numel(actual), n);
   double *got = (double *)dlop_test_read_back(actual);
@@ -63,11 +69,24 @@ static dlop_array *run_one(dlop_function *function, dlop_array *input, int no_al
   return output;
 }
 
-static double *iota(int64_t n) {
-  double *data = malloc(sizeof(double) * (size_t)n);
-  ck_assert_ptr_nonnull(data);
+/* The run-time half of a shape rule that needs concrete dims: function (on one float32 matrix)
+ * refuses a (2, 3) input of values with a shape error whose message contains refusal, then
+ * views a good_shape input of the same values; returns that view (its input in *input). */
+static dlop_array *refuse_then_view(dlop_function *function, float *values, const char *refusal,
+                                    int64_t *good_shape, dlop_array **input) {
+  int64_t shape[2] = {2, 3};
+  dlop_array *out = NULL;
+  *input = dlop_test_host_array(DLOP_FLOAT32, 2, shape, values);
+  ck_assert_int_eq(dlop_function_run(function, input, 1, &out, 1, NULL), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), refusal) != NULL, "%s", dlop_last_error());
+  dlop_array_release(*input);
+  *input = dlop_test_host_array(DLOP_FLOAT32, 2, good_shape, values);
+  return run_one(function, *input, 1);
+}
+
+/* data[i] = i / 2 - 3 for the n elements. */
+static void iota(double *data, int64_t n) {
   for (int64_t i = 0; i < n; i++) data[i] = (double)i * 0.5 - 3.0;
-  return data;
 }
 
 static void explain_has(const dlop_function *function, const char *needle) {
@@ -79,11 +98,9 @@ static void explain_has(const dlop_function *function, const char *needle) {
 /* transpose of a (2, 3, 4) float64: axes (2, 0, 1) and the default (reversed), zero copies,
  * unknown dims propagated while the graph is built. */
 START_TEST(transpose_values_and_zero_copy) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 3, 4}, unknown[3] = {DLOP_DIM_UNKNOWN, 3, DLOP_DIM_UNKNOWN};
   const int64_t axes[3] = {2, 0, 1};
   dlop_var *x, *y, *t;
-  dlop_function *f_axes = NULL, *f_reverse = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, unknown, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, "axes", axes, 3, &y));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
@@ -93,11 +110,12 @@ START_TEST(transpose_values_and_zero_copy) {
   ck_assert_int_eq(type->shape[1], DLOP_DIM_UNKNOWN);
   ck_assert_int_eq(type->shape[2], 3);
   ck_assert_int_eq(dlop_var_type(t)->shape[1], 3);
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &f_axes));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &t, 1, CPU, &f_reverse));
+  dlop_function *f_axes = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *f_reverse = dlop_test_compile(graph, &x, 1, t, CPU);
   explain_has(f_axes, "#0 transpose(x: float64[?,3,?]) -> float64[?,?,3] on cpu (view of input 0)");
 
-  double *data = iota(24), expected[24];
+  double data[24], expected[24];
+  iota(data, 24);
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(f_axes, input, 1);
   /* y[k][i][j] = x[i][j][k] */
@@ -117,23 +135,20 @@ START_TEST(transpose_values_and_zero_copy) {
   dlop_array_release(input);
   check_doubles(expected, out, 24);
   dlop_array_release(out);
-  free(data);
   dlop_function_destroy(f_axes);
   dlop_function_destroy(f_reverse);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* Every dtype: a transposed (3, 5) matrix, byte for byte. */
 START_TEST(transpose_every_dtype) {
   for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++) {
-    dlop_graph *graph = dlop_test_new_graph();
+    dlop_graph *dtype_graph = dlop_test_new_graph();
     int64_t shape[2] = {3, 5};
     dlop_var *x, *y;
-    dlop_function *function = NULL;
-    DLOP_CK_OK(dlop_graph_input(graph, "x", (dlop_dtype)dtype, 2, NULL, &x));
-    DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &y));
-    DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
+    DLOP_CK_OK(dlop_graph_input(dtype_graph, "x", (dlop_dtype)dtype, 2, NULL, &x));
+    DLOP_CK_OK(dlop_test_apply_ints(dtype_graph, "transpose", x, NULL, NULL, 0, &y));
+    dlop_function *function = dlop_test_compile(dtype_graph, &x, 1, y, CPU);
     size_t size = dlop_dtype_size((dlop_dtype)dtype);
     unsigned char data[15 * 8], got[15 * 8], expected[15 * 8];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + 11);
@@ -147,43 +162,37 @@ START_TEST(transpose_every_dtype) {
     DLOP_CK_OK(dlop_array_to_host(out, got, 15 * size));
     ck_assert_msg(memcmp(got, expected, 15 * size) == 0, "transpose of %s differs",
                   dlop_dtype_name((dlop_dtype)dtype));
-    dlop_array_release(out);
-    dlop_array_release(input);
+    dlop_test_release_arrays(2, out, input);
     dlop_function_destroy(function);
-    dlop_graph_destroy(graph);
+    dlop_graph_destroy(dtype_graph);
   }
 }
 END_TEST
 
 /* dimshuffle (2, -1, 0) of a (2, 1, 3): axis 1 (size 1) dropped, a new axis inserted. */
 START_TEST(dimshuffle_values) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 1, 3};
   const int64_t pattern[3] = {2, -1, 0};
   dlop_var *x, *y;
-  dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, shape, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "dimshuffle", x, "pattern", pattern, 3, &y));
   const dlop_type *type = dlop_var_type(y);
   ck_assert_int_eq(type->ndim, 3);
   ck_assert(type->shape[0] == 3 && type->shape[1] == 1 && type->shape[2] == 2);
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
-  double *data = iota(6), expected[6];
+  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CPU);
+  double data[6], expected[6];
+  iota(data, 6);
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(function, input, 1);
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < 2; i++) expected[k * 2 + i] = data[i * 3 + k];
   check_doubles(expected, out, 6);
-  dlop_array_release(out);
-  dlop_array_release(input);
-  free(data);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(dimshuffle_errors) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3}, unknown[2] = {2, DLOP_DIM_UNKNOWN}, two = 2;
   const int64_t keep0[1] = {0}, twice[2] = {0, 0}, bad[2] = {0, 5};
   dlop_var *x, *u, *y;
@@ -198,48 +207,39 @@ START_TEST(dimshuffle_errors) {
   ck_assert_msg(strstr(dlop_last_error(), "entry 5 is neither an input axis") != NULL, "%s",
                 dlop_last_error());
   /* an unknown dim may be dropped while the graph is built; the run checks it */
-  dlop_function *function = NULL;
-  dlop_array *out = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "u", DLOP_FLOAT32, 2, unknown, &u));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "dimshuffle", u, "pattern", keep0, 1, &y));
   ck_assert_int_eq(dlop_var_type(y)->shape[0], 2);
-  DLOP_CK_OK(dlop_function_compile(graph, &u, 1, &y, 1, CPU, &function));
+  dlop_function *function = dlop_test_compile(graph, &u, 1, y, CPU);
   float values[6] = {1, 2, 3, 4, 5, 6};
-  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 2, shape, values);
-  ck_assert_int_eq(dlop_function_run(function, &input, 1, &out, 1, NULL), DLOP_SHAPE_ERROR);
-  ck_assert_msg(strstr(dlop_last_error(), "node #0 dimshuffle: pattern (0,) drops input axis 1 "
-                                          "of size 3") != NULL,
-                "%s", dlop_last_error());
-  dlop_array_release(input);
   int64_t column[2] = {2, 1};
-  input = dlop_test_host_array(DLOP_FLOAT32, 2, column, values);
-  out = run_one(function, input, 1);
+  dlop_array *input;
+  dlop_array *out = refuse_then_view(
+      function, values, "node #0 dimshuffle: pattern (0,) drops input axis 1 of size 3", column,
+      &input);
   float got[2];
   DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
   ck_assert(got[0] == 1.0f && got[1] == 2.0f);
   ck_assert_int_eq(dlop_array_tensor(out)->shape[0], two);
-  dlop_array_release(out);
-  dlop_array_release(input);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* reshape of a contiguous (2, 3, 4): (6, -1) and the default flatten are views. */
 START_TEST(reshape_contiguous_is_a_view) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[3] = {2, 3, 4};
   const int64_t target[2] = {6, -1};
   dlop_var *x, *y, *flat;
-  dlop_function *f_target = NULL, *f_flat = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 3, shape, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", target, 2, &y));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, NULL, NULL, 0, &flat));
   ck_assert(dlop_var_type(y)->ndim == 2 && dlop_var_type(y)->shape[1] == 4);
   ck_assert(dlop_var_type(flat)->ndim == 1 && dlop_var_type(flat)->shape[0] == 24);
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &f_target));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &flat, 1, CPU, &f_flat));
-  double *data = iota(24);
+  dlop_function *f_target = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *f_flat = dlop_test_compile(graph, &x, 1, flat, CPU);
+  double data[24];
+  iota(data, 24);
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 3, shape, data);
   dlop_array *out = run_one(f_target, input, 1);
   ck_assert_ptr_eq(dlop_array_tensor(out)->data, dlop_array_tensor(input)->data);
@@ -247,29 +247,25 @@ START_TEST(reshape_contiguous_is_a_view) {
   dlop_array_release(out);
   out = run_one(f_flat, input, 1);
   check_doubles(data, out, 24);
-  dlop_array_release(out);
-  dlop_array_release(input);
-  free(data);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(f_target);
   dlop_function_destroy(f_flat);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* A (4, 3) window of a (4, 6) matrix (strides (6, 1)): to (2, 2, 3) splits the first axis, a
  * view; to (12,) cannot merge the rows, so the host copies it contiguous first. */
 START_TEST(reshape_strided_view_or_copy) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t full[2] = {4, 6}, window[2] = {4, 3}, window_strides[2] = {6, 1};
   const int64_t split[3] = {2, 2, 3}, flat[1] = {12};
   dlop_var *x, *y, *z;
-  dlop_function *f_split = NULL, *f_flat = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, NULL, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", split, 3, &y));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", flat, 1, &z));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &f_split));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &z, 1, CPU, &f_flat));
-  double *data = iota(24), expected[12];
+  dlop_function *f_split = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *f_flat = dlop_test_compile(graph, &x, 1, z, CPU);
+  double data[24], expected[12];
+  iota(data, 24);
   dlop_array *base = dlop_test_host_array(DLOP_FLOAT64, 2, full, data), *input = NULL;
   DLOP_CK_OK(dlop_array_view(base, 2, window, window_strides, 2 * sizeof(double), &input));
   /* element (i, j) of the window is data[2 + 6 i + j] */
@@ -291,29 +287,24 @@ START_TEST(reshape_strided_view_or_copy) {
   address_span(dlop_array_tensor(base), &il, &ih);
   ck_assert_msg(oh <= il || ol >= ih, "the reshape of a non-mergeable layout must be a copy");
   check_doubles(expected, out, 12);
-  dlop_array_release(out);
-  dlop_array_release(input);
-  dlop_array_release(base);
-  free(data);
+  dlop_test_release_arrays(3, out, input, base);
   dlop_function_destroy(f_split);
   dlop_function_destroy(f_flat);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* reshape(transpose(x)): the transposed view cannot be flattened by strides; the values are
  * those of NumPy's x.T.reshape(-1). */
 START_TEST(reshape_of_transpose_copies) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {3, 4};
   dlop_var *x, *t, *flat;
-  dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", x, NULL, NULL, 0, &t));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", t, NULL, NULL, 0, &flat));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &flat, 1, CPU, &function));
+  dlop_function *function = dlop_test_compile(graph, &x, 1, flat, CPU);
   explain_has(function, "#1 reshape(");
-  double *data = iota(12), expected[12];
+  double data[12], expected[12];
+  iota(data, 12);
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 3; j++) expected[i * 3 + j] = data[j * 4 + i];
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 2, shape, data);
@@ -322,16 +313,12 @@ START_TEST(reshape_of_transpose_copies) {
   check_doubles(expected, out, 12);
   /* the input is untouched */
   check_doubles(data, input, 12);
-  dlop_array_release(out);
-  dlop_array_release(input);
-  free(data);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(reshape_errors) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3}, unknown[2] = {DLOP_DIM_UNKNOWN, 3};
   const int64_t four[1] = {4}, four_any[2] = {4, -1}, two_any[2] = {-1, -1}, negative[1] = {-2};
   dlop_var *x, *u, *y;
@@ -347,39 +334,30 @@ START_TEST(reshape_errors) {
   ck_assert_msg(strstr(dlop_last_error(), "more than one -1") != NULL, "%s", dlop_last_error());
   ck_assert_int_eq(dlop_test_apply_ints(graph, "reshape", x, "shape", negative, 1, &y), DLOP_TYPE_ERROR);
   /* unknown dims: the size check happens at run time, naming the node */
-  dlop_function *function = NULL;
-  dlop_array *out = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "u", DLOP_FLOAT32, 2, unknown, &u));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", u, "shape", four_any, 2, &y));
   ck_assert_int_eq(dlop_var_type(y)->shape[0], 4);
   ck_assert_int_eq(dlop_var_type(y)->shape[1], DLOP_DIM_UNKNOWN);
-  DLOP_CK_OK(dlop_function_compile(graph, &u, 1, &y, 1, CPU, &function));
+  dlop_function *function = dlop_test_compile(graph, &u, 1, y, CPU);
   float values[12] = {0};
-  dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 2, shape, values);
-  ck_assert_int_eq(dlop_function_run(function, &input, 1, &out, 1, NULL), DLOP_SHAPE_ERROR);
-  ck_assert_msg(strstr(dlop_last_error(), "node #0 reshape: cannot reshape (2, 3) (6 elements) "
-                                          "to (4, -1): 6 is not a multiple of 4") != NULL,
-                "%s", dlop_last_error());
-  dlop_array_release(input);
   int64_t rows[2] = {4, 3};
-  input = dlop_test_host_array(DLOP_FLOAT32, 2, rows, values);
-  out = run_one(function, input, 1);
+  dlop_array *input;
+  dlop_array *out = refuse_then_view(function, values,
+                                     "node #0 reshape: cannot reshape (2, 3) (6 elements) to "
+                                     "(4, -1): 6 is not a multiple of 4",
+                                     rows, &input);
   ck_assert_int_eq(dlop_array_tensor(out)->shape[1], 3);
-  dlop_array_release(out);
-  dlop_array_release(input);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* broadcast_to (3,) -> (4, 3): stride 0 along the new axis; multiply_them and double consume
  * the zero strides. */
 START_TEST(broadcast_to_feeds_kernels) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t three = 3, matrix[2] = {4, 3};
   const int64_t target[2] = {4, 3};
   dlop_var *x, *m, *b, *products, *doubled, *pair[2];
-  dlop_function *f_view = NULL, *f_mul = NULL, *f_double = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, &three, &x));
   DLOP_CK_OK(dlop_graph_input(graph, "m", DLOP_FLOAT32, 2, matrix, &m));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "broadcast_to", x, "shape", target, 2, &b));
@@ -388,9 +366,9 @@ START_TEST(broadcast_to_feeds_kernels) {
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", pair, 2, NULL, 0, &products, 1));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &b, 1, NULL, 0, &doubled, 1));
   dlop_var *inputs[2] = {x, m};
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &b, 1, CPU, &f_view));
-  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, &products, 1, CPU, &f_mul));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &doubled, 1, CPU, &f_double));
+  dlop_function *f_view = dlop_test_compile(graph, &x, 1, b, CPU);
+  dlop_function *f_mul = dlop_test_compile(graph, inputs, 2, products, CPU);
+  dlop_function *f_double = dlop_test_compile(graph, &x, 1, doubled, CPU);
   float xv[3] = {1.5f, -2.0f, 4.0f}, mv[12], got[12];
   for (int i = 0; i < 12; i++) mv[i] = (float)i - 6.0f;
   dlop_array *xa = dlop_test_host_array(DLOP_FLOAT32, 1, &three, xv);
@@ -411,18 +389,14 @@ START_TEST(broadcast_to_feeds_kernels) {
   DLOP_CK_OK(dlop_function_run(f_double, &xa, 1, &out, 1, NULL));
   DLOP_CK_OK(dlop_array_to_host(out, got, sizeof got));
   for (int i = 0; i < 12; i++) ck_assert(got[i] == 2.0f * xv[i % 3]);
-  dlop_array_release(out);
-  dlop_array_release(xa);
-  dlop_array_release(ma);
+  dlop_test_release_arrays(3, out, xa, ma);
   dlop_function_destroy(f_view);
   dlop_function_destroy(f_mul);
   dlop_function_destroy(f_double);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 START_TEST(broadcast_to_errors) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t three = 3, matrix[2] = {2, 3};
   const int64_t four[1] = {4}, vector[1] = {3};
   dlop_var *x, *m, *y;
@@ -437,13 +411,11 @@ START_TEST(broadcast_to_errors) {
                 dlop_last_error());
   /* the default (the 0-d shape) takes only a 0-d input */
   ck_assert_int_eq(dlop_test_apply_ints(graph, "broadcast_to", x, NULL, NULL, 0, &y), DLOP_TYPE_ERROR);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* transpose errors name the axes and the rank. */
 START_TEST(transpose_errors) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {2, 3};
   const int64_t short_axes[1] = {0}, repeated[2] = {1, 1}, out_of_range[2] = {0, 2};
   dlop_var *x, *y;
@@ -458,7 +430,6 @@ START_TEST(transpose_errors) {
                    DLOP_TYPE_ERROR);
   ck_assert_msg(strstr(dlop_last_error(), "axis 2 is out of range for rank 2"), "%s",
                 dlop_last_error());
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
@@ -466,10 +437,8 @@ END_TEST
  * at exp, read once); out = multiply_them(v, b). The run must not let exp write over a while
  * v still reads it: out = 2x * exp(2x), not exp(2x)^2. */
 START_TEST(inplace_never_overwrites_a_viewed_intermediate) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t n = 1000;
   dlop_var *x, *a, *v, *b, *out_var, *pair[2];
-  dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 1, &n, &x));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &a, 1));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", a, NULL, NULL, 0, &v));
@@ -477,7 +446,7 @@ START_TEST(inplace_never_overwrites_a_viewed_intermediate) {
   pair[0] = v;
   pair[1] = b;
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", pair, 2, NULL, 0, &out_var, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &out_var, 1, CPU, &function));
+  dlop_function *function = dlop_test_compile(graph, &x, 1, out_var, CPU);
   /* the plan alone would allow it: the run must refuse */
   explain_has(function, "#2 exp(");
   double *data = malloc(sizeof(double) * (size_t)n), *expected = malloc(sizeof(double) * (size_t)n);
@@ -502,61 +471,54 @@ START_TEST(inplace_never_overwrites_a_viewed_intermediate) {
   free(data);
   free(expected);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* v = reshape(x) views the caller's input; double may work in place of v (an intermediate
  * dying there): it must not, or it would write into the caller's array. */
 START_TEST(inplace_never_writes_through_a_view_of_an_input) {
-  dlop_graph *graph = dlop_test_new_graph();
   int64_t shape[2] = {4, 5};
   const int64_t flat[1] = {20};
   dlop_var *x, *v, *d;
-  dlop_function *function = NULL;
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 2, shape, &x));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "reshape", x, "shape", flat, 1, &v));
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &v, 1, NULL, 0, &d, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &d, 1, CPU, &function));
-  double *data = iota(20), expected[20];
+  dlop_function *function = dlop_test_compile(graph, &x, 1, d, CPU);
+  double data[20], expected[20];
+  iota(data, 20);
   for (int i = 0; i < 20; i++) expected[i] = 2.0 * data[i];
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 2, shape, data), *out = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &out, 1, NULL));
   check_doubles(expected, out, 20);
   check_doubles(data, input, 20);
-  dlop_array_release(out);
-  dlop_array_release(input);
-  free(data);
+  dlop_test_release_arrays(2, out, input);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* ---- the runtime's checks, through fixtures/view_op ------------------------------------- */
 
-static void load_view_fixture(void) {
+/* The runtime checks' graph: fixtures/view_op loaded, the bundled plugins not. */
+static void view_graph_setup(void) {
   const dlop_plugin *plugin = NULL;
   DLOP_CK_OK(dlop_load_plugin(FIXTURE("view_op"), &plugin));
+  DLOP_CK_OK(dlop_graph_create(&graph));
 }
 
 /* fixture_view_op(x; mode) on a float64 vector of n elements, compiled for the CPU. */
-static dlop_function *compile_view_op(dlop_graph *graph, const char *mode, int64_t n) {
+static dlop_function *compile_view_op(const char *mode, int64_t n) {
   dlop_var *x, *y;
-  dlop_function *function = NULL;
   dlop_named_param param = {"mode", {DLOP_PARAM_STRING, 1, {.s = mode}}};
   DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT64, 1, &n, &x));
   DLOP_CK_OK(dlop_graph_apply(graph, "fixture_view_op", &x, 1, &param, 1, &y, 1));
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, &function));
-  return function;
+  return dlop_test_compile(graph, &x, 1, y, CPU);
 }
 
 static void expect_run_error(const char *mode, int expected, const char *needle) {
-  load_view_fixture();
-  dlop_graph *graph = NULL;
-  DLOP_CK_OK(dlop_graph_create(&graph));
   int64_t n = 6;
-  dlop_function *function = compile_view_op(graph, mode, n);
-  double *data = iota(n);
+  dlop_function *function = compile_view_op(mode, n);
+  double data[6];
+  iota(data, n);
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT64, 1, &n, data), *out = (dlop_array *)&out;
   int status = dlop_function_run(function, &input, 1, &out, 1, NULL);
   ck_assert_msg(status == expected, "mode %s: expected %s, got %s (%s)", mode,
@@ -565,9 +527,7 @@ static void expect_run_error(const char *mode, int expected, const char *needle)
   ck_assert_msg(strstr(dlop_last_error(), needle) != NULL, "mode %s: message lacks \"%s\": %s",
                 mode, needle, dlop_last_error());
   dlop_array_release(input);
-  free(data);
   dlop_function_destroy(function);
-  dlop_graph_destroy(graph);
 }
 
 START_TEST(view_out_of_bounds_is_a_plugin_error) {
@@ -596,9 +556,6 @@ START_TEST(make_view_failure_is_reported) {
 END_TEST
 
 START_TEST(view_of_another_dtype_is_refused_at_compile) {
-  load_view_fixture();
-  dlop_graph *graph = NULL;
-  DLOP_CK_OK(dlop_graph_create(&graph));
   int64_t n = 3;
   dlop_var *x, *y;
   dlop_function *function = NULL;
@@ -609,21 +566,18 @@ START_TEST(view_of_another_dtype_is_refused_at_compile) {
   ck_assert_msg(strstr(dlop_last_error(), "a view has its input's dtype") != NULL, "%s",
                 dlop_last_error());
   ck_assert_ptr_null(function);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 /* contiguous_only on a reversed (stride -1) input: the host copies it contiguous and asks
  * again; reverse on that input gives x back in order, through a negative stride. */
 START_TEST(view_copy_path_and_negative_strides) {
-  load_view_fixture();
-  dlop_graph *graph = NULL;
-  DLOP_CK_OK(dlop_graph_create(&graph));
   int64_t n = 7, minus_one = -1;
-  dlop_function *f_contiguous = compile_view_op(graph, "contiguous_only", n);
-  dlop_function *f_reverse = compile_view_op(graph, "reverse", n);
+  dlop_function *f_contiguous = compile_view_op("contiguous_only", n);
+  dlop_function *f_reverse = compile_view_op("reverse", n);
   explain_has(f_reverse, "(view of input 0)");
-  double *data = iota(n), reversed_values[7];
+  double data[7], reversed_values[7];
+  iota(data, n);
   for (int i = 0; i < 7; i++) reversed_values[i] = data[6 - i];
   dlop_array *base = dlop_test_host_array(DLOP_FLOAT64, 1, &n, data), *reversed = NULL;
   DLOP_CK_OK(dlop_array_view(base, 1, &n, &minus_one, 6 * sizeof(double), &reversed));
@@ -638,44 +592,41 @@ START_TEST(view_copy_path_and_negative_strides) {
   out = run_one(f_reverse, base, 1);
   ck_assert_int_eq(dlop_array_tensor(out)->strides[0], -1);
   check_doubles(reversed_values, out, n);
-  dlop_array_release(out);
-  dlop_array_release(reversed);
-  dlop_array_release(base);
-  free(data);
+  dlop_test_release_arrays(3, out, reversed, base);
   dlop_function_destroy(f_contiguous);
   dlop_function_destroy(f_reverse);
-  dlop_graph_destroy(graph);
 }
 END_TEST
 
 int main(void) {
   Suite *suite = suite_create("views");
-  TCase *ops = tcase_create("shape_ops");
-  tcase_add_test(ops, transpose_values_and_zero_copy);
-  tcase_add_test(ops, transpose_every_dtype);
-  tcase_add_test(ops, transpose_errors);
-  tcase_add_test(ops, dimshuffle_values);
-  tcase_add_test(ops, dimshuffle_errors);
-  tcase_add_test(ops, reshape_contiguous_is_a_view);
-  tcase_add_test(ops, reshape_strided_view_or_copy);
-  tcase_add_test(ops, reshape_of_transpose_copies);
-  tcase_add_test(ops, reshape_errors);
-  tcase_add_test(ops, broadcast_to_feeds_kernels);
-  tcase_add_test(ops, broadcast_to_errors);
-  suite_add_tcase(suite, ops);
-
-  TCase *plan = tcase_create("buffer_plan");
-  tcase_add_test(plan, inplace_never_overwrites_a_viewed_intermediate);
-  tcase_add_test(plan, inplace_never_writes_through_a_view_of_an_input);
-  suite_add_tcase(suite, plan);
-
-  TCase *checks = tcase_create("runtime_checks");
-  tcase_add_test(checks, view_out_of_bounds_is_a_plugin_error);
-  tcase_add_test(checks, view_off_grid_is_a_plugin_error);
-  tcase_add_test(checks, view_asking_contiguous_twice_is_a_plugin_error);
-  tcase_add_test(checks, make_view_failure_is_reported);
-  tcase_add_test(checks, view_of_another_dtype_is_refused_at_compile);
-  tcase_add_test(checks, view_copy_path_and_negative_strides);
-  suite_add_tcase(suite, checks);
+  TCase *ops = dlop_test_tcase(suite, "shape_ops", 0, graph_setup, graph_teardown);
+  dlop_test_add_tests(ops,
+                      transpose_values_and_zero_copy,
+                      transpose_every_dtype,
+                      transpose_errors,
+                      dimshuffle_values,
+                      dimshuffle_errors,
+                      reshape_contiguous_is_a_view,
+                      reshape_strided_view_or_copy,
+                      reshape_of_transpose_copies,
+                      reshape_errors,
+                      broadcast_to_feeds_kernels,
+                      broadcast_to_errors,
+                      NULL);
+  TCase *plan = dlop_test_tcase(suite, "buffer_plan", 0, graph_setup, graph_teardown);
+  dlop_test_add_tests(plan,
+                      inplace_never_overwrites_a_viewed_intermediate,
+                      inplace_never_writes_through_a_view_of_an_input,
+                      NULL);
+  TCase *checks = dlop_test_tcase(suite, "runtime_checks", 0, view_graph_setup, graph_teardown);
+  dlop_test_add_tests(checks,
+                      view_out_of_bounds_is_a_plugin_error,
+                      view_off_grid_is_a_plugin_error,
+                      view_asking_contiguous_twice_is_a_plugin_error,
+                      make_view_failure_is_reported,
+                      view_of_another_dtype_is_refused_at_compile,
+                      view_copy_path_and_negative_strides,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -6,7 +6,8 @@
 # (default 2), so that drift of the machine hits both alike. CPU: dlop-bench-cpu (seed ops,
 # thunk and function paths) and bench/elemwise_cpu.py; GPU, where nvidia-smi sees one:
 # dlop-bench-gpu, bench/elementwise_gpu.py and bench/python_calls.py. Every output goes to $DLOP_AB_OUT (default
-# build/before-after) as <program>.<before|after>.<round>.txt.
+# build/before-after) as <program>.<before|after>.<round>.txt; DLOP_ELEMWISE_CPU_ARGS is passed
+# to elemwise_cpu.py (e.g. "--seconds 0.15" for a shorter run).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=$(cd "${1:?usage: bench/before_after.sh BASE_SOURCE}" && pwd)
@@ -34,7 +35,7 @@ for round in $(seq 1 "$rounds"); do
     "$b/bin/dlop-bench-cpu" --min-log2 16 --max-log2 22 --step 6 --paths thunk,function \
       >"$out/bench-cpu.$tag.txt" 2>&1
     DLOP_PLUGIN_PATH= PYTHONPATH="$b/python" "$python" "$root/bench/elemwise_cpu.py" \
-      >"$out/elemwise-cpu.$tag.txt" 2>&1
+      ${DLOP_ELEMWISE_CPU_ARGS:-} >"$out/elemwise-cpu.$tag.txt" 2>&1
     if [ "$gpu" = 1 ]; then
       "$b/bin/dlop-bench-gpu" >"$out/bench-gpu.$tag.txt" 2>&1
       DLOP_PLUGIN_PATH= PYTHONPATH="$b/python" "$python" "$root/bench/elementwise_gpu.py" \

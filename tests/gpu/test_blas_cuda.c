@@ -103,9 +103,10 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   } else {
     tensor_init(&out, dtype, &os, 44);
     const dlop_tensor *span = dlop_array_tensor(out.span);
+    size_t bytes = out.host.span_elements * dlop_dtype_size(dtype);
     ck_assert_int_eq(dlop_host_api_table()->cuda_memset_async(
-                         (char *)span->data + span->byte_offset, 0xFF,
-                         out.host.span_elements * dlop_dtype_size(dtype), dlop_stream_handle(stream)),
+                         (char *)span->data + span->byte_offset, 0xFF, bytes,
+                         dlop_stream_handle(stream)),
                      DLOP_OK);
   }
   status = dlop_test_make_thunk(op, params, types, num_inputs, &out_type, CUDA, &thunk, error,

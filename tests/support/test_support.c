@@ -101,7 +101,8 @@ void dlop_test_copy_file(const char *from, const char *to) {
   ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));
   char buffer[65536];
   size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0) ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
+  while ((n = fread(buffer, 1, sizeof buffer, in)) > 0)
+    ck_assert_uint_eq(fwrite(buffer, 1, n, out), n);
   fclose(in);
   fclose(out);
 }

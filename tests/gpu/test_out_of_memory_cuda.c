@@ -3,8 +3,10 @@
  * counted in use, no allocation counted), and the next allocation and function run work.
  * Skips (exit 77) with the reason where no GPU is usable. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "test_support.h"
 
 static const dlop_device cuda0 = {DLOP_DEVICE_CUDA, 0};
@@ -46,23 +48,18 @@ START_TEST(test_function_run_after_out_of_memory) {
   const int64_t huge_shape[2] = {(int64_t)1 << 25, (int64_t)1 << 24}; /* 2^49 floats: 2 PiB */
   ck_assert_int_eq(dlop_array_empty(cuda0, DLOP_FLOAT32, 2, huge_shape, &huge), DLOP_OUT_OF_MEMORY);
   ck_assert_ptr_null(huge);
-  dlop_test_load_bundled_plugins();
-  dlop_graph *graph = NULL;
-  dlop_var *x = NULL, *y = NULL;
-  DLOP_CK_OK(dlop_graph_create(&graph));
-  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, (int64_t[]){DLOP_DIM_UNKNOWN}, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
-  dlop_function *f = NULL;
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, cuda0, &f));
+  dlop_graph *graph = dlop_test_new_graph();
+  dlop_var *x = NULL;
+  dlop_var *y = dlop_test_double_chain(graph, 5, 1, &x);
+  dlop_function *f = dlop_test_compile(graph, &x, 1, y, cuda0);
   const float values[5] = {1, 2, 3, 4, 5};
-  float result[5] = {0};
   dlop_array *input = NULL, *output = NULL;
   DLOP_CK_OK(dlop_array_from_host(cuda0, DLOP_FLOAT32, 1, (int64_t[]){5}, values, &input));
   DLOP_CK_OK(dlop_function_run(f, &input, 1, &output, 1, NULL));
-  DLOP_CK_OK(dlop_array_to_host(output, result, sizeof result));
+  float *result = dlop_test_read_back(output);
   for (int i = 0; i < 5; i++) ck_assert_float_eq(result[i], 2 * values[i]);
-  dlop_array_release(output);
-  dlop_array_release(input);
+  free(result);
+  dlop_test_release_arrays(2, output, input);
   dlop_function_destroy(f);
   dlop_graph_destroy(graph);
 }

@@ -17,6 +17,7 @@ static void print_usage(FILE *out) {
           "commands:\n"
           "  list                 every plugin (name, version, file) and its ops (devices,\n"
           "                       dtypes per device, parameters); load errors go to stderr\n"
+          "                       and make the exit status 1 (the rest is listed)\n"
           "  info OP              one op in full: doc, inputs, outputs, parameters, dtypes per\n"
           "                       device, flags, plugin file\n"
           "  load [--with-default] FILE...\n"
@@ -124,7 +125,7 @@ static int command_list(void) {
     }
   }
   print_load_errors();
-  return 0;
+  return dlop_load_error_count() > 0 ? 1 : 0; /* scripts can tell that a file was refused */
 }
 
 static void print_flags(const dlop_op_desc *op) {

@@ -25,18 +25,8 @@ struct double_op {
 
 }  // namespace
 
-#define DOUBLE_CUDA_KERNELS(name, T)                                                        \
-  extern "C" __global__ void dlop_double_contiguous_##name(const T *x, T *y, int64_t n) {   \
-    dlop_cuda_unary_contiguous<1>(x, y, n, double_op());                                   \
-  }                                                                                         \
-  extern "C" __global__ void dlop_double_rows_##name(const T *x, T *y,                     \
-                                                     dlop_rows_layout rows) {               \
-    dlop_cuda_unary_rows(x, y, rows, double_op());                                         \
-  }                                                                                         \
-  extern "C" __global__ void dlop_double_strided_##name(const T *x, T *y, int64_t n,       \
-                                                        dlop_nd_offsets offsets) {          \
-    dlop_cuda_unary_strided(x, y, n, offsets, double_op());                                \
-  }
+/* one 16-byte vector per thread in the contiguous kernel: the spec's cuda_contiguous_vectors */
+#define DOUBLE_CUDA_KERNELS(name, T) DLOP_CUDA_UNARY_KERNELS(dlop_double, name, T, double_op, 1)
 
 DLOP_CUDA_FLOAT_TYPES(DOUBLE_CUDA_KERNELS)
 DLOP_CUDA_INT_TYPES(DOUBLE_CUDA_KERNELS)

@@ -3,20 +3,11 @@
 #ifndef DLOP_DOUBLE_PLUGIN_H
 #define DLOP_DOUBLE_PLUGIN_H
 
-#include <dlop/kit/kernel_util.h>
-#include <dlop/plugin.h>
+#include <dlop/kit/elementwise.h>
 
 #define DOUBLE_DTYPES (DLOP_DTYPES_FLOAT | DLOP_DTYPES_INT)
 
-/* The host table given to dlop_plugin_init (NULL before it ran). */
-const dlop_host_api *double_host(void);
-
-int double_make_node(const dlop_node_args *args);
-int double_infer_shape(const dlop_node_args *args);
-int double_make_thunk(const dlop_thunk_args *args);
-
-/* y = 2x over a loop set up with output first, input second, on the CPU. */
-int double_cpu_run(const dlop_strided_loop *loop, dlop_dtype dtype, char *error,
-                   size_t error_size);
+/* y = 2x on one run of the loop, for each dtype of DOUBLE_DTYPES (double_cpu.c). */
+extern const dlop_elementwise_cpu_kernel double_cpu_kernels[DLOP_DTYPE_COUNT];
 
 #endif

@@ -1,6 +1,6 @@
-/* elemwise_cpu.h — the dtype lists and loop shapes shared by the elemwise plugin's CPU kernel
- * files: each op and dtype gets an inner function (elemwise_cpu_inner_fn) that takes the
- * contiguous loop gcc vectorizes when every stride is 1 and a plain strided loop otherwise. */
+/* elemwise_cpu.h — the dtype lists and kernel macros shared by the elemwise plugin's CPU kernel
+ * files: each op and dtype gets a dlop_elementwise_cpu_kernel from the kit's macros around
+ * elemwise_scalar.h's element function ew_<op>_<dtype>. */
 #ifndef DLOP_ELEMWISE_CPU_H
 #define DLOP_ELEMWISE_CPU_H
 
@@ -21,44 +21,8 @@
  * (building three copies of them would only cost compile time). */
 #define EW_CPU_PLAIN
 
-/* The output may be input 0 itself (the ops declare inplace_map), so nothing is restrict;
- * ivdep tells gcc the loop carries no dependence, which holds for same-index aliasing too. */
-
-/* z = f(x) with output type TO and input type TI. */
-#define EW_CPU_UNARY(fn, TO, TI, ATTR)                                                       \
-  ATTR static void fn##_contiguous(TO *z, const TI *x, int64_t n) {                          \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_##fn(x[i]);               \
-  }                                                                                          \
-  static void fn##_inner(char *const *p, const int64_t *s, int64_t n) {                      \
-    TO *z = (TO *)p[0];                                                                      \
-    const TI *x = (const TI *)p[1];                                                          \
-    if (s[0] == 1 && s[1] == 1) {                                                            \
-      fn##_contiguous(z, x, n);                                                              \
-      return;                                                                                \
-    }                                                                                        \
-    for (int64_t i = 0; i < n; i++) z[i * s[0]] = ew_##fn(x[i * s[1]]);                      \
-  }
-
-/* z = f(a, b): contiguous, one side held fixed (a broadcast column or scalar: stride 0), or
- * anything else. */
-#define EW_CPU_BINARY(fn, TO, TI, ATTR)                                                      \
-  ATTR static void fn##_vv(TO *z, const TI *a, const TI *b, int64_t n) {                     \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_##fn(a[i], b[i]);         \
-  }                                                                                          \
-  ATTR static void fn##_vs(TO *z, const TI *a, TI b, int64_t n) {                            \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_##fn(a[i], b);            \
-  }                                                                                          \
-  ATTR static void fn##_sv(TO *z, TI a, const TI *b, int64_t n) {                            \
-    _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_##fn(a, b[i]);            \
-  }                                                                                          \
-  static void fn##_inner(char *const *p, const int64_t *s, int64_t n) {                      \
-    TO *z = (TO *)p[0];                                                                      \
-    const TI *a = (const TI *)p[1], *b = (const TI *)p[2];                                   \
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1) fn##_vv(z, a, b, n);                            \
-    else if (s[0] == 1 && s[1] == 1 && s[2] == 0) fn##_vs(z, a, b[0], n);                    \
-    else if (s[0] == 1 && s[1] == 0 && s[2] == 1) fn##_sv(z, a[0], b, n);                    \
-    else                                                                                     \
-      for (int64_t i = 0; i < n; i++) z[i * s[0]] = ew_##fn(a[i * s[1]], b[i * s[2]]);       \
-  }
+/* The kernel fn (z = ew_fn(x) or ew_fn(a, b)) with output type TO and input type TI. */
+#define EW_CPU_UNARY(fn, TO, TI, ATTR) DLOP_CPU_UNARY_KERNEL(fn, TO, TI, ew_##fn, ATTR)
+#define EW_CPU_BINARY(fn, TO, TI, ATTR) DLOP_CPU_BINARY_KERNEL(fn, TO, TI, ew_##fn, ATTR)
 
 #endif

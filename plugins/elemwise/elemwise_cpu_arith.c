@@ -17,15 +17,9 @@ EW_CPU_NUMERIC_DTYPES(ARITH_CHEAP)
 EW_CPU_FLOAT_DTYPES(ARITH_FLOAT)
 
 #define ARITH_ENTRY_CHEAP(name, T, DT)                                                       \
-  [EW_ADD][DT] = add_##name##_inner, [EW_SUB][DT] = sub_##name##_inner,                      \
-  [EW_MUL][DT] = mul_##name##_inner, [EW_MAXIMUM][DT] = maximum_##name##_inner,              \
-  [EW_MINIMUM][DT] = minimum_##name##_inner,
-#define ARITH_ENTRY_FLOAT(name, T, DT) [EW_DIV][DT] = div_##name##_inner, [EW_POW][DT] = pow_##name##_inner,
+  [EW_ADD][DT] = add_##name, [EW_SUB][DT] = sub_##name, [EW_MUL][DT] = mul_##name,           \
+  [EW_MAXIMUM][DT] = maximum_##name, [EW_MINIMUM][DT] = minimum_##name,
+#define ARITH_ENTRY_FLOAT(name, T, DT) [EW_DIV][DT] = div_##name, [EW_POW][DT] = pow_##name,
 
-static const elemwise_cpu_inner_fn arith_kernels[EW_POW + 1][DLOP_DTYPE_COUNT] = {
+const dlop_elementwise_cpu_kernel elemwise_cpu_arith_kernels[EW_POW - EW_ADD + 1][DLOP_DTYPE_COUNT] = {
     EW_CPU_NUMERIC_DTYPES(ARITH_ENTRY_CHEAP) EW_CPU_FLOAT_DTYPES(ARITH_ENTRY_FLOAT)};
-
-elemwise_cpu_inner_fn elemwise_cpu_arith(int32_t op, dlop_dtype dtype) {
-  if (op < 0 || op > EW_POW || (int)dtype < 0 || (int)dtype >= DLOP_DTYPE_COUNT) return NULL;
-  return arith_kernels[op][dtype];
-}

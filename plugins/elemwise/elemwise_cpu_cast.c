@@ -1,21 +1,13 @@
 /* elemwise_cpu_cast.c — the CPU kernels of cast, one per (from, to) pair of dtypes, around
  * elemwise_scalar.h's ew_cast_<from>_<to> (the same code the CUDA kernels run, so both devices
- * agree bit for bit). A cast to the same dtype copies bits. */
+ * agree bit for bit). A cast to the same dtype copies bits (elemwise_kernel_dtypes picks the
+ * same-size integer kernel). */
 #include "elemwise_cpu.h"
-
 
 #define CAST_KERNEL(from, TF, DTF, to, TT, DTT)                                              \
   EW_CAST_ONE(from, TF, to, TT)                                                              \
-  static void cast_##from##_##to##_inner(char *const *p, const int64_t *s, int64_t n) {      \
-    TT *z = (TT *)p[0];                                                                      \
-    const TF *x = (const TF *)p[1];                                                          \
-    if (s[0] == 1 && s[1] == 1) {                                                            \
-      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = ew_cast_##from##_##to(x[i]); \
-      return;                                                                                \
-    }                                                                                        \
-    for (int64_t i = 0; i < n; i++) z[i * s[0]] = ew_cast_##from##_##to(x[i * s[1]]);        \
-  }
-#define CAST_ENTRY(from, TF, DTF, to, TT, DTT) [DTF][DTT] = cast_##from##_##to##_inner,
+  EW_CPU_UNARY(cast_##from##_##to, TT, TF, EW_CPU_PLAIN)
+#define CAST_ENTRY(from, TF, DTF, to, TT, DTT) [DTF][DTT] = cast_##from##_##to,
 
 /* Expand the pairs by hand-listed sources: the preprocessor cannot nest an X-macro in itself. */
 #define CAST_ROW(X, from, TF, DTF)                                                           \
@@ -34,12 +26,5 @@
 
 CAST_ALL(CAST_KERNEL)
 
-static const elemwise_cpu_inner_fn cast_kernels[DLOP_DTYPE_COUNT][DLOP_DTYPE_COUNT] = {
+const dlop_elementwise_cpu_kernel elemwise_cpu_cast_kernels[DLOP_DTYPE_COUNT][DLOP_DTYPE_COUNT] = {
     CAST_ALL(CAST_ENTRY)};
-
-elemwise_cpu_inner_fn elemwise_cpu_cast(dlop_dtype from, dlop_dtype to) {
-  if ((int)from < 0 || (int)from >= DLOP_DTYPE_COUNT || (int)to < 0 || (int)to >= DLOP_DTYPE_COUNT)
-    return NULL;
-  if (from == to) from = to = elemwise_bit_copy_dtype(from);
-  return cast_kernels[from][to];
-}

@@ -18,10 +18,11 @@ EW_CPU_ALL_DTYPES(COMPARE)
                                         int64_t n) {                                         \
     _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = c[i] ? x[i] : y[i];          \
   }                                                                                          \
-  static void where_##name##_inner(char *const *p, const int64_t *s, int64_t n) {            \
+  static void where_##name(char *const *p, const int64_t *s, int64_t n, const void *params) { \
     T *z = (T *)p[0];                                                                        \
     const uint8_t *c = (const uint8_t *)p[1];                                                \
     const T *x = (const T *)p[2], *y = (const T *)p[3];                                      \
+    (void)params;                                                                            \
     if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {                                  \
       where_##name##_contiguous(z, c, x, y, n);                                              \
       return;                                                                                \
@@ -31,20 +32,12 @@ EW_CPU_ALL_DTYPES(COMPARE)
 EW_CPU_ALL_DTYPES(WHERE)
 
 #define COMPARE_ENTRY(name, T, DT)                                                           \
-  [EW_EQUAL - EW_EQUAL][DT] = equal_##name##_inner,                                          \
-  [EW_NOT_EQUAL - EW_EQUAL][DT] = not_equal_##name##_inner,                                  \
-  [EW_LESS - EW_EQUAL][DT] = less_##name##_inner,                                            \
-  [EW_LESS_EQUAL - EW_EQUAL][DT] = less_equal_##name##_inner,                                \
-  [EW_GREATER - EW_EQUAL][DT] = greater_##name##_inner,                                      \
-  [EW_GREATER_EQUAL - EW_EQUAL][DT] = greater_equal_##name##_inner,                          \
-  [EW_WHERE - EW_EQUAL][DT] = where_##name##_inner,
+  [EW_EQUAL - EW_EQUAL][DT] = equal_##name, [EW_NOT_EQUAL - EW_EQUAL][DT] = not_equal_##name, \
+  [EW_LESS - EW_EQUAL][DT] = less_##name, [EW_LESS_EQUAL - EW_EQUAL][DT] = less_equal_##name, \
+  [EW_GREATER - EW_EQUAL][DT] = greater_##name,                                              \
+  [EW_GREATER_EQUAL - EW_EQUAL][DT] = greater_equal_##name,                                  \
+  [EW_WHERE - EW_EQUAL][DT] = where_##name,
 
-static const elemwise_cpu_inner_fn compare_kernels[EW_WHERE - EW_EQUAL + 1][DLOP_DTYPE_COUNT] = {
+/* op - EW_EQUAL, then the compared dtype, or where's x and y dtype */
+const dlop_elementwise_cpu_kernel elemwise_cpu_compare_kernels[EW_WHERE - EW_EQUAL + 1][DLOP_DTYPE_COUNT] = {
     EW_CPU_ALL_DTYPES(COMPARE_ENTRY)};
-
-/* op: a comparison or EW_WHERE; dtype: the compared dtype, or where's x and y dtype */
-elemwise_cpu_inner_fn elemwise_cpu_compare(int32_t op, dlop_dtype dtype) {
-  if (op < EW_EQUAL || op > EW_WHERE || (int)dtype < 0 || (int)dtype >= DLOP_DTYPE_COUNT)
-    return NULL;
-  return compare_kernels[op - EW_EQUAL][dtype];
-}

@@ -15,16 +15,10 @@ EW_CPU_NUMERIC_DTYPES(UNARY_CHEAP)
 EW_CPU_FLOAT_DTYPES(UNARY_FLOAT)
 
 #define UNARY_ENTRY_CHEAP(name, T, DT) \
-  [EW_NEG - EW_NEG][DT] = neg_##name##_inner, [EW_ABS - EW_NEG][DT] = abs_##name##_inner,
+  [EW_NEG - EW_NEG][DT] = neg_##name, [EW_ABS - EW_NEG][DT] = abs_##name,
 #define UNARY_ENTRY_FLOAT(name, T, DT)                                                       \
-  [EW_LOG - EW_NEG][DT] = log_##name##_inner, [EW_SQRT - EW_NEG][DT] = sqrt_##name##_inner,  \
-  [EW_TANH - EW_NEG][DT] = tanh_##name##_inner, [EW_SIGMOID - EW_NEG][DT] = sigmoid_##name##_inner,
+  [EW_LOG - EW_NEG][DT] = log_##name, [EW_SQRT - EW_NEG][DT] = sqrt_##name,                  \
+  [EW_TANH - EW_NEG][DT] = tanh_##name, [EW_SIGMOID - EW_NEG][DT] = sigmoid_##name,
 
-static const elemwise_cpu_inner_fn unary_kernels[EW_SIGMOID - EW_NEG + 1][DLOP_DTYPE_COUNT] = {
+const dlop_elementwise_cpu_kernel elemwise_cpu_unary_kernels[EW_SIGMOID - EW_NEG + 1][DLOP_DTYPE_COUNT] = {
     EW_CPU_NUMERIC_DTYPES(UNARY_ENTRY_CHEAP) EW_CPU_FLOAT_DTYPES(UNARY_ENTRY_FLOAT)};
-
-elemwise_cpu_inner_fn elemwise_cpu_unary(int32_t op, dlop_dtype dtype) {
-  if (op < EW_NEG || op > EW_SIGMOID || (int)dtype < 0 || (int)dtype >= DLOP_DTYPE_COUNT)
-    return NULL;
-  return unary_kernels[op - EW_NEG][dtype];
-}

@@ -12,9 +12,6 @@
   EW_CUDA_STRIDED2(less_equal, name, uint8_t, T)                   \
   EW_CUDA_STRIDED2(greater, name, uint8_t, T)                      \
   EW_CUDA_STRIDED2(greater_equal, name, uint8_t, T)                \
-  extern "C" __global__ void dlop_elemwise_where_strided_##name(   \
-      const uint8_t *c, const T *x, const T *y, T *z, int64_t n, dlop_nd_offsets o) { \
-    ew_cuda_where_strided(c, x, y, z, n, o);                       \
-  }
+  EW_CUDA_WHERE(name, T)
 EW_CUDA_ALL_DTYPES(COMPARE)
 

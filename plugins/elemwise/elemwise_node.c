@@ -1,6 +1,6 @@
-/* elemwise_node.c — the type rule (make_node) and shape rule (infer_shape) of every elemwise
- * op: inputs of one dtype the op accepts (where: a bool condition and two values of one dtype;
- * cast: any dtype and the dtype parameter), NumPy broadcasting of the shapes. Both are pure. */
+/* elemwise_node.c — the type rule (make_node) of every elemwise op: inputs of one dtype the op
+ * accepts (where: a bool condition and two values of one dtype; cast: any dtype and the dtype
+ * parameter), NumPy broadcasting of the shapes (the kit's, as is the shape rule). Pure. */
 #include "elemwise_plugin.h"
 
 static const elemwise_op_info *info_of(const dlop_node_args *args) {
@@ -24,42 +24,9 @@ dlop_dtype elemwise_bit_copy_dtype(dlop_dtype dtype) {
   }
 }
 
-/* Prefix the op's name to a message written by a helper (broadcasting), keeping it. */
-static void prefix_error(const dlop_node_args *args, const char *name) {
-  char message[512];
-  snprintf(message, sizeof message, "%s", args->error ? args->error : "");
-  dlop_set_error(args->error, args->error_size, "%s: %s", name, message);
-}
-
-static int check_arity(const dlop_node_args *args, const elemwise_op_info *info) {
-  static const char *const plural[] = {"inputs", "input", "inputs", "inputs"};
-  if (args->num_inputs == info->num_inputs && args->num_outputs == 1) return DLOP_OK;
-  dlop_set_error(args->error, args->error_size,
-                 "%s: takes %d %s and gives 1 output, got %d inputs and %d outputs",
-                 elemwise_op_name(info->id), (int)info->num_inputs, plural[info->num_inputs],
-                 (int)args->num_inputs, (int)args->num_outputs);
-  return DLOP_TYPE_ERROR;
-}
-
-/* The output's shape: the broadcast of the inputs' shapes (one input: its own). */
-static int broadcast_all(const dlop_node_args *args, const elemwise_op_info *info, dlop_type *out) {
-  dlop_type folded;
-  int32_t i;
-  *out = args->inputs[0];
-  for (i = 1; i < args->num_inputs; i++) {
-    int status = dlop_broadcast_types(out, &args->inputs[i], &folded, args->error, args->error_size);
-    if (status != DLOP_OK) {
-      prefix_error(args, elemwise_op_name(info->id));
-      return status;
-    }
-    *out = folded;
-  }
-  return DLOP_OK;
-}
-
 /* The output dtype given the inputs', or an error naming the problem. */
 static int output_dtype(const dlop_node_args *args, const elemwise_op_info *info, int32_t *dtype) {
-  const char *name = elemwise_op_name(info->id);
+  const char *name = info->spec.op_name;
   int32_t first = info->kind == EW_KIND_WHERE ? 1 : 0, i;
   char supported[160];
   for (i = 0; i < args->num_inputs; i++) {
@@ -82,10 +49,10 @@ static int output_dtype(const dlop_node_args *args, const elemwise_op_info *info
                    dlop_dtype_name((dlop_dtype)args->inputs[first + 1].dtype));
     return DLOP_TYPE_ERROR;
   }
-  if (!(info->dtypes & DLOP_DTYPE_BIT(args->inputs[first].dtype))) {
+  if (!(info->spec.cpu_dtypes & DLOP_DTYPE_BIT(args->inputs[first].dtype))) {
     dlop_set_error(args->error, args->error_size, "%s: dtype %s is not supported (expected one of %s)",
                    name, dlop_dtype_name((dlop_dtype)args->inputs[first].dtype),
-                   dlop_format_dtypes(info->dtypes, supported, sizeof supported));
+                   dlop_format_dtypes(info->spec.cpu_dtypes, supported, sizeof supported));
     return DLOP_TYPE_ERROR;
   }
   switch (info->kind) {
@@ -116,27 +83,11 @@ int elemwise_make_node(const dlop_node_args *args) {
   const elemwise_op_info *info = info_of(args);
   dlop_type out;
   int32_t dtype = 0;
-  int status = check_arity(args, info);
+  int status = dlop_elementwise_check_arity(&info->spec, args);
   if (status == DLOP_OK) status = output_dtype(args, info, &dtype);
-  if (status == DLOP_OK) status = broadcast_all(args, info, &out);
+  if (status == DLOP_OK) status = dlop_elementwise_broadcast(&info->spec, args, &out);
   if (status != DLOP_OK) return status;
   out.dtype = dtype;
   args->outputs[0] = out;
-  return DLOP_OK;
-}
-
-int elemwise_infer_shape(const dlop_node_args *args) {
-  const elemwise_op_info *info = info_of(args);
-  dlop_type out;
-  int status = check_arity(args, info);
-  if (status == DLOP_OK) status = broadcast_all(args, info, &out);
-  if (status != DLOP_OK) return status;
-  if (out.ndim != args->outputs[0].ndim) {
-    dlop_set_error(args->error, args->error_size,
-                   "%s: inputs broadcast to rank %d but make_node gave the output rank %d",
-                   elemwise_op_name(info->id), (int)out.ndim, (int)args->outputs[0].ndim);
-    return DLOP_SHAPE_ERROR;
-  }
-  memcpy(args->outputs[0].shape, out.shape, sizeof(int64_t) * (size_t)out.ndim);
   return DLOP_OK;
 }

@@ -1,11 +1,10 @@
 /* elemwise_plugin.h — declarations shared by the files of the elemwise plugin (elementwise
- * algebra with NumPy broadcasting): the table of ops, the CPU kernel lookups, the stages.
- * Hidden visibility: the plugin exports only dlop_plugin_init. */
+ * algebra with NumPy broadcasting): the ops and their specs for the SDK's elementwise thunk,
+ * the CPU kernel tables, the stages. Hidden visibility: the plugin exports only dlop_plugin_init. */
 #ifndef DLOP_ELEMWISE_PLUGIN_H
 #define DLOP_ELEMWISE_PLUGIN_H
 
-#include <dlop/kit/kernel_util.h>
-#include <dlop/plugin.h>
+#include <dlop/kit/elementwise.h>
 
 #define ELEMWISE_NUMERIC (DLOP_DTYPES_FLOAT | DLOP_DTYPES_INT)
 
@@ -27,32 +26,21 @@ typedef enum elemwise_kind {
   EW_KIND_CAST     /* x -> the dtype parameter, same shape */
 } elemwise_kind;
 
-/* The CUDA file (fatbin) an op's kernels live in: split so nvcc builds them in parallel. */
-typedef enum elemwise_cuda_file {
-  EW_CUDA_ARITH, EW_CUDA_UNARY, EW_CUDA_COMPARE, EW_CUDA_CAST, EW_CUDA_FILE_COUNT
-} elemwise_cuda_file;
-
-/* What the plugin's common code needs to know of an op (its descriptor's op_data). */
+/* An op: its spec for the SDK's elementwise thunk (name, inputs, the dtypes its value inputs
+ * may have, kernels) and its kind. The spec comes first: the descriptor's op_data points at the
+ * info, which the kit's stages (dlop_elementwise_op_make_thunk, ..._op_infer_shape) read as
+ * the spec. */
 typedef struct elemwise_op_info {
-  int32_t id;         /* elemwise_op_id */
-  int32_t kind;       /* elemwise_kind */
-  int32_t num_inputs;
-  uint32_t dtypes;    /* accepted dtypes of the value inputs (not where's condition) */
-  int32_t cuda_file;  /* elemwise_cuda_file */
-  /* CUDA kernels beyond "strided": a vectorized "contiguous" one (16-byte vectors) and a
-   * "rows" one (matrix with a broadcast row, column or scalar), for the cheap ops */
-  int32_t cuda_contiguous, cuda_rows;
+  dlop_elementwise_spec spec;
+  int32_t id;   /* elemwise_op_id */
+  int32_t kind; /* elemwise_kind */
 } elemwise_op_info;
 
-/* The host table given to dlop_plugin_init (NULL before it ran). */
-const dlop_host_api *elemwise_host(void);
-
-/* "add", "equal", ... */
-const char *elemwise_op_name(int32_t id);
-
 int elemwise_make_node(const dlop_node_args *args);
-int elemwise_infer_shape(const dlop_node_args *args);
-int elemwise_make_thunk(const dlop_thunk_args *args);
+/* The spec's kernel_dtypes: make_node's dtype rule again (the host passes make_node's types,
+ * but a direct caller may not), and the dtypes that pick the kernels: the value dtype, or a
+ * cast's from and to (elemwise_thunk.c). */
+int elemwise_kernel_dtypes(const dlop_thunk_args *args, dlop_dtype *dtypes, int32_t *count);
 
 /* The dtype named by cast's parameter, or DLOP_DTYPE_INVALID. */
 dlop_dtype elemwise_dtype_from_name(const char *name);
@@ -60,14 +48,10 @@ dlop_dtype elemwise_dtype_from_name(const char *name);
  * dtype's same-size integer cast kernel does (CPU and CUDA alike). */
 dlop_dtype elemwise_bit_copy_dtype(dlop_dtype dtype);
 
-/* A CPU kernel over one run of a strided loop: p[0] the output, p[1..] the inputs, s[k] their
- * strides in elements, n elements. */
-typedef void (*elemwise_cpu_inner_fn)(char *const *p, const int64_t *s, int64_t n);
-
-/* The CPU kernel of an op for its input dtype (cast: from -> to), NULL when there is none. */
-elemwise_cpu_inner_fn elemwise_cpu_arith(int32_t op, dlop_dtype dtype);
-elemwise_cpu_inner_fn elemwise_cpu_unary(int32_t op, dlop_dtype dtype);
-elemwise_cpu_inner_fn elemwise_cpu_compare(int32_t op, dlop_dtype dtype);
-elemwise_cpu_inner_fn elemwise_cpu_cast(dlop_dtype from, dlop_dtype to);
+/* The CPU kernels of each op and (value) dtype; cast's of each from and to dtype. */
+extern const dlop_elementwise_cpu_kernel elemwise_cpu_arith_kernels[EW_POW - EW_ADD + 1][DLOP_DTYPE_COUNT];
+extern const dlop_elementwise_cpu_kernel elemwise_cpu_unary_kernels[EW_SIGMOID - EW_NEG + 1][DLOP_DTYPE_COUNT];
+extern const dlop_elementwise_cpu_kernel elemwise_cpu_compare_kernels[EW_WHERE - EW_EQUAL + 1][DLOP_DTYPE_COUNT];
+extern const dlop_elementwise_cpu_kernel elemwise_cpu_cast_kernels[DLOP_DTYPE_COUNT][DLOP_DTYPE_COUNT];
 
 #endif

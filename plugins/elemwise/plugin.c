@@ -1,49 +1,79 @@
 /* plugin.c — the elemwise plugin's entry point and op table: add, sub, mul, maximum, minimum,
- * div, pow, neg, abs, log, sqrt, tanh, sigmoid, the six comparisons, where and cast, each an
- * ordinary op descriptor over the shared stages (elemwise_node.c, elemwise_thunk.c). */
+ * div, pow, neg, abs, log, sqrt, tanh, sigmoid, the six comparisons, where and cast, each a spec
+ * for the SDK's elementwise thunk and an ordinary op descriptor over the shared stages. */
 #include "elemwise_plugin.h"
 
 static const dlop_host_api *host_table;
 
-const dlop_host_api *elemwise_host(void) { return host_table; }
+static const dlop_host_api *elemwise_host(void) { return host_table; }
+
+/* The CUDA kernels, split over four .cu files so that nvcc builds them in parallel. */
+DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_arith_fatbin);
+DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_unary_fatbin);
+DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_compare_fatbin);
+DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_cast_fatbin);
+#define ARITH DLOP_FATBIN(dlop_elemwise_elemwise_cuda_arith_fatbin)
+#define UNARY DLOP_FATBIN(dlop_elemwise_elemwise_cuda_unary_fatbin)
+#define COMPARE DLOP_FATBIN(dlop_elemwise_elemwise_cuda_compare_fatbin)
+#define CAST DLOP_FATBIN(dlop_elemwise_elemwise_cuda_cast_fatbin)
 
 #define FLOATS DLOP_DTYPES_FLOAT
 #define NUMERIC ELEMWISE_NUMERIC
 #define ALL DLOP_DTYPES_ALL
 
-/* id, kind, inputs, dtypes, CUDA file, vectorized contiguous kernel, rows kernel */
+/* CUDA kernels beyond "strided": the cheap ops also have a vectorized contiguous one (the last
+ * but one column: its 16-byte vectors per thread, or 0 for none) and the binary ones a 2-d rows
+ * one (matrix with a broadcast row, column or scalar); the others send every layout to the
+ * strided kernel, whose 1-d case needs no division. */
+#define ROWS_2D DLOP_ELEMENTWISE_ROWS_2D
+#define NO_ROWS DLOP_ELEMENTWISE_NO_ROWS
+
+/* The CPU kernels of an op by its value dtype (cast: by from and to). */
+#define CPU_ARITH(ID) elemwise_cpu_arith_kernels[(ID) - EW_ADD]
+#define CPU_UNARY(ID) elemwise_cpu_unary_kernels[(ID) - EW_NEG]
+#define CPU_COMPARE(ID) elemwise_cpu_compare_kernels[(ID) - EW_EQUAL]
+#define CPU_CAST(ID) (&elemwise_cpu_cast_kernels[0][0])
+
+#define INFO(ID, NAME, KIND, INPUTS, DTYPES, CPU, FATBIN, CONTIGUOUS_VECTORS, ROWS)         \
+  [ID] = {.spec = {.op_name = NAME,                                                          \
+                   .host = elemwise_host,                                                    \
+                   .num_inputs = INPUTS,                                                     \
+                   .broadcast = 1,                                                           \
+                   .cpu_dtypes = DTYPES, /* of the value inputs (not where's condition) */   \
+                   .cuda_dtypes = DTYPES,                                                    \
+                   .cpu_kernels = CPU(ID),                                                   \
+                   .cuda_fatbin = FATBIN,                                                    \
+                   .cuda_kernel_prefix = "dlop_elemwise_" NAME,                              \
+                   .cuda_contiguous_vectors = CONTIGUOUS_VECTORS,                            \
+                   .cuda_rows = ROWS,                                                        \
+                   .kernel_dtypes = elemwise_kernel_dtypes},                                 \
+          .id = ID,                                                                          \
+          .kind = KIND}
+
+/* id, name, kind, inputs, value dtypes, CPU kernels, CUDA file, contiguous vectors, rows */
 static const elemwise_op_info infos[EW_OP_COUNT] = {
-    [EW_ADD] = {EW_ADD, EW_KIND_BINARY, 2, NUMERIC, EW_CUDA_ARITH, 1, 1},
-    [EW_SUB] = {EW_SUB, EW_KIND_BINARY, 2, NUMERIC, EW_CUDA_ARITH, 1, 1},
-    [EW_MUL] = {EW_MUL, EW_KIND_BINARY, 2, NUMERIC, EW_CUDA_ARITH, 1, 1},
-    [EW_MAXIMUM] = {EW_MAXIMUM, EW_KIND_BINARY, 2, NUMERIC, EW_CUDA_ARITH, 1, 1},
-    [EW_MINIMUM] = {EW_MINIMUM, EW_KIND_BINARY, 2, NUMERIC, EW_CUDA_ARITH, 1, 1},
-    [EW_DIV] = {EW_DIV, EW_KIND_BINARY, 2, FLOATS, EW_CUDA_ARITH, 1, 1},
-    [EW_POW] = {EW_POW, EW_KIND_BINARY, 2, FLOATS, EW_CUDA_ARITH, 0, 0},
-    [EW_NEG] = {EW_NEG, EW_KIND_UNARY, 1, NUMERIC, EW_CUDA_UNARY, 1, 0},
-    [EW_ABS] = {EW_ABS, EW_KIND_UNARY, 1, NUMERIC, EW_CUDA_UNARY, 1, 0},
-    [EW_LOG] = {EW_LOG, EW_KIND_UNARY, 1, FLOATS, EW_CUDA_UNARY, 0, 0},
-    [EW_SQRT] = {EW_SQRT, EW_KIND_UNARY, 1, FLOATS, EW_CUDA_UNARY, 1, 0},
-    [EW_TANH] = {EW_TANH, EW_KIND_UNARY, 1, FLOATS, EW_CUDA_UNARY, 0, 0},
-    [EW_SIGMOID] = {EW_SIGMOID, EW_KIND_UNARY, 1, FLOATS, EW_CUDA_UNARY, 0, 0},
-    [EW_EQUAL] = {EW_EQUAL, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_NOT_EQUAL] = {EW_NOT_EQUAL, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_LESS] = {EW_LESS, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_LESS_EQUAL] = {EW_LESS_EQUAL, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_GREATER] = {EW_GREATER, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_GREATER_EQUAL] = {EW_GREATER_EQUAL, EW_KIND_COMPARE, 2, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_WHERE] = {EW_WHERE, EW_KIND_WHERE, 3, ALL, EW_CUDA_COMPARE, 0, 0},
-    [EW_CAST] = {EW_CAST, EW_KIND_CAST, 1, ALL, EW_CUDA_CAST, 0, 0},
+    INFO(EW_ADD, "add", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_SUB, "sub", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_MUL, "mul", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_MAXIMUM, "maximum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_MINIMUM, "minimum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_DIV, "div", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 1, ROWS_2D),
+    INFO(EW_POW, "pow", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 0, NO_ROWS),
+    INFO(EW_NEG, "neg", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
+    INFO(EW_ABS, "abs", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
+    INFO(EW_LOG, "log", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
+    INFO(EW_SQRT, "sqrt", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 1, NO_ROWS),
+    INFO(EW_TANH, "tanh", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
+    INFO(EW_SIGMOID, "sigmoid", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
+    INFO(EW_EQUAL, "equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_NOT_EQUAL, "not_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_LESS, "less", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_LESS_EQUAL, "less_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_GREATER, "greater", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_GREATER_EQUAL, "greater_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_WHERE, "where", EW_KIND_WHERE, 3, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
+    INFO(EW_CAST, "cast", EW_KIND_CAST, 1, ALL, CPU_CAST, CAST, 0, NO_ROWS),
 };
-
-static const char *const names[EW_OP_COUNT] = {
-    "add", "sub", "mul", "maximum", "minimum", "div", "pow", "neg", "abs", "log", "sqrt", "tanh",
-    "sigmoid", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "where",
-    "cast"};
-
-const char *elemwise_op_name(int32_t id) {
-  return id >= 0 && id < EW_OP_COUNT ? names[id] : "elemwise";
-}
 
 /* Element k of the output reads only element k of each input (the host reuses an input only
  * when it has the output's dtype and shape), so the output may overwrite input 0, or where's x
@@ -61,7 +91,7 @@ static const dlop_param_decl cast_params[] = {
 
 #define CUDA_DTYPES(mask) (DLOP_HAVE_CUDA_KERNELS ? (mask) : 0u)
 
-/* name and num_inputs repeat names[] and infos[]: descriptors are constant data */
+/* name and num_inputs repeat infos[]: descriptors are constant data */
 #define OP(var, ID, NAME, INPUTS, DTYPES, DOC, PARAMS, NUM_PARAMS, INPLACE)                  \
   static const dlop_op_desc var = {                                                          \
       .struct_size = sizeof(dlop_op_desc),                                                   \
@@ -77,8 +107,8 @@ static const dlop_param_decl cast_params[] = {
       .inplace_map = INPLACE,                                                                \
       .view_map = NULL,                                                                      \
       .make_node = elemwise_make_node,                                                       \
-      .infer_shape = elemwise_infer_shape,                                                   \
-      .make_thunk = elemwise_make_thunk,                                                     \
+      .infer_shape = dlop_elementwise_op_infer_shape,                                        \
+      .make_thunk = dlop_elementwise_op_make_thunk,                                          \
       .op_data = (void *)&infos[ID],                                                         \
       .make_view = NULL,                                                                     \
   }
@@ -133,20 +163,7 @@ static const dlop_op_desc *const ops[EW_OP_COUNT] = {
     &log_op, &sqrt_op, &tanh_op, &sigmoid_op, &equal_op, &not_equal_op, &less_op,
     &less_equal_op, &greater_op, &greater_equal_op, &where_op, &cast_op};
 
-static const dlop_plugin_desc plugin = {
-    .struct_size = sizeof(dlop_plugin_desc),
-    .abi_version = DLOP_ABI_VERSION,
-    .name = "elemwise",
-    .version = "1.0.0",
-    .doc = "Elementwise algebra with NumPy broadcasting on the CPU and CUDA: arithmetic, "
-           "maximum/minimum, unary math, comparisons, where and cast.",
-    .ops = ops,
-    .num_ops = EW_OP_COUNT,
-};
-
-DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
-                                        const dlop_plugin_desc **plugin_out, char *error,
-                                        size_t error_size) {
-  return dlop_plugin_init_standard(host, host_abi_version, plugin_out, error, error_size, &plugin,
-                                   &host_table);
-}
+DLOP_PLUGIN_ENTRY("elemwise", "1.0.0",
+                  "Elementwise algebra with NumPy broadcasting on the CPU and CUDA: arithmetic, "
+                  "maximum/minimum, unary math, comparisons, where and cast.",
+                  ops, host_table)

@@ -86,21 +86,11 @@ struct exp_op {
 
 }  // namespace
 
-/* Vectors per thread and step of the contiguous kernels (exp_thunk.c launches with the same
- * number): two, so that exp's arithmetic on one overlaps the other's load. Measured on an
- * H200 at 2^28 float32: 97.6% of a copy with two, 92.6% with one. */
+/* Vectors per thread and step of the contiguous kernels (the spec's cuda_contiguous_vectors in
+ * plugin.c is the same number): two, so that exp's arithmetic on one overlaps the other's
+ * load. Measured on an H200 at 2^28 float32: 97.6% of a copy with two, 92.6% with one. */
 #define EXP_CUDA_UNROLL 2
 
-#define EXP_CUDA_KERNELS(name, T)                                                           \
-  extern "C" __global__ void dlop_exp_contiguous_##name(const T *x, T *y, int64_t n) {      \
-    dlop_cuda_unary_contiguous<EXP_CUDA_UNROLL>(x, y, n, exp_op());                        \
-  }                                                                                         \
-  extern "C" __global__ void dlop_exp_rows_##name(const T *x, T *y, dlop_rows_layout rows) { \
-    dlop_cuda_unary_rows(x, y, rows, exp_op());                                            \
-  }                                                                                         \
-  extern "C" __global__ void dlop_exp_strided_##name(const T *x, T *y, int64_t n,          \
-                                                     dlop_nd_offsets offsets) {             \
-    dlop_cuda_unary_strided(x, y, n, offsets, exp_op());                                   \
-  }
+#define EXP_CUDA_KERNELS(name, T) DLOP_CUDA_UNARY_KERNELS(dlop_exp, name, T, exp_op, EXP_CUDA_UNROLL)
 
 DLOP_CUDA_FLOAT_TYPES(EXP_CUDA_KERNELS)

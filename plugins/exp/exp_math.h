@@ -5,31 +5,8 @@
 #define DLOP_EXP_MATH_H
 
 #include <stdint.h>
-#include <string.h>
 
-static inline uint64_t exp_double_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-static inline double exp_double_from_bits(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
-
-static inline float exp_float_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static inline uint32_t exp_float_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
+#include <dlop/kit/half_float.h> /* dlop_float_bits, dlop_double_bits and back */
 
 /* About 1 ulp (Cephes' expf polynomial on |r| <= ln2/2). Beyond 89 the result overflows to
  * +inf and below -104 it is 0 (exp(-104) is under half the smallest subnormal); -inf gives 0,
@@ -40,7 +17,7 @@ static inline float exp_poly_f32(float x) {
   xc = xc < -104.0f ? -104.0f : xc;
   xc = xc != xc ? 0.0f : xc; /* NaN: compute something harmless, select NaN at the end */
   float t = xc * 1.44269504088896341f + magic;
-  int32_t k = (int32_t)(exp_float_bits(t) - exp_float_bits(magic));
+  int32_t k = (int32_t)(dlop_float_bits(t) - dlop_float_bits(magic));
   float kf = t - magic;
   float r = xc - kf * 0.693359375f;      /* ln2 high part: kf * it is exact */
   r = r - kf * -2.12194440e-4f;          /* ln2 low part */
@@ -53,8 +30,8 @@ static inline float exp_poly_f32(float x) {
   float y = p * (r * r) + r + 1.0f;
   /* 2^k = 2^k1 * 2^k2 with both halves normal floats (k in [-150, 128]) */
   int32_t k1 = k >> 1, k2 = k - k1;
-  float s1 = exp_float_from_bits((uint32_t)(k1 + 127) << 23);
-  float s2 = exp_float_from_bits((uint32_t)(k2 + 127) << 23);
+  float s1 = dlop_float_from_bits((uint32_t)(k1 + 127) << 23);
+  float s2 = dlop_float_from_bits((uint32_t)(k2 + 127) << 23);
   float result = (y * s1) * s2;
   return x != x ? x : result;
 }
@@ -73,7 +50,7 @@ static inline double exp_poly_f64(double x) {
   double xc = x > 710.0 ? 710.0 : x;
   xc = xc < -746.0 ? -746.0 : xc;
   double t = xc * 1.4426950408889634 + magic;
-  uint64_t u = exp_double_bits(t); /* magic_bits + k, k in [-1077, 1025] */
+  uint64_t u = dlop_double_bits(t); /* magic_bits + k, k in [-1077, 1025] */
   double kf = t - magic;
   double r = xc - kf * 6.93145751953125e-1; /* ln2 high part: kf * it is exact */
   r = r - kf * 1.42860682030941723212e-6;    /* ln2 low part */
@@ -93,8 +70,8 @@ static inline double exp_poly_f64(double x) {
    * biased exponents e1 = (k + 2046) >> 1 and e2 = k + 2046 - e1, taken from u mod 2^64 */
   uint64_t b = u - (magic_bits - 2046u); /* k + 2046 */
   uint64_t e1 = b >> 1;
-  double s1 = exp_double_from_bits(e1 << 52);
-  double s2 = exp_double_from_bits((b << 52) - (e1 << 52));
+  double s1 = dlop_double_from_bits(e1 << 52);
+  double s2 = dlop_double_from_bits((b << 52) - (e1 << 52));
   /* s1 is a power of two and s1 (1 + w) normal, so that rounds like 1 + w would and a
    * subnormal result rounds only once, at * s2 */
   double result = (s1 + s1 * w) * s2;

@@ -1,10 +1,27 @@
-/* plugin.c — the exp plugin's entry point: checks the host's ABI and hands back the
- * descriptor of its one op, exp (y = e^x). */
+/* plugin.c — the exp plugin: the descriptor of its one op, exp (y = e^x), whose rules and
+ * thunk are the SDK's elementwise ones over the kernels of exp_cpu.c and exp_cuda.cu, and the
+ * entry point. */
 #include "exp_plugin.h"
 
 static const dlop_host_api *host_table;
 
-const dlop_host_api *exp_host(void) { return host_table; }
+static const dlop_host_api *exp_host(void) { return host_table; }
+
+DLOP_FATBIN_DECLARE(dlop_exp_exp_cuda_fatbin);
+
+static const dlop_elementwise_spec exp_spec = {
+    .op_name = "exp",
+    .host = exp_host,
+    .num_inputs = 1,
+    .broadcast = 0, /* y has x's shape */
+    .cpu_dtypes = EXP_DTYPES,
+    .cuda_dtypes = EXP_DTYPES,
+    .cpu_kernels = exp_cpu_kernels,
+    .cuda_fatbin = DLOP_FATBIN(dlop_exp_exp_cuda_fatbin),
+    .cuda_kernel_prefix = "dlop_exp",
+    .cuda_contiguous_vectors = 2, /* EXP_CUDA_UNROLL in exp_cuda.cu */
+    .cuda_rows = DLOP_ELEMENTWISE_ROWS,
+};
 
 /* pointwise (element i of y reads only element i of x), so y may overwrite x */
 static const int32_t exp_inplace[] = {0};
@@ -18,34 +35,18 @@ static const dlop_op_desc exp_op = {
            "gives +inf. Any strides, negative and zero ones included.",
     .num_inputs = 1,
     .num_outputs = 1,
-    .params = NULL,
-    .num_params = 0,
     .cpu_dtypes = EXP_DTYPES,
     /* a build without CUDA kernels must not advertise them: make_thunk would always fail */
     .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? EXP_DTYPES : 0,
     .inplace_map = exp_inplace,
-    .view_map = NULL,
-    .make_node = exp_make_node,
-    .infer_shape = exp_infer_shape,
-    .make_thunk = exp_make_thunk,
-    .op_data = NULL,
+    .make_node = dlop_elementwise_op_make_node,
+    .infer_shape = dlop_elementwise_op_infer_shape,
+    .make_thunk = dlop_elementwise_op_make_thunk,
+    .op_data = (void *)&exp_spec,
 };
 
 static const dlop_op_desc *const exp_ops[] = {&exp_op};
 
-static const dlop_plugin_desc exp_plugin = {
-    .struct_size = sizeof(dlop_plugin_desc),
-    .abi_version = DLOP_ABI_VERSION,
-    .name = "exp",
-    .version = "1.0.0",
-    .doc = "The exp op: y = e^x on the CPU and CUDA, float16, bfloat16, float32 and float64.",
-    .ops = exp_ops,
-    .num_ops = 1,
-};
-
-DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
-                                        const dlop_plugin_desc **plugin, char *error,
-                                        size_t error_size) {
-  return dlop_plugin_init_standard(host, host_abi_version, plugin, error, error_size,
-                                   &exp_plugin, &host_table);
-}
+DLOP_PLUGIN_ENTRY("exp", "1.0.0",
+                  "The exp op: y = e^x on the CPU and CUDA, float16, bfloat16, float32 and float64.",
+                  exp_ops, host_table)

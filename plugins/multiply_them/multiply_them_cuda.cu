@@ -36,19 +36,9 @@ struct multiply_op {
 
 }  // namespace
 
-#define MULTIPLY_THEM_CUDA_KERNELS(name, T)                                                 \
-  extern "C" __global__ void dlop_multiply_them_contiguous_##name(const T *a, const T *b,   \
-                                                                  T *z, int64_t n) {        \
-    dlop_cuda_binary_contiguous<1>(a, b, z, n, multiply_op());                             \
-  }                                                                                         \
-  extern "C" __global__ void dlop_multiply_them_rows_##name(const T *a, const T *b, T *z,   \
-                                                            dlop_rows_layout rows) {        \
-    dlop_cuda_binary_rows(a, b, z, rows, multiply_op());                                   \
-  }                                                                                         \
-  extern "C" __global__ void dlop_multiply_them_strided_##name(                             \
-      const T *a, const T *b, T *z, int64_t n, dlop_nd_offsets offsets) {                   \
-    dlop_cuda_binary_strided(a, b, z, n, offsets, multiply_op());                          \
-  }
+/* one 16-byte vector per thread in the contiguous kernel: the spec's cuda_contiguous_vectors */
+#define MULTIPLY_THEM_CUDA_KERNELS(name, T) \
+  DLOP_CUDA_BINARY_KERNELS(dlop_multiply_them, name, T, multiply_op, 1)
 
 DLOP_CUDA_FLOAT_TYPES(MULTIPLY_THEM_CUDA_KERNELS)
 DLOP_CUDA_INT_TYPES(MULTIPLY_THEM_CUDA_KERNELS)

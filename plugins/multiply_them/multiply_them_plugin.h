@@ -3,20 +3,11 @@
 #ifndef DLOP_MULTIPLY_THEM_PLUGIN_H
 #define DLOP_MULTIPLY_THEM_PLUGIN_H
 
-#include <dlop/kit/kernel_util.h>
-#include <dlop/plugin.h>
+#include <dlop/kit/elementwise.h>
 
 #define MULTIPLY_THEM_DTYPES (DLOP_DTYPES_FLOAT | DLOP_DTYPES_INT)
 
-/* The host table given to dlop_plugin_init (NULL before it ran). */
-const dlop_host_api *multiply_them_host(void);
-
-int multiply_them_make_node(const dlop_node_args *args);
-int multiply_them_infer_shape(const dlop_node_args *args);
-int multiply_them_make_thunk(const dlop_thunk_args *args);
-
-/* z = a * b over a loop set up with z first, then a and b, on the CPU. */
-int multiply_them_cpu_run(const dlop_strided_loop *loop, dlop_dtype dtype, char *error,
-                          size_t error_size);
+/* z = a * b on one run of the loop, for each dtype of MULTIPLY_THEM_DTYPES (multiply_them_cpu.c). */
+extern const dlop_elementwise_cpu_kernel multiply_them_cpu_kernels[DLOP_DTYPE_COUNT];
 
 #endif

@@ -1,12 +1,29 @@
-/* plugin.c — the multiply_them plugin's entry point: checks the host's ABI and hands back the
- * descriptor of its one op, multiply_them (z = a * b, from Theano's GPU tutorial). */
+/* plugin.c — the multiply_them plugin: the descriptor of its one op, multiply_them (z = a * b,
+ * from Theano's GPU tutorial), whose rules and thunk are the SDK's elementwise ones over the
+ * kernels of multiply_them_cpu.c and multiply_them_cuda.cu, and the entry point. */
 #include "multiply_them_plugin.h"
 
 static const dlop_host_api *host_table;
 
-const dlop_host_api *multiply_them_host(void) { return host_table; }
+static const dlop_host_api *multiply_them_host(void) { return host_table; }
 
-/* pointwise (element i of y reads only element i of x), so y may overwrite x */
+DLOP_FATBIN_DECLARE(dlop_multiply_them_multiply_them_cuda_fatbin);
+
+static const dlop_elementwise_spec multiply_them_spec = {
+    .op_name = "multiply_them",
+    .host = multiply_them_host,
+    .num_inputs = 2,
+    .broadcast = 1, /* z has the broadcast shape of a and b */
+    .cpu_dtypes = MULTIPLY_THEM_DTYPES,
+    .cuda_dtypes = MULTIPLY_THEM_DTYPES,
+    .cpu_kernels = multiply_them_cpu_kernels,
+    .cuda_fatbin = DLOP_FATBIN(dlop_multiply_them_multiply_them_cuda_fatbin),
+    .cuda_kernel_prefix = "dlop_multiply_them",
+    .cuda_contiguous_vectors = 1, /* one 16-byte vector per thread (multiply_them_cuda.cu) */
+    .cuda_rows = DLOP_ELEMENTWISE_ROWS,
+};
+
+/* pointwise (element i of z reads only element i of a and b), so z may overwrite a */
 static const int32_t multiply_them_inplace[] = {0};
 
 static const dlop_op_desc multiply_them_op = {
@@ -19,34 +36,19 @@ static const dlop_op_desc multiply_them_op = {
            "once. Any strides, negative and zero ones included.",
     .num_inputs = 2,
     .num_outputs = 1,
-    .params = NULL,
-    .num_params = 0,
     .cpu_dtypes = MULTIPLY_THEM_DTYPES,
     /* a build without CUDA kernels must not advertise them: make_thunk would always fail */
     .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? MULTIPLY_THEM_DTYPES : 0,
     .inplace_map = multiply_them_inplace,
-    .view_map = NULL,
-    .make_node = multiply_them_make_node,
-    .infer_shape = multiply_them_infer_shape,
-    .make_thunk = multiply_them_make_thunk,
-    .op_data = NULL,
+    .make_node = dlop_elementwise_op_make_node,
+    .infer_shape = dlop_elementwise_op_infer_shape,
+    .make_thunk = dlop_elementwise_op_make_thunk,
+    .op_data = (void *)&multiply_them_spec,
 };
 
 static const dlop_op_desc *const multiply_them_ops[] = {&multiply_them_op};
 
-static const dlop_plugin_desc multiply_them_plugin = {
-    .struct_size = sizeof(dlop_plugin_desc),
-    .abi_version = DLOP_ABI_VERSION,
-    .name = "multiply_them",
-    .version = "1.0.0",
-    .doc = "The multiply_them op: z = a * b with broadcasting on the CPU and CUDA, every float and integer dtype.",
-    .ops = multiply_them_ops,
-    .num_ops = 1,
-};
-
-DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version,
-                                        const dlop_plugin_desc **plugin, char *error,
-                                        size_t error_size) {
-  return dlop_plugin_init_standard(host, host_abi_version, plugin, error, error_size,
-                                   &multiply_them_plugin, &host_table);
-}
+DLOP_PLUGIN_ENTRY("multiply_them", "1.0.0",
+                  "The multiply_them op: z = a * b with broadcasting on the CPU and CUDA, every "
+                  "float and integer dtype.",
+                  multiply_them_ops, host_table)

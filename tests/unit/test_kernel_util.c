@@ -1,6 +1,7 @@
 /* test_kernel_util.c — the plugin-side helpers in <dlop/kit/kernel_util.h>: error formatting,
  * float16/bfloat16 conversions (against test_support's independent reference), broadcasting
- * of static shapes, tensor checks, the strided loop, and <dlop/kit/elementwise_thunk.h>. */
+ * of static shapes, tensor checks, the strided loop, and <dlop/kit/elementwise_thunk.h> (its
+ * CPU run, kernel names and CUDA launch choices, against a fake host). */
 #include <dlop/kit/elementwise_thunk.h>
 #include <dlop/kit/kernel_util.h>
 #include <math.h>
@@ -232,16 +233,30 @@ static struct {
   char names[3][64];
   int num_names;
   void *launched;
-  uint32_t grid0;
+  uint32_t grid0, grid1;
+  int record_args;       /* kernel arguments to keep the first 4 bytes of, at the next launch */
+  uint32_t arg_words[8]; /* ... kept here */
 } fake;
 
-static int fake_cpu_run(const dlop_strided_loop *loop, dlop_dtype dtype, char *error,
-                        size_t error_size) {
+/* The CPU kernels, one per dtype: each run of the loop adds its elements. */
+static void fake_cpu_run(dlop_dtype dtype, int64_t n) {
   fake.cpu_calls++;
-  fake.cpu_numel = loop->numel;
+  fake.cpu_numel += n;
   fake.cpu_dtype = dtype;
-  return DLOP_OK;
 }
+
+static void fake_cpu_float32(char *const *pointers, const int64_t *strides, int64_t n,
+                             const void *params) {
+  fake_cpu_run(DLOP_FLOAT32, n);
+}
+
+static void fake_cpu_int8(char *const *pointers, const int64_t *strides, int64_t n,
+                          const void *params) {
+  fake_cpu_run(DLOP_INT8, n);
+}
+
+static const dlop_elementwise_cpu_kernel fake_cpu_kernels[DLOP_DTYPE_COUNT] = {
+    [DLOP_FLOAT32] = fake_cpu_float32, [DLOP_INT8] = fake_cpu_int8};
 
 static int fake_module_load(int32_t device_id, const void *image, void **module, char *error,
                             size_t error_size) {
@@ -274,6 +289,8 @@ static int fake_launch(void *function, const uint32_t grid[3], const uint32_t bl
   fake.launches++;
   fake.launched = function;
   fake.grid0 = grid[0];
+  fake.grid1 = grid[1];
+  for (int k = 0; k < fake.record_args && k < 8; k++) memcpy(&fake.arg_words[k], kernel_args[k], 4);
   return DLOP_OK;
 }
 
@@ -289,10 +306,11 @@ static const dlop_elementwise_spec binary_spec = {
     .broadcast = 1,
     .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_INT8),
     .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
-    .cpu_run = fake_cpu_run,
+    .cpu_kernels = fake_cpu_kernels,
     .cuda_fatbin = fake_fatbin,
     .cuda_kernel_prefix = "dlop_mul",
     .cuda_contiguous_vectors = 2,
+    .cuda_rows = DLOP_ELEMENTWISE_ROWS,
 };
 
 static const dlop_elementwise_spec unary_spec = {
@@ -302,7 +320,7 @@ static const dlop_elementwise_spec unary_spec = {
     .broadcast = 0,
     .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
     .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
-    .cpu_run = fake_cpu_run,
+    .cpu_kernels = fake_cpu_kernels,
     .cuda_fatbin = NULL, /* as in a build without CUDA */
 };
 
@@ -409,7 +427,7 @@ START_TEST(test_elementwise_cpu_thunk_checks_and_runs) {
   ck_assert_ptr_nonnull(thunk.run);
   run = make_run_args(inputs, 2, &output, error, sizeof error);
   ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_OK);
-  ck_assert_int_eq(fake.cpu_calls, 1);
+  ck_assert_int_eq(fake.cpu_calls, 2); /* two rows of 3: b broadcasts along the rows */
   ck_assert_int_eq(fake.cpu_numel, 6);
   ck_assert_int_eq(fake.cpu_dtype, DLOP_FLOAT32);
   output.shape = bad_shape;
@@ -419,7 +437,8 @@ START_TEST(test_elementwise_cpu_thunk_checks_and_runs) {
   run.num_inputs = 1;
   ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_INVALID_ARGUMENT);
   ck_assert_str_eq(error, "mul: run with 1 inputs and 1 outputs, expected 2 and 1");
-  ck_assert_int_eq(fake.cpu_calls, 1);
+  ck_assert_int_eq(fake.cpu_calls, 2); /* the refused runs ran no kernel */
+  ck_assert_int_eq(fake.cpu_numel, 6);
   thunk.destroy(thunk.state);
   ck_assert_int_eq(fake.unloads, 0); /* no module on the CPU */
 
@@ -494,6 +513,138 @@ START_TEST(test_elementwise_cuda_thunk_loads_finds_and_launches) {
 }
 END_TEST
 
+/* ---- the spec's optional parts: kernel dtypes, a parameter block, 2-d rows kernels ---- */
+
+/* As a cast: input 0's and the output's dtypes pick the kernels. */
+static int pair_kernel_dtypes(const dlop_thunk_args *args, dlop_dtype *dtypes, int32_t *count) {
+  dtypes[0] = (dlop_dtype)args->inputs[0].dtype;
+  dtypes[1] = (dlop_dtype)args->outputs[0].dtype;
+  *count = 2;
+  return DLOP_OK;
+}
+
+static int alpha_params(const dlop_thunk_args *args, void *params, char *error, size_t error_size) {
+  *(float *)params = 2.5f;
+  return DLOP_OK;
+}
+
+static const dlop_elementwise_cpu_kernel pair_cpu_kernels[DLOP_DTYPE_COUNT * DLOP_DTYPE_COUNT] = {
+    [DLOP_FLOAT32 * DLOP_DTYPE_COUNT + DLOP_INT8] = fake_cpu_int8};
+
+static const dlop_elementwise_spec pair_spec = {
+    .op_name = "cast",
+    .host = fake_host,
+    .num_inputs = 1,
+    .cpu_kernels = pair_cpu_kernels,
+    .cuda_fatbin = fake_fatbin,
+    .cuda_kernel_prefix = "dlop_cast", /* strided kernels only */
+    .kernel_dtypes = pair_kernel_dtypes,
+};
+
+static const dlop_elementwise_spec rows_2d_spec = {
+    .op_name = "add",
+    .host = fake_host,
+    .num_inputs = 2,
+    .broadcast = 1,
+    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cpu_kernels = fake_cpu_kernels,
+    .cuda_fatbin = fake_fatbin,
+    .cuda_kernel_prefix = "dlop_add", /* no contiguous kernel */
+    .cuda_rows = DLOP_ELEMENTWISE_ROWS_2D,
+    .make_params = alpha_params,
+};
+
+START_TEST(test_elementwise_two_kernel_dtypes) {
+  float x[3] = {0};
+  int8_t y[3] = {0};
+  int64_t shape[1] = {3};
+  dlop_type in = make_type(DLOP_FLOAT32, 1, 3, 0), out = make_type(DLOP_INT8, 1, 3, 0);
+  dlop_tensor input = make_tensor(x, DLOP_FLOAT32, 1, shape, NULL);
+  dlop_tensor output = make_tensor(y, DLOP_INT8, 1, shape, NULL);
+  dlop_run_args run = make_run_args(&input, 1, &output, NULL, 0);
+  dlop_thunk thunk;
+  char error[256];
+  dlop_thunk_args a = make_thunk_args(&in, 1, &out, DLOP_DEVICE_CPU, &thunk, error, sizeof error);
+  reset_fake();
+  /* the CPU kernel at [d0 * DLOP_DTYPE_COUNT + d1] */
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&pair_spec, &a), DLOP_OK);
+  run.error = error;
+  run.error_size = sizeof error;
+  ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_OK);
+  ck_assert_int_eq(fake.cpu_dtype, DLOP_INT8);
+  ck_assert_int_eq(fake.cpu_numel, 3);
+  thunk.destroy(thunk.state);
+  out.dtype = DLOP_INT16;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&pair_spec, &a), DLOP_UNSUPPORTED);
+  ck_assert_str_eq(error, "cast: no CPU kernel for dtype float32");
+  /* the CUDA kernels named by both dtypes; an op with neither contiguous nor rows kernels */
+  out.dtype = DLOP_INT8;
+  a.device.type = DLOP_DEVICE_CUDA;
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&pair_spec, &a), DLOP_OK);
+  ck_assert_int_eq(fake.num_names, 1);
+  ck_assert_str_eq(fake.names[0], "dlop_cast_strided_float32_int8");
+  ck_assert_ptr_null(((dlop_elementwise_state *)thunk.state)->kernels.contiguous);
+  ck_assert_ptr_null(((dlop_elementwise_state *)thunk.state)->kernels.rows);
+  thunk.destroy(thunk.state);
+}
+END_TEST
+
+/* Runs rows_2d_spec's CUDA thunk on a of shape a_shape (strides a_strides) and b of shape
+ * (cols,) or, when b_rows > 1, (b_rows, cols); returns the status. */
+static int run_rows_2d(const dlop_thunk *thunk, int64_t *a_shape, int64_t *a_strides,
+                       int64_t *b_shape, int32_t b_ndim) {
+  static _Alignas(16) float a_data[64 * 1024], b_data[64 * 1024], z_data[64 * 1024];
+  dlop_tensor inputs[2] = {make_tensor(a_data, DLOP_FLOAT32, 2, a_shape, a_strides),
+                           make_tensor(b_data, DLOP_FLOAT32, b_ndim, b_shape, NULL)};
+  dlop_tensor output = make_tensor(z_data, DLOP_FLOAT32, 2, a_shape, NULL);
+  char error[256];
+  dlop_run_args run = make_run_args(inputs, 2, &output, error, sizeof error);
+  inputs[0].device.type = inputs[1].device.type = output.device.type = DLOP_DEVICE_CUDA;
+  run.stream = &run;
+  fake.record_args = 6; /* a, b, z, rows or n, pattern or offsets, params */
+  return thunk->run(thunk->state, &run);
+}
+
+START_TEST(test_elementwise_cuda_rows_2d_launch_and_params) {
+  dlop_type in[2] = {make_type(DLOP_FLOAT32, 2, DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN),
+                     make_type(DLOP_FLOAT32, 1, DLOP_DIM_UNKNOWN, 0)};
+  dlop_type out = make_type(DLOP_FLOAT32, 2, DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN);
+  int64_t matrix[2] = {64, 1024}, row[1] = {1024}, small[2] = {4, 8}, small_row[1] = {8};
+  int64_t square[2] = {8, 8}, transposed[2] = {1, 8}, square_row[1] = {8};
+  float alpha;
+  dlop_thunk thunk;
+  char error[256];
+  dlop_thunk_args a = make_thunk_args(in, 2, &out, DLOP_DEVICE_CUDA, &thunk, error, sizeof error);
+  reset_fake();
+  ck_assert_int_eq(dlop_elementwise_make_thunk(&rows_2d_spec, &a), DLOP_OK);
+  ck_assert_int_eq(fake.num_names, 2);
+  ck_assert_str_eq(fake.names[0], "dlop_add_rows_float32");
+  ck_assert_str_eq(fake.names[1], "dlop_add_strided_float32");
+  /* a matrix and a broadcast row: the 2-d grid, y over the rows, the pattern of (full, row) */
+  ck_assert_int_eq(run_rows_2d(&thunk, matrix, NULL, row, 1), DLOP_OK);
+  ck_assert_ptr_eq(fake.launched, (void *)(uintptr_t)1);
+  ck_assert_uint_eq(fake.grid0, 1); /* 256 vectors of 4 float32 a row, one per thread */
+  ck_assert_uint_eq(fake.grid1, 64);
+  ck_assert_uint_eq(fake.arg_words[4], DLOP_ROWS_PATTERN(DLOP_ROWS_FULL, DLOP_ROWS_ROW));
+  memcpy(&alpha, &fake.arg_words[5], 4);
+  ck_assert_float_eq(alpha, 2.5f); /* the parameter block, last */
+  /* rows of 2 vectors: the 1-d body on a 1-d grid */
+  ck_assert_int_eq(run_rows_2d(&thunk, small, NULL, small_row, 1), DLOP_OK);
+  ck_assert_ptr_eq(fake.launched, (void *)(uintptr_t)1);
+  ck_assert_uint_eq(fake.arg_words[4], DLOP_ROWS_SHORT);
+  ck_assert_uint_eq(fake.grid0, 1);
+  ck_assert_uint_eq(fake.grid1, 1);
+  /* a transposed matrix: the strided kernel, the parameter block last again */
+  ck_assert_int_eq(run_rows_2d(&thunk, square, transposed, square_row, 1), DLOP_OK);
+  ck_assert_ptr_eq(fake.launched, (void *)(uintptr_t)2);
+  ck_assert_uint_eq(fake.grid0, 1);
+  memcpy(&alpha, &fake.arg_words[5], 4);
+  ck_assert_float_eq(alpha, 2.5f);
+  thunk.destroy(thunk.state);
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("kernel_util");
   TCase *tc = tcase_create("helpers");
@@ -507,6 +658,8 @@ int main(void) {
   tcase_add_test(tc, test_elementwise_make_thunk_rejects_with_clear_messages);
   tcase_add_test(tc, test_elementwise_cpu_thunk_checks_and_runs);
   tcase_add_test(tc, test_elementwise_cuda_thunk_loads_finds_and_launches);
+  tcase_add_test(tc, test_elementwise_two_kernel_dtypes);
+  tcase_add_test(tc, test_elementwise_cuda_rows_2d_launch_and_params);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

@@ -1,7 +1,8 @@
 /* dlop/kit/cuda_kernel_util.cuh — device-side helpers for plugins' .cu files: grid-stride loops,
  * 16-byte vectors, float16/bfloat16 to and from float, the N-d offset and rows structs
  * (dlop_nd_offsets, dlop_rows_layout: defined in strided_loop.h and rows_layout.h so host C
- * code fills the same layout), and elementwise bodies (contiguous, rows, general strided). */
+ * code fills the same layout), elementwise bodies (contiguous, 1-d and 2-d rows, general
+ * strided) and the macros that make an elementwise op's kernels from its element functor. */
 #ifndef DLOP_CUDA_KERNEL_UTIL_CUH
 #define DLOP_CUDA_KERNEL_UTIL_CUH
 
@@ -36,14 +37,19 @@ struct alignas(16) dlop_cuda_vec16 {
   T e[16 / sizeof(T)];
 };
 
+/* The 16 bytes of one int4 load as a vector of T. */
+template <typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_vec16_from_bits(int4 raw) {
+  dlop_cuda_vec16<T> v;
+  memcpy(&v, &raw, sizeof v);
+  return v;
+}
+
 /* Loads and stores of data touched once: evict-first (.cs) so a stream through memory does
  * not push other data out of L2. */
 template <typename T>
 __device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_load_streaming(const dlop_cuda_vec16<T> *p) {
-  int4 raw = __ldcs(reinterpret_cast<const int4 *>(p));
-  dlop_cuda_vec16<T> v;
-  memcpy(&v, &raw, sizeof v);
-  return v;
+  return dlop_cuda_vec16_from_bits<T>(__ldcs(reinterpret_cast<const int4 *>(p)));
 }
 
 template <typename T>
@@ -105,10 +111,7 @@ __device__ __forceinline__ void dlop_cuda_offsets_at(const dlop_nd_offsets &o, I
 /* Loads of data that other threads read again (a broadcast row): cached, read-only path. */
 template <typename T>
 __device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_load_cached(const dlop_cuda_vec16<T> *p) {
-  int4 raw = __ldg(reinterpret_cast<const int4 *>(p));
-  dlop_cuda_vec16<T> v;
-  memcpy(&v, &raw, sizeof v);
-  return v;
+  return dlop_cuda_vec16_from_bits<T>(__ldg(reinterpret_cast<const int4 *>(p)));
 }
 
 template <typename T>
@@ -249,43 +252,164 @@ __device__ __forceinline__ void dlop_cuda_binary_rows(const T *a, const T *b, T 
   }
 }
 
+/* ---- broadcast rows on a 2-d grid: the operand kinds known at compile time ------------- */
+/* A rows loop (dlop_rows_layout) of a binary op on a 2-d grid: blockIdx.y walks rows,
+ * blockIdx.x covers a row's 16-byte vectors, U vectors per thread one block apart (coalesced).
+ * Each input is a DLOP_ROWS_FULL matrix, a DLOP_ROWS_ROW or a DLOP_ROWS_COLUMN (rows_layout.h).
+ * Why beside the 1-d rows body: that one finds each vector's row with a multiply-high and tests
+ * each operand's kind at run time; for float16 that extra work per 16 bytes held it at 90-93%
+ * of a device copy on an H200, where kinds fixed at compile time and no division reach 96-99%
+ * (measured at 2^28 elements, (2^14, 2^14) with a row or a column). */
+template <int Kind, typename T>
+__device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_rows_load_kind(const T *p,
+                                                                       int64_t row_stride,
+                                                                       int64_t row, int64_t v) {
+  typedef dlop_cuda_vec16<T> V;
+  if (Kind == DLOP_ROWS_COLUMN) return dlop_cuda_splat(__ldg(p + row * row_stride));
+  if (Kind == DLOP_ROWS_ROW) return dlop_cuda_load_cached(reinterpret_cast<const V *>(p) + v);
+  return dlop_cuda_load_streaming(reinterpret_cast<const V *>(p + row * row_stride) + v);
+}
+
+template <int KindA, int KindB, typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_rows_2d_body(const T *a, const T *b, T *z,
+                                                              const dlop_rows_layout &r, F f) {
+  typedef dlop_cuda_vec16<T> V;
+  constexpr int U = DLOP_ROWS_VECTORS_PER_THREAD(sizeof(T));
+  const int64_t rows = r.vectors / r.per_row;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x * U + threadIdx.x;
+    V x[U], y[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t v = first + u * (int64_t)blockDim.x;
+      if (v < r.per_row) {
+        x[u] = dlop_cuda_rows_load_kind<KindA>(a, r.row_stride[1], row, v);
+        y[u] = dlop_cuda_rows_load_kind<KindB>(b, r.row_stride[2], row, v);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t v = first + u * (int64_t)blockDim.x;
+      if (v >= r.per_row) break;
+      V out;
+#pragma unroll
+      for (int k = 0; k < V::width; k++) out.e[k] = f(x[u].e[k], y[u].e[k]);
+      dlop_cuda_store_streaming(reinterpret_cast<V *>(z + row * r.row_stride[0]) + v, out);
+    }
+  }
+}
+
+/* The 2-d rows kernel's body: the pattern (a uniform argument, dlop_cuda_rows_2d_launch)
+ * picks the specialized loop. */
+template <typename T, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_rows_2d(const T *a, const T *b, T *z,
+                                                         const dlop_rows_layout &r,
+                                                         int32_t pattern, F f) {
+  switch (pattern) {
+#define DLOP__ROWS_CASE(ka, kb) \
+  case DLOP_ROWS_PATTERN(ka, kb): dlop_cuda_binary_rows_2d_body<ka, kb>(a, b, z, r, f); break;
+    DLOP__ROWS_CASE(DLOP_ROWS_FULL, DLOP_ROWS_FULL) DLOP__ROWS_CASE(DLOP_ROWS_FULL, DLOP_ROWS_ROW)
+    DLOP__ROWS_CASE(DLOP_ROWS_ROW, DLOP_ROWS_FULL) DLOP__ROWS_CASE(DLOP_ROWS_FULL, DLOP_ROWS_COLUMN)
+    DLOP__ROWS_CASE(DLOP_ROWS_COLUMN, DLOP_ROWS_FULL) DLOP__ROWS_CASE(DLOP_ROWS_ROW, DLOP_ROWS_COLUMN)
+    DLOP__ROWS_CASE(DLOP_ROWS_COLUMN, DLOP_ROWS_ROW) DLOP__ROWS_CASE(DLOP_ROWS_ROW, DLOP_ROWS_ROW)
+    DLOP__ROWS_CASE(DLOP_ROWS_COLUMN, DLOP_ROWS_COLUMN)
+#undef DLOP__ROWS_CASE
+    case DLOP_ROWS_SHORT: dlop_cuda_binary_rows(a, b, z, r, f); break;
+    default: break; /* the launch never passes another pattern */
+  }
+}
+
 /* ---- general strided -------------------------------------------------------------------- */
 
-template <typename T, typename F>
-__device__ __forceinline__ void dlop_cuda_unary_strided(const T *x, T *y, int64_t n,
+/* for each linear index i of the loop, with off[k] the element offset of operand k (0 is the
+ * output): 32-bit indices below 2^32 elements (cheaper divisions in dlop_cuda_offsets_at),
+ * and the 1-d case (every contiguous or 1-d strided loop after collapsing) has no division. */
+#define DLOP_CUDA_STRIDED_LOOP(n, offsets, BODY)                                            \
+  if ((n) <= (int64_t)UINT32_MAX) {                                                         \
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {                                                      \
+      int64_t off[DLOP_KERNEL_MAX_OPERANDS];                                                \
+      dlop_cuda_offsets_at(offsets, (uint32_t)i, off);                                      \
+      BODY;                                                                                 \
+    }                                                                                       \
+  } else {                                                                                  \
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {                                                      \
+      int64_t off[DLOP_KERNEL_MAX_OPERANDS];                                                \
+      dlop_cuda_offsets_at(offsets, (uint64_t)i, off);                                      \
+      BODY;                                                                                 \
+    }                                                                                       \
+  }
+
+/* The output's type may differ from the inputs' (a comparison's bool, a cast). */
+template <typename TI, typename TO, typename F>
+__device__ __forceinline__ void dlop_cuda_unary_strided(const TI *x, TO *y, int64_t n,
                                                         const dlop_nd_offsets &o, F f) {
-  if (n <= (int64_t)UINT32_MAX) {
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-      int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-      dlop_cuda_offsets_at(o, (uint32_t)i, off);
-      y[off[0]] = f(x[off[1]]);
-    }
-    return;
-  }
-  DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-    int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-    dlop_cuda_offsets_at(o, (uint64_t)i, off);
-    y[off[0]] = f(x[off[1]]);
-  }
+  DLOP_CUDA_STRIDED_LOOP(n, o, y[off[0]] = f(x[off[1]]))
 }
 
-template <typename T, typename F>
-__device__ __forceinline__ void dlop_cuda_binary_strided(const T *a, const T *b, T *z, int64_t n,
+template <typename TI, typename TO, typename F>
+__device__ __forceinline__ void dlop_cuda_binary_strided(const TI *a, const TI *b, TO *z, int64_t n,
                                                          const dlop_nd_offsets &o, F f) {
-  if (n <= (int64_t)UINT32_MAX) {
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-      int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-      dlop_cuda_offsets_at(o, (uint32_t)i, off);
-      z[off[0]] = f(a[off[1]], b[off[2]]);
-    }
-    return;
-  }
-  DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-    int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-    dlop_cuda_offsets_at(o, (uint64_t)i, off);
-    z[off[0]] = f(a[off[1]], b[off[2]]);
-  }
+  DLOP_CUDA_STRIDED_LOOP(n, o, z[off[0]] = f(a[off[1]], b[off[2]]))
 }
+
+/* ---- kernels of the elementwise naming contract ----------------------------------------- */
+/* extern "C" kernels named PREFIX_<kind>_NAME (elementwise_thunk.h finds them by name) with
+ * the signatures cuda_launch.h lists, for an element function F: a functor that is also the
+ * op's parameter block, every kernel's last argument (an empty struct for an op without
+ * parameters; its fields laid out as the spec's make_params writes them). T is the CUDA type
+ * of dtype NAME; U the contiguous kernel's 16-byte vectors per thread, the spec's
+ * cuda_contiguous_vectors. The _STRIDED ones take an output type TO and an input type TI. */
+#define DLOP_CUDA_UNARY_CONTIGUOUS(PREFIX, NAME, T, F, U)                                   \
+  extern "C" __global__ void PREFIX##_contiguous_##NAME(const T *x, T *y, int64_t n, F f) { \
+    dlop_cuda_unary_contiguous<U>(x, y, n, f);                                              \
+  }
+#define DLOP_CUDA_UNARY_ROWS(PREFIX, NAME, T, F)                                            \
+  extern "C" __global__ void PREFIX##_rows_##NAME(const T *x, T *y, dlop_rows_layout rows,  \
+                                                  F f) {                                    \
+    dlop_cuda_unary_rows(x, y, rows, f);                                                    \
+  }
+#define DLOP_CUDA_UNARY_STRIDED(PREFIX, NAME, TO, TI, F)                                    \
+  extern "C" __global__ void PREFIX##_strided_##NAME(const TI *x, TO *y, int64_t n,         \
+                                                     dlop_nd_offsets offsets, F f) {        \
+    dlop_cuda_unary_strided(x, y, n, offsets, f);                                           \
+  }
+#define DLOP_CUDA_BINARY_CONTIGUOUS(PREFIX, NAME, T, F, U)                                  \
+  extern "C" __global__ void PREFIX##_contiguous_##NAME(const T *a, const T *b, T *z,       \
+                                                        int64_t n, F f) {                   \
+    dlop_cuda_binary_contiguous<U>(a, b, z, n, f);                                          \
+  }
+/* the 1-d rows kernel (the spec's DLOP_ELEMENTWISE_ROWS) */
+#define DLOP_CUDA_BINARY_ROWS(PREFIX, NAME, T, F)                                           \
+  extern "C" __global__ void PREFIX##_rows_##NAME(const T *a, const T *b, T *z,             \
+                                                  dlop_rows_layout rows, F f) {             \
+    dlop_cuda_binary_rows(a, b, z, rows, f);                                                \
+  }
+/* the 2-d rows kernel (the spec's DLOP_ELEMENTWISE_ROWS_2D) */
+#define DLOP_CUDA_BINARY_ROWS_2D(PREFIX, NAME, T, F)                                        \
+  extern "C" __global__ void PREFIX##_rows_##NAME(const T *a, const T *b, T *z,             \
+                                                  dlop_rows_layout rows, int32_t pattern,   \
+                                                  F f) {                                    \
+    dlop_cuda_binary_rows_2d(a, b, z, rows, pattern, f);                                    \
+  }
+#define DLOP_CUDA_BINARY_STRIDED(PREFIX, NAME, TO, TI, F)                                   \
+  extern "C" __global__ void PREFIX##_strided_##NAME(const TI *a, const TI *b, TO *z,       \
+                                                     int64_t n, dlop_nd_offsets offsets,    \
+                                                     F f) {                                 \
+    dlop_cuda_binary_strided(a, b, z, n, offsets, f);                                       \
+  }
+
+/* All three kernels of a same-dtype op (the spec's DLOP_ELEMENTWISE_ROWS). */
+#define DLOP_CUDA_UNARY_KERNELS(PREFIX, NAME, T, F, U)                                      \
+  DLOP_CUDA_UNARY_CONTIGUOUS(PREFIX, NAME, T, F, U)                                         \
+  DLOP_CUDA_UNARY_ROWS(PREFIX, NAME, T, F)                                                  \
+  DLOP_CUDA_UNARY_STRIDED(PREFIX, NAME, T, T, F)
+#define DLOP_CUDA_BINARY_KERNELS(PREFIX, NAME, T, F, U)                                     \
+  DLOP_CUDA_BINARY_CONTIGUOUS(PREFIX, NAME, T, F, U)                                        \
+  DLOP_CUDA_BINARY_ROWS(PREFIX, NAME, T, F)                                                 \
+  DLOP_CUDA_BINARY_STRIDED(PREFIX, NAME, T, T, F)
+
+/* The parameter block of a hand-written kernel of an op without parameters. */
+struct dlop_cuda_no_params {};
 
 /* The dtypes of the seed ops as (dlop name, CUDA type): for generating extern "C" wrappers. */
 #define DLOP_CUDA_FLOAT_TYPES(X)                                                           \

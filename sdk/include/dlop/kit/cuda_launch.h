@@ -1,6 +1,6 @@
 /* dlop/kit/cuda_launch.h — host-side launch of elementwise CUDA kernels through the host's table:
- * grid sizes, the strided kernels' block cap, and the choice of contiguous, rows or strided
- * kernel for a loop. Part of kernel_util.h; plain C, no CUDA headers needed. */
+ * grid sizes, the strided kernels' block cap, and the choice of contiguous, rows (1-d or 2-d)
+ * or strided kernel for a loop. Part of kernel_util.h; plain C, no CUDA headers needed. */
 #ifndef DLOP_CUDA_LAUNCH_H
 #define DLOP_CUDA_LAUNCH_H
 
@@ -64,14 +64,37 @@ static inline int dlop_cuda_max_blocks(const dlop_host_api *host, int32_t device
  *   contiguous(const T *in0, ..., T *out, int64_t n)                      every stride is 1
  *   rows(const T *in0, ..., T *out, dlop_rows_layout rows)                 dlop_rows_layout_init
  *   strided(const T *in0, ..., T *out, int64_t n, dlop_nd_offsets offsets) anything else
- * rows may be NULL (such loops then go to strided). contiguous_elements is the elements one
+ * (T may differ per operand), and when params is set, then that block as their last argument.
+ * contiguous may be NULL (contiguous loops then go to strided, whose 1-d case needs no
+ * division), rows too (such loops then go to strided). contiguous_elements is the elements one
  * thread of the contiguous kernel handles (its 16-byte vectors times how many it loads at
- * once); max_blocks caps the strided kernel's grid (dlop_cuda_max_blocks). */
+ * once); max_blocks caps the strided kernel's grid (dlop_cuda_max_blocks). rows_2d says rows is
+ * a 2-d rows kernel (dlop_cuda_binary_rows_2d: binary ops), which takes an int32_t pattern
+ * after the layout and runs on the 2-d grid dlop_cuda_rows_2d_launch sizes. */
 typedef struct dlop_cuda_elementwise {
   void *contiguous, *rows, *strided;
   int32_t contiguous_elements;
   uint32_t max_blocks;
+  int32_t rows_2d;
+  const void *params; /* the op's parameter block (its kernels' last argument), or NULL */
 } dlop_cuda_elementwise;
+
+/* The pattern and grid of a 2-d rows kernel: y walks the rows (at most 65535 blocks, the
+ * kernel strides over the rest), x covers a row's vectors, DLOP_ROWS_VECTORS_PER_THREAD per
+ * thread; short rows go to the 1-d body, one vector per thread (rows_layout.h). */
+static inline int32_t dlop_cuda_rows_2d_launch(const dlop_rows_layout *rows, int64_t element_size,
+                                               uint32_t block, uint32_t grid[3]) {
+  int64_t per_thread = DLOP_ROWS_VECTORS_PER_THREAD(element_size);
+  int64_t row_count = rows->vectors / rows->per_row;
+  if (rows->per_row * 2 < (int64_t)block * per_thread) {
+    grid[0] = dlop_cuda_grid_size(rows->vectors, block, DLOP_CUDA_MAX_GRID);
+    return DLOP_ROWS_SHORT;
+  }
+  grid[0] = dlop_cuda_grid_size((rows->per_row + per_thread - 1) / per_thread, block,
+                                DLOP_CUDA_MAX_GRID);
+  grid[1] = (uint32_t)(row_count < 65535 ? row_count : 65535);
+  return DLOP_ROWS_PATTERN(dlop_rows_layout_kind(rows, 1), dlop_rows_layout_kind(rows, 2));
+}
 
 /* Launch the kernel that fits a loop set up by dlop_strided_loop_init on stream. Nothing is
  * launched when the loop is empty. */
@@ -80,12 +103,12 @@ static inline int dlop_cuda_launch_elementwise(const dlop_host_api *host,
                                                const dlop_cuda_elementwise *kernels,
                                                void *stream, const char *op_name, char *error,
                                                size_t error_size) {
-  void *args[DLOP_KERNEL_MAX_OPERANDS + 2];
+  void *args[DLOP_KERNEL_MAX_OPERANDS + 3];
   void *pointers[DLOP_KERNEL_MAX_OPERANDS];
   dlop_nd_offsets offsets = loop->layout;
   dlop_rows_layout rows;
   int64_t n = loop->numel, work;
-  int32_t k, operands = loop->layout.num_operands, count = 0;
+  int32_t k, operands = loop->layout.num_operands, count = 0, pattern = 0;
   uint32_t grid[3] = {1, 1, 1}, block[3] = {DLOP_CUDA_ELEMENTWISE_BLOCK, 1, 1};
   void *function;
   int status;
@@ -102,22 +125,29 @@ static inline int dlop_cuda_launch_elementwise(const dlop_host_api *host,
   for (k = 1; k < operands; k++) pointers[k - 1] = loop->base[k];
   pointers[operands - 1] = loop->base[0];
   for (k = 0; k < operands; k++) args[count++] = &pointers[k];
-  if (dlop_strided_loop_is_contiguous(loop)) {
+  if (kernels->contiguous != NULL && dlop_strided_loop_is_contiguous(loop)) {
     int32_t per_thread = kernels->contiguous_elements > 1 ? kernels->contiguous_elements : 1;
     function = kernels->contiguous;
     args[count++] = &n;
     work = (n + per_thread - 1) / per_thread;
     grid[0] = dlop_cuda_grid_size(work, block[0], DLOP_CUDA_MAX_GRID);
-  } else if (kernels->rows != NULL && dlop_rows_layout_init(&rows, loop)) {
+  } else if (kernels->rows != NULL && (!kernels->rows_2d || operands == 3) &&
+             dlop_rows_layout_init(&rows, loop)) {
     function = kernels->rows;
     args[count++] = &rows;
-    grid[0] = dlop_cuda_grid_size(rows.vectors, block[0], DLOP_CUDA_MAX_GRID);
+    if (kernels->rows_2d) {
+      pattern = dlop_cuda_rows_2d_launch(&rows, loop->element_size[0], block[0], grid);
+      args[count++] = &pattern;
+    } else {
+      grid[0] = dlop_cuda_grid_size(rows.vectors, block[0], DLOP_CUDA_MAX_GRID);
+    }
   } else {
     function = kernels->strided;
     args[count++] = &n;
     args[count++] = &offsets;
     grid[0] = dlop_cuda_grid_size(n, block[0], kernels->max_blocks);
   }
+  if (kernels->params != NULL) args[count++] = (void *)kernels->params;
   status = host->cuda_launch(function, grid, block, 0, stream, args, error, error_size);
   if (status != DLOP_OK && error != NULL && error_size > 0 && error[0] == '\0')
     dlop_set_error(error, error_size, "%s: kernel launch failed with status %d", op_name, status);

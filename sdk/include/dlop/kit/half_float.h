@@ -1,5 +1,6 @@
 /* dlop/kit/half_float.h — float16 and bfloat16 to and from float on the host, bit-exact, for CPU
- * kernels that compute in float32 and round once. Part of kernel_util.h; static inline. */
+ * kernels that compute in float32 and round once, and the bits of a float or double (for
+ * kernels that build results from exponent bits). Part of kernel_util.h; static inline. */
 #ifndef DLOP_HALF_FLOAT_H
 #define DLOP_HALF_FLOAT_H
 
@@ -23,6 +24,18 @@ static inline float dlop_float_from_bits(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
+}
+
+static inline uint64_t dlop_double_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+static inline double dlop_double_from_bits(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
 }
 
 static inline float dlop_half_to_float(uint16_t h) {

@@ -29,10 +29,10 @@ step_install() {
   run "$cmake" --install "$build_dir" --prefix "$prefix" >"$work/install.log" ||
     fail "cmake --install $build_dir --prefix $prefix failed (see $work/install.log)"
   local missing=() header
-  for header in "$source_dir"/sdk/include/dlop.h "$source_dir"/sdk/include/dlop/*; do
-    [[ -f "$prefix/include/${header#"$source_dir"/sdk/include/}" ]] ||
-      missing+=("include/${header#"$source_dir"/sdk/include/}")
-  done
+  # Every public header, the kit's subfolder included (a folder itself is not a file to check).
+  while IFS= read -r header; do
+    [[ -f "$prefix/include/$header" ]] || missing+=("include/$header")
+  done < <(cd "$source_dir/sdk/include" && find . -type f | sed 's|^\./||' | sort)
   local file
   for file in bin/dlop "$libdir/libdlop.so" "$libdir/libdlop.so.0" \
       "$libdir/dlop/plugins/libdlop_double.so" "$libdir/dlop/plugins/libdlop_exp.so" \

@@ -1,49 +1,20 @@
-/* scale_add_cuda.cu — the CUDA kernels of scale_add (z = alpha * x + y), one per dtype, named
- * scale_add_float32 and scale_add_float64 (extern "C": scale_add_thunk.c finds them by name).
- * dlop_add_plugin compiles this file with nvcc into a fatbin embedded in the plugin. */
+/* scale_add_cuda.cu — the CUDA kernels of scale_add (z = alpha * x + y): a contiguous, a rows and
+ * a strided kernel per dtype, scale_add_{contiguous,rows,strided}_<dtype>, the names the spec in
+ * scale_add.c gives. dlop_add_plugin compiles this file with nvcc into a fatbin in the plugin. */
 #include <dlop/kit/cuda_kernel_util.cuh>
 
-namespace {
+/* Each element function is also the kernels' parameter block (their last argument), laid out as
+ * scale_add_params writes it. __fmul_rn and __fadd_rn keep nvcc from fusing the multiply and
+ * add into an FMA, so the result has the CPU's bits. */
+struct scale_add_f32 {
+  float alpha;
+  __device__ float operator()(float x, float y) const { return __fadd_rn(__fmul_rn(alpha, x), y); }
+};
+struct scale_add_f64 {
+  double alpha;
+  __device__ double operator()(double x, double y) const { return __dadd_rn(__dmul_rn(alpha, x), y); }
+};
 
-/* Explicitly rounded multiply and add: nvcc would otherwise fuse them into one FMA, and the
- * result would differ in the last bit from the CPU's. */
-__device__ __forceinline__ float scale_add_one(float alpha, float x, float y) {
-  return __fadd_rn(__fmul_rn(alpha, x), y);
-}
-__device__ __forceinline__ double scale_add_one(double alpha, double x, double y) {
-  return __dadd_rn(__dmul_rn(alpha, x), y);
-}
-
-/* One element per loop step, over a grid-stride loop; offsets holds the broadcast and collapsed
- * strides (operand 0 = z, 1 = x, 2 = y), so one kernel handles every layout. A tensor of fewer
- * than 2^32 elements takes the 32-bit index path (cheaper division in dlop_cuda_offsets_at). */
-template <typename T>
-__device__ __forceinline__ void scale_add_body(const T *x, const T *y, T *z, T alpha, int64_t n,
-                                               const dlop_nd_offsets &offsets) {
-  if (n <= (int64_t)UINT32_MAX) {
-    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-      int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-      dlop_cuda_offsets_at(offsets, (uint32_t)i, off);
-      z[off[0]] = scale_add_one(alpha, x[off[1]], y[off[2]]);
-    }
-    return;
-  }
-  DLOP_CUDA_GRID_STRIDE_LOOP(i, n) {
-    int64_t off[DLOP_KERNEL_MAX_OPERANDS];
-    dlop_cuda_offsets_at(offsets, (uint64_t)i, off);
-    z[off[0]] = scale_add_one(alpha, x[off[1]], y[off[2]]);
-  }
-}
-
-}  // namespace
-
-/* Parameter order is the order of kernel_args in scale_add_run_cuda. */
-extern "C" __global__ void scale_add_float32(const float *x, const float *y, float *z,
-                                             float alpha, int64_t n, dlop_nd_offsets offsets) {
-  scale_add_body(x, y, z, alpha, n, offsets);
-}
-
-extern "C" __global__ void scale_add_float64(const double *x, const double *y, double *z,
-                                             double alpha, int64_t n, dlop_nd_offsets offsets) {
-  scale_add_body(x, y, z, alpha, n, offsets);
-}
+/* prefix, dtype name, CUDA type, element function, 16-byte vectors per thread (the spec's 1) */
+DLOP_CUDA_BINARY_KERNELS(scale_add, float32, float, scale_add_f32, 1)
+DLOP_CUDA_BINARY_KERNELS(scale_add, float64, double, scale_add_f64, 1)

@@ -3,15 +3,11 @@
  * double_cpu.c and double_cuda.cu, and the entry point. */
 #include "double_plugin.h"
 
-static const dlop_host_api *host_table;
-
-static const dlop_host_api *double_host(void) { return host_table; }
-
 DLOP_FATBIN_DECLARE(dlop_double_double_cuda_fatbin);
 
 static const dlop_elementwise_spec double_spec = {
     .op_name = "double",
-    .host = double_host,
+    .host = dlop_plugin_host,
     .num_inputs = 1,
     .broadcast = 0, /* y has x's shape */
     .cpu_dtypes = DOUBLE_DTYPES,
@@ -49,4 +45,4 @@ static const dlop_op_desc *const double_ops[] = {&double_op};
 
 DLOP_PLUGIN_ENTRY("double", "1.0.0",
                   "The double op: y = 2x on the CPU and CUDA, every float and integer dtype.",
-                  double_ops, host_table)
+                  double_ops)

@@ -3,10 +3,6 @@
  * for the SDK's elementwise thunk and an ordinary op descriptor over the shared stages. */
 #include "elemwise_plugin.h"
 
-static const dlop_host_api *host_table;
-
-static const dlop_host_api *elemwise_host(void) { return host_table; }
-
 /* The CUDA kernels, split over four .cu files so that nvcc builds them in parallel. */
 DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_arith_fatbin);
 DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_unary_fatbin);
@@ -36,7 +32,7 @@ DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_cast_fatbin);
 
 #define INFO(ID, NAME, KIND, INPUTS, DTYPES, CPU, FATBIN, CONTIGUOUS_VECTORS, ROWS)         \
   [ID] = {.spec = {.op_name = NAME,                                                          \
-                   .host = elemwise_host,                                                    \
+                   .host = dlop_plugin_host,                                                    \
                    .num_inputs = INPUTS,                                                     \
                    .broadcast = 1,                                                           \
                    .cpu_dtypes = DTYPES, /* of the value inputs (not where's condition) */   \
@@ -166,4 +162,4 @@ static const dlop_op_desc *const ops[EW_OP_COUNT] = {
 DLOP_PLUGIN_ENTRY("elemwise", "1.0.0",
                   "Elementwise algebra with NumPy broadcasting on the CPU and CUDA: arithmetic, "
                   "maximum/minimum, unary math, comparisons, where and cast.",
-                  ops, host_table)
+                  ops)

@@ -3,15 +3,11 @@
  * entry point. */
 #include "exp_plugin.h"
 
-static const dlop_host_api *host_table;
-
-static const dlop_host_api *exp_host(void) { return host_table; }
-
 DLOP_FATBIN_DECLARE(dlop_exp_exp_cuda_fatbin);
 
 static const dlop_elementwise_spec exp_spec = {
     .op_name = "exp",
-    .host = exp_host,
+    .host = dlop_plugin_host,
     .num_inputs = 1,
     .broadcast = 0, /* y has x's shape */
     .cpu_dtypes = EXP_DTYPES,
@@ -49,4 +45,4 @@ static const dlop_op_desc *const exp_ops[] = {&exp_op};
 
 DLOP_PLUGIN_ENTRY("exp", "1.0.0",
                   "The exp op: y = e^x on the CPU and CUDA, float16, bfloat16, float32 and float64.",
-                  exp_ops, host_table)
+                  exp_ops)

@@ -3,15 +3,11 @@
  * kernels of multiply_them_cpu.c and multiply_them_cuda.cu, and the entry point. */
 #include "multiply_them_plugin.h"
 
-static const dlop_host_api *host_table;
-
-static const dlop_host_api *multiply_them_host(void) { return host_table; }
-
 DLOP_FATBIN_DECLARE(dlop_multiply_them_multiply_them_cuda_fatbin);
 
 static const dlop_elementwise_spec multiply_them_spec = {
     .op_name = "multiply_them",
-    .host = multiply_them_host,
+    .host = dlop_plugin_host,
     .num_inputs = 2,
     .broadcast = 1, /* z has the broadcast shape of a and b */
     .cpu_dtypes = MULTIPLY_THEM_DTYPES,
@@ -51,4 +47,4 @@ static const dlop_op_desc *const multiply_them_ops[] = {&multiply_them_op};
 DLOP_PLUGIN_ENTRY("multiply_them", "1.0.0",
                   "The multiply_them op: z = a * b with broadcasting on the CPU and CUDA, every "
                   "float and integer dtype.",
-                  multiply_them_ops, host_table)
+                  multiply_them_ops)

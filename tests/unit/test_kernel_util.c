@@ -531,29 +531,18 @@ static int alpha_params(const dlop_thunk_args *args, void *params, char *error, 
 static const dlop_elementwise_cpu_kernel pair_cpu_kernels[DLOP_DTYPE_COUNT * DLOP_DTYPE_COUNT] = {
     [DLOP_FLOAT32 * DLOP_DTYPE_COUNT + DLOP_INT8] = fake_cpu_int8};
 
+/* a cast-like op, strided kernels only */
 static const dlop_elementwise_spec pair_spec = {
-    .op_name = "cast",
-    .host = fake_host,
-    .num_inputs = 1,
-    .cpu_kernels = pair_cpu_kernels,
-    .cuda_fatbin = fake_fatbin,
-    .cuda_kernel_prefix = "dlop_cast", /* strided kernels only */
-    .kernel_dtypes = pair_kernel_dtypes,
-};
+    .op_name = "cast", .host = fake_host, .num_inputs = 1, .cpu_kernels = pair_cpu_kernels,
+    .cuda_fatbin = fake_fatbin, .cuda_kernel_prefix = "dlop_cast",
+    .kernel_dtypes = pair_kernel_dtypes};
 
+/* a binary op with a parameter, a 2-d rows kernel and no contiguous kernel */
 static const dlop_elementwise_spec rows_2d_spec = {
-    .op_name = "add",
-    .host = fake_host,
-    .num_inputs = 2,
-    .broadcast = 1,
-    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
-    .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
-    .cpu_kernels = fake_cpu_kernels,
-    .cuda_fatbin = fake_fatbin,
-    .cuda_kernel_prefix = "dlop_add", /* no contiguous kernel */
-    .cuda_rows = DLOP_ELEMENTWISE_ROWS_2D,
-    .make_params = alpha_params,
-};
+    .op_name = "add", .host = fake_host, .num_inputs = 2, .broadcast = 1,
+    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32), .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+    .cpu_kernels = fake_cpu_kernels, .cuda_fatbin = fake_fatbin, .cuda_kernel_prefix = "dlop_add",
+    .cuda_rows = DLOP_ELEMENTWISE_ROWS_2D, .make_params = alpha_params};
 
 START_TEST(test_elementwise_two_kernel_dtypes) {
   float x[3] = {0};
@@ -615,8 +604,8 @@ START_TEST(test_elementwise_cuda_rows_2d_launch_and_params) {
   float alpha;
   dlop_thunk thunk;
   char error[256];
-  dlop_thunk_args a = make_thunk_args(in, 2, &out, DLOP_DEVICE_CUDA, &thunk, error, sizeof error);
   reset_fake();
+  dlop_thunk_args a = make_thunk_args(in, 2, &out, DLOP_DEVICE_CUDA, &thunk, error, sizeof error);
   ck_assert_int_eq(dlop_elementwise_make_thunk(&rows_2d_spec, &a), DLOP_OK);
   ck_assert_int_eq(fake.num_names, 2);
   ck_assert_str_eq(fake.names[0], "dlop_add_rows_float32");

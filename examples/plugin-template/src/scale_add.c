@@ -8,9 +8,6 @@
 
 #define SCALE_ADD_DTYPES (DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64))
 
-static const dlop_host_api *host_table; /* from dlop_plugin_init: the plugin's way to the host */
-static const dlop_host_api *scale_add_host(void) { return host_table; }
-
 /* The CPU kernel of one run of n elements: p[0] = z, p[1] = x, p[2] = y, s their strides in
  * elements (0 for a broadcast operand). -ffp-contract=off (CMakeLists.txt) rounds alpha * x
  * before the sum, as the CUDA kernel does, so both devices give the same bits. */
@@ -52,7 +49,7 @@ DLOP_FATBIN_DECLARE(scale_add_scale_add_cuda_fatbin); /* <target>_<.cu file stem
 
 static const dlop_elementwise_spec scale_add_spec = {
     .op_name = "scale_add",
-    .host = scale_add_host,
+    .host = dlop_plugin_host, /* the table dlop_plugin_init kept */
     .num_inputs = 2,
     .broadcast = 1, /* z has the broadcast shape of x and y */
     .cpu_dtypes = SCALE_ADD_DTYPES, /* what the kit's make_node accepts, and its make_thunk */
@@ -103,4 +100,4 @@ static const dlop_op_desc *const scale_add_ops[] = {&scale_add_op};
 
 DLOP_PLUGIN_ENTRY("scale_add", "1.0.0",
                   "The dlop plugin template: scale_add (z = alpha * x + y) on the CPU and CUDA.",
-                  scale_add_ops, host_table)
+                  scale_add_ops)

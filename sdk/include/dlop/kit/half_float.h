@@ -14,29 +14,11 @@ extern "C" {
 /* Bit-exact, branch-light conversions (after Maratyszcza's FP16 library) so loops over them
  * stay simple: round to nearest even, NaN stays NaN, infinities and subnormals are exact. */
 
-static inline uint32_t dlop_float_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static inline float dlop_float_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static inline uint64_t dlop_double_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-static inline double dlop_double_from_bits(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
+/* The bits of a float or a double, and back (through memcpy: no aliasing rule is broken). */
+static inline uint32_t dlop_float_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+static inline float dlop_float_from_bits(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static inline uint64_t dlop_double_bits(double d) { uint64_t u; memcpy(&u, &d, sizeof u); return u; }
+static inline double dlop_double_from_bits(uint64_t u) { double d; memcpy(&d, &u, sizeof d); return d; }
 
 static inline float dlop_half_to_float(uint16_t h) {
   const uint32_t w = (uint32_t)h << 16;

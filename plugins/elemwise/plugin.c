@@ -154,12 +154,10 @@ OP(cast_op, EW_CAST, "cast", 1, ALL,
    "is its quiet NaN with the sign kept. The CPU and CUDA agree bit for bit.",
    cast_params, 1, inplace_first);
 
-static const dlop_op_desc *const ops[EW_OP_COUNT] = {
-    &add_op, &sub_op, &mul_op, &maximum_op, &minimum_op, &div_op, &pow_op, &neg_op, &abs_op,
-    &log_op, &sqrt_op, &tanh_op, &sigmoid_op, &equal_op, &not_equal_op, &less_op,
-    &less_equal_op, &greater_op, &greater_equal_op, &where_op, &cast_op};
-
 DLOP_PLUGIN_ENTRY("elemwise", "1.0.0",
                   "Elementwise algebra with NumPy broadcasting on the CPU and CUDA: arithmetic, "
                   "maximum/minimum, unary math, comparisons, where and cast.",
-                  ops)
+                  &add_op, &sub_op, &mul_op, &maximum_op, &minimum_op, &div_op, &pow_op,
+                  &neg_op, &abs_op, &log_op, &sqrt_op, &tanh_op, &sigmoid_op, &equal_op,
+                  &not_equal_op, &less_op, &less_equal_op, &greater_op, &greater_equal_op,
+                  &where_op, &cast_op)

@@ -96,8 +96,6 @@ static const dlop_op_desc scale_add_op = {
     .op_data = (void *)&scale_add_spec, /* what the kit's stages read */
 };
 
-static const dlop_op_desc *const scale_add_ops[] = {&scale_add_op};
-
 DLOP_PLUGIN_ENTRY("scale_add", "1.0.0",
                   "The dlop plugin template: scale_add (z = alpha * x + y) on the CPU and CUDA.",
-                  scale_add_ops)
+                  &scale_add_op)

@@ -17,14 +17,16 @@ extern const dlop_host_api *dlop_plugin_host_table __attribute__((visibility("hi
 
 static inline const dlop_host_api *dlop_plugin_host(void) { return dlop_plugin_host_table; }
 
-/* Defines the plugin descriptor (NAME, VERSION and DOC strings; OPS a static array of pointers
- * to the op descriptors), dlop_plugin_host_table, and the exported dlop_plugin_init, which
- * refuses a host of another ABI major and keeps the host's table. */
-#define DLOP_PLUGIN_ENTRY(NAME, VERSION, DOC, OPS)                                          \
+/* Defines the plugin descriptor (NAME, VERSION and DOC strings, then the addresses of its op
+ * descriptors), dlop_plugin_host_table, and the exported dlop_plugin_init, which refuses a host
+ * of another ABI major and keeps the host's table. */
+#define DLOP_PLUGIN_ENTRY(NAME, VERSION, DOC, ...)                                          \
   const dlop_host_api *dlop_plugin_host_table;                                             \
+  static const dlop_op_desc *const dlop_plugin_entry_ops[] = {__VA_ARGS__};                \
   static const dlop_plugin_desc dlop_plugin_entry_descriptor = {                           \
       .struct_size = sizeof(dlop_plugin_desc), .abi_version = DLOP_ABI_VERSION, .name = NAME, \
-      .version = VERSION, .doc = DOC, .ops = OPS, .num_ops = (int32_t)(sizeof(OPS) / sizeof((OPS)[0]))}; \
+      .version = VERSION, .doc = DOC, .ops = dlop_plugin_entry_ops,                        \
+      .num_ops = (int32_t)(sizeof(dlop_plugin_entry_ops) / sizeof(dlop_plugin_entry_ops[0]))}; \
   DLOP_PLUGIN_EXPORT int dlop_plugin_init(const dlop_host_api *host, uint32_t host_abi_version, \
                                           const dlop_plugin_desc **plugin, char *error,    \
                                           size_t error_size) {                             \

@@ -8,12 +8,11 @@ against NumPy before it is timed.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import dlop
+from cpu_timing import median_seconds
 
 # name, number of array inputs, dlop builder over Variables, NumPy over arrays, rtol for the check
 CASES = [
@@ -31,21 +30,6 @@ CASES = [
     ("sum", 1, dlop.sum, np.sum, 1e-4),
     ("max", 1, dlop.max, np.max, 0),
 ]
-
-
-def median_seconds(call, target_s: float, samples: int) -> float:
-    call()
-    start = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(target_s / samples / once))
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(inner):
-            call()
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times)
 
 
 def main() -> int:

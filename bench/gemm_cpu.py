@@ -13,29 +13,13 @@ import argparse
 import ctypes
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
 
 import dlop
+from cpu_timing import median_seconds
 
 GOAL = 0.95
-
-
-def median_seconds(call, min_seconds=0.3, samples=5):
-    call()  # warm up (first call: compile, pool, BLAS thread start)
-    start = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - start, 1e-7)
-    reps = max(1, int(min_seconds / samples / once))
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        times.append((time.perf_counter() - start) / reps)
-    return statistics.median(times)
 
 
 def numpy_blas():

@@ -206,29 +206,21 @@ static void note_extent(foreign_owner *owner, const dlop_array *array) {
   owner->bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
 }
 
-/* The (device_type, device_id) pair a producer's __dlpack_device__ returned, or -1 with a
- * DlopTypeError that names the producer and the value when it is anything else. */
-static int dlpack_device_pair(dlop_py_state *state, PyObject *producer, PyObject *device,
-                              int *device_type, int *device_id) {
+int dlop_py_device_pair(PyObject *value, int *device_type, int *device_id) {
   int values[2];
-  int ok = PyTuple_Check(device) && PyTuple_Size(device) == 2;
-  for (Py_ssize_t i = 0; ok && i < 2; i++) {
-    PyObject *item = PyTuple_GetItem(device, i);
+  if (!PyTuple_Check(value) || PyTuple_Size(value) != 2) return 0;
+  for (Py_ssize_t i = 0; i < 2; i++) {
+    PyObject *item = PyTuple_GetItem(value, i);
+    if (!PyLong_Check(item)) return 0;
     int overflow = 0;
-    long value = PyLong_Check(item) ? PyLong_AsLongAndOverflow(item, &overflow) : -1;
-    if (value == -1 && PyErr_Occurred()) return -1;
-    ok = PyLong_Check(item) && !overflow && value >= INT_MIN && value <= INT_MAX;
-    values[i] = (int)value;
-  }
-  if (!ok) {
-    dlop_py_raisef(state, DLOP_TYPE_ERROR,
-                   "__dlpack_device__ of %R returned %R; expected a tuple (device_type, "
-                   "device_id) of two ints", producer, device);
-    return -1;
+    long number = PyLong_AsLongAndOverflow(item, &overflow);
+    if (number == -1 && PyErr_Occurred()) return -1;
+    if (overflow || number < INT_MIN || number > INT_MAX) return 0;
+    values[i] = (int)number;
   }
   *device_type = values[0];
   *device_id = values[1];
-  return 0;
+  return 1;
 }
 
 /* Drop a reference whose destructor may run a producer's Python code (a capsule's deleter)
@@ -247,7 +239,12 @@ int dlop_py_from_dlpack(dlop_py_state *state, PyObject *producer, dlop_array **a
   PyObject *device = PyObject_CallMethod(producer, "__dlpack_device__", NULL);
   if (device == NULL) return -1;
   int device_type = 0, device_id = 0;
-  if (dlpack_device_pair(state, producer, device, &device_type, &device_id) < 0) {
+  int pair = dlop_py_device_pair(device, &device_type, &device_id);
+  if (pair == 0)
+    dlop_py_raisef(state, DLOP_TYPE_ERROR,
+                   "__dlpack_device__ of %R returned %R; expected a tuple (device_type, "
+                   "device_id) of two ints", producer, device);
+  if (pair <= 0) {
     Py_DECREF(device);
     return -1;
   }

@@ -100,14 +100,13 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   dlop_array_retain(exported);
   if (dl_device != Py_None) {
     int type = 0, id = 0;
-    if (!PyTuple_Check(dl_device) || !PyArg_ParseTuple(dl_device, "ii", &type, &id)) {
+    int pair = dlop_py_device_pair(dl_device, &type, &id);
+    if (pair <= 0) {
       dlop_array_release(exported);
-      if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_SystemError)) {
-        PyErr_Clear();
+      if (pair == 0)
         PyErr_Format(PyExc_TypeError,
                      "__dlpack__: dl_device is %R; expected a (device_type, device_id) tuple",
                      dl_device);
-      }
       return NULL;
     }
     if (type != device.type || id != device.id) {

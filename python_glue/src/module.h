@@ -91,6 +91,9 @@ int dlop_py_add_errors(PyObject *module, dlop_py_state *state);
 PyObject *dlop_py_raise(dlop_py_state *state, int status, const char *context);
 /* Raise the exception for status with a formatted message. */
 PyObject *dlop_py_raisef(dlop_py_state *state, int status, const char *format, ...);
+/* A DLPack device, (device_type, device_id): 1 with both set when value is a tuple of two
+ * ints that fit int, 0 when it is anything else (no exception set), -1 with an exception. */
+int dlop_py_device_pair(PyObject *value, int *device_type, int *device_id);
 /* Loading a plugin failed: a PluginError whatever the status (kept in .status: a missing file
  * is DLOP_NOT_FOUND, an init failure DLOP_PLUGIN_ERROR), with dlop_last_error()'s message. */
 PyObject *dlop_py_raise_load_error(dlop_py_state *state, int status);

@@ -99,8 +99,6 @@ INT_POW = lambda error: "pow" in str(error) or "**" in str(error)  # noqa: E731
 def test_binary_ops_agree_with_numpy(data, name):
     a, b = broadcastable_pair(data.draw)
     ours, theirs = BINARY[name]
-    if name == "sub" and a.dtype == bool and b.dtype == bool:
-        theirs = lambda x, y: (_ for _ in ()).throw(TypeError("numpy refuses bool - bool"))  # noqa: E731
     run_both((name, a.dtype, a.shape, b.dtype, b.shape),
              lambda: ours(dlop.asarray(a), dlop.asarray(b)), lambda: theirs(a, b), refusals=(INT_POW,))
 
@@ -113,8 +111,6 @@ UNARY = {"neg": (lambda a: -a, np.negative), "abs": (dlop.abs, np.abs), "sqrt": 
 @given(arrays(), st.sampled_from(sorted(UNARY)))
 def test_unary_ops_agree_with_numpy(a, name):
     ours, theirs = UNARY[name]
-    if name == "neg" and a.dtype == bool:
-        theirs = lambda x: (_ for _ in ()).throw(TypeError("numpy refuses -bool"))  # noqa: E731
     run_both((name, a.dtype, a.shape), lambda: ours(dlop.asarray(a)), lambda: theirs(a))
 
 
@@ -153,8 +149,7 @@ def test_shape_views_agree_with_numpy(data):
                  lambda: np.transpose(a, axes))
     else:
         run_both((kind, a.shape, target), lambda: dlop.broadcast_to(dlop.asarray(a), target),
-                 lambda: np.broadcast_to(a, target) if min(target, default=0) >= 0
-                 else (_ for _ in ()).throw(ValueError("negative dim")))
+                 lambda: np.broadcast_to(a, target))
 
 
 @SETTINGS

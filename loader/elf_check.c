@@ -260,9 +260,11 @@ int dlop__elf_check(const char *path, char *error, size_t error_size) {
   } else if (read_at(fd, 0, &header, sizeof header) != 0) {
     fail(error, error_size, "%lld bytes: too short for an ELF header, not a shared object",
          (long long)info.st_size);
-  } else if (check_header(&header, (uint64_t)info.st_size, error, error_size) == 0 &&
-             read_at(fd, header.e_phoff, headers, header.e_phnum * sizeof headers[0]) == 0 &&
-             check_segments(headers, header.e_phnum, (uint64_t)info.st_size, error,
+  } else if (check_header(&header, (uint64_t)info.st_size, error, error_size) != 0) {
+    /* the reason is in error */
+  } else if (read_at(fd, header.e_phoff, headers, header.e_phnum * sizeof headers[0]) != 0) {
+    fail(error, error_size, "cannot read the program headers");
+  } else if (check_segments(headers, header.e_phnum, (uint64_t)info.st_size, error,
                             error_size) == 0 &&
              check_dynamic(fd, headers, header.e_phnum, error, error_size) == 0) {
     status = 0;

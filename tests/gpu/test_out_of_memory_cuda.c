@@ -68,10 +68,8 @@ END_TEST
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("out_of_memory_cuda");
-  TCase *tc = tcase_create("out_of_memory_cuda");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_huge_allocation_fails_cleanly);
-  tcase_add_test(tc, test_function_run_after_out_of_memory);
-  suite_add_tcase(suite, tc);
+  TCase *tc = dlop_test_tcase(suite, "out_of_memory_cuda", 60, NULL, NULL);
+  dlop_test_add_tests(tc, test_huge_allocation_fails_cleanly, test_function_run_after_out_of_memory,
+                      NULL);
   return dlop_test_run_suite(suite);
 }

@@ -1,8 +1,9 @@
 /* probe_main.c — dlop-probe, the program libdlop runs to load a plugin file in a fresh process
  * before it loads the file into the host (loader/probe_run.c). It loads the file as the host
  * would, through dlop_load_plugin (file and ELF checks, dlopen, the entry symbol called with the
- * host table, validation of the descriptors), with probing off, then exits as the host would
- * (the plugin's destructors run). Whatever crashes on the way kills this process, not the host.
+ * host table, validation of the descriptors), with probing off, reads every string and array
+ * the descriptors point to (as listings do later), then exits as the host would (the plugin's
+ * destructors run). Whatever crashes on the way kills this process, not the host.
  *
  *   dlop-probe [--result-fd N] PLUGIN.so
  *
@@ -26,6 +27,34 @@ static void write_all(int fd, const char *text) {
     text += written;
     length -= (size_t)written;
   }
+}
+
+/* What the host reads of a loaded plugin's descriptors later (`dlop list`, dlop.plugins(),
+ * compiling a graph) beyond what the loader validated: every string and array they point to.
+ * A corrupt pointer among them crashes here rather than in the host. */
+static size_t text_length(const char *text) { return text ? strlen(text) : 0; }
+
+static void read_everything(const dlop_plugin *plugin) {
+  volatile size_t sum = 0;
+  sum += text_length(dlop_plugin_name(plugin)) + text_length(dlop_plugin_version(plugin)) +
+         text_length(dlop_plugin_doc(plugin));
+  for (int i = 0; i < dlop_plugin_op_count(plugin); i++) {
+    const dlop_op_desc *op = dlop_plugin_op(plugin, i);
+    sum += text_length(op->name) + text_length(op->doc);
+    for (int32_t p = 0; p < op->num_params && op->params != NULL; p++) {
+      const dlop_param_decl *param = &op->params[p];
+      sum += text_length(param->name) + text_length(param->doc);
+      if (param->kind == DLOP_PARAM_STRING) sum += text_length(param->default_value.u.s);
+      if (param->kind == DLOP_PARAM_INTS && param->default_value.u.ints != NULL)
+        for (int32_t k = 0; k < param->default_value.count; k++)
+          sum += (size_t)param->default_value.u.ints[k];
+    }
+    for (int32_t o = 0; o < op->num_outputs; o++) {
+      if (op->inplace_map != NULL) sum += (size_t)op->inplace_map[o];
+      if (op->view_map != NULL) sum += (size_t)op->view_map[o];
+    }
+  }
+  (void)sum;
 }
 
 static int usage(const char *why) {
@@ -57,6 +86,7 @@ int main(int argc, char **argv) {
   const dlop_plugin *plugin = NULL;
   int status = dlop_load_plugin(path, &plugin);
   if (status == DLOP_OK) {
+    read_everything(plugin);
     write_all(result_fd, "ok\n");
     return 0;
   }

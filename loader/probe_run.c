@@ -141,6 +141,19 @@ static void drain(probe_child *child, int *fd, int is_result) {
   child->result[child->result_length] = '\0';
 }
 
+/* Read whatever is already in the pipes without waiting (after the child was reaped while a
+ * process it started still holds them: its last words may be there unread). */
+static void drain_what_is_there(probe_child *child) {
+  int *fds[2] = {&child->result_fd, &child->output_fd};
+  for (int i = 0; i < 2; i++) {
+    for (int rounds = 0; *fds[i] >= 0 && rounds < 64; rounds++) {
+      struct pollfd one = {.fd = *fds[i], .events = POLLIN};
+      if (poll(&one, 1, 0) <= 0) break;
+      drain(child, fds[i], i == 0);
+    }
+  }
+}
+
 /* Collect the child's output until both pipes end (it exited), it exits while a process it
  * started still holds them, or the deadline passes. Returns 1 when the child was reaped here
  * (*status set), 0 when it is still to be waited for, -1 on the deadline. */
@@ -162,7 +175,10 @@ static int collect(probe_child *child, double deadline, int *status) {
     int slice = left * 1000.0 < POLL_SLICE_MS ? (int)(left * 1000.0) + 1 : POLL_SLICE_MS;
     int ready = poll(fds, (nfds_t)count, slice);
     if (ready < 0 && errno != EINTR) return -1;
-    if (ready == 0 && waitpid(child->pid, status, WNOHANG) == child->pid) return 1;
+    if (ready == 0 && waitpid(child->pid, status, WNOHANG) == child->pid) {
+      drain_what_is_there(child);
+      return 1;
+    }
     for (int i = 0; i < count && ready > 0; i++)
       if (fds[i].revents != 0) drain(child, owners[i], owners[i] == &child->result_fd);
   }

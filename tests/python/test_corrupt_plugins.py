@@ -6,7 +6,7 @@ end in a listing or a load error naming the file (exit status 0 or 1), never a s
 dynamic loader's exit 127. The truncated and random files are refused by the loader's ELF checks;
 the flipped ones that pass them and still crash in loading (a relocation, an ifunc resolver, a
 descriptor pointing nowhere) are refused by the plugin probe, on for DLOP_PLUGIN_PATH by
-default; with it off about one in ten of them crashed `dlop list` (bench/RESULTS.md). The same
+default; with it off 32 of them crashed `dlop list` (bench/RESULTS.md). The same
 flipped copies, fifty to a folder, on the path of `import dlop`: Python lives and names every
 refused file. Takes ~22 s on a loaded 2-core machine (14 s before the flipped files)."""
 import os

@@ -75,6 +75,7 @@ static int register_locked(const char *path, int bundled, dlop_plugin **out) {
     return DLOP_OK;
   }
   dlop__loader_report report = LOADER_REPORT;
+  /* The probe's child process runs under the lock too: other loads wait, as for a dlopen. */
   int status =
       dlop__plugin_open(path, dlop__host_api(), dlop__probe_settings_for(bundled), &report, &plugin);
   if (status != DLOP_OK) return dlop__error(status, "%s", report.error);

@@ -8,7 +8,7 @@ the flipped ones that pass them and still crash in loading (a relocation, an ifu
 descriptor pointing nowhere) are refused by the plugin probe, on for DLOP_PLUGIN_PATH by
 default; with it off 32 of them crashed `dlop list` (bench/RESULTS.md). The same
 flipped copies, fifty to a folder, on the path of `import dlop`: Python lives and names every
-refused file. Takes ~22 s on a loaded 2-core machine (14 s before the flipped files)."""
+refused file. Takes 18-22 s on the 2-core machine (14 s before the flipped files)."""
 import os
 import pathlib
 import random

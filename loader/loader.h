@@ -31,14 +31,25 @@ struct dlop_plugin {
   const dlop_op_desc **op_pointers;
 };
 
+/* How a plugin file is probed before this process dlopens it (probe_run.c, probe_cache.c):
+ * the dlop-probe program loads it in a fresh process first, so that a file whose loading
+ * crashes (a corrupt relocation, an ifunc resolver, a constructor, an entry that aborts) is
+ * refused instead of taking the host down. */
+typedef struct dlop__probe_settings {
+  const char *program;    /* the dlop-probe executable; missing: each probed file is refused */
+  double timeout_seconds; /* a probe still running after this long is killed, the file refused */
+  const char *cache_dir;  /* where files that probed fine are remembered; NULL or "": nowhere */
+} dlop__probe_settings;
+
 /* ---- open_plugin.c ---------------------------------------------------------------------- */
 
-/* Check the file, dlopen it, call its entry symbol with host, validate and normalize the
- * descriptors. On failure nothing stays loaded and the status comes with report->error
- * reading "PATH: reason". Warns (does not fail) when the file or its directory is
- * world-writable. A path without '/' is taken relative to the current directory, never
- * searched for in the system library paths. */
-int dlop__plugin_open(const char *path, const dlop_host_api *host, dlop__loader_report *report,
+/* Check the file, probe it in a child process when probe is not NULL, dlopen it, call its
+ * entry symbol with host, validate and normalize the descriptors. On failure nothing stays
+ * loaded and the status comes with report->error reading "PATH: reason". Warns (does not
+ * fail) when the file or its directory is world-writable. A path without '/' is taken
+ * relative to the current directory, never searched for in the system library paths. */
+int dlop__plugin_open(const char *path, const dlop_host_api *host,
+                      const dlop__probe_settings *probe, dlop__loader_report *report,
                       dlop_plugin **plugin);
 /* dlclose the file and free the host's copies. Only for plugins whose ops nobody holds. */
 void dlop__plugin_close(dlop_plugin *plugin);
@@ -77,5 +88,10 @@ int dlop__collect_directory(const char *directory, const char *origin, dlop__str
  * whether the value came from DLOP_BUNDLED_PLUGINS. */
 int dlop__bundled_plugin_dir(const void *library_address, char *buffer, size_t size,
                              int *from_environment);
+/* The dlop-probe program into buffer: DLOP_PROBE_PROGRAM_SUBPATH ("dlop/dlop-probe", from the
+ * build) in the directory of the shared object (or program) that holds library_address, as
+ * for the bundled plugins: the same place beside libdlop in the build tree, an installed
+ * prefix and the Python package. Returns 1, or 0 when that directory cannot be determined. */
+int dlop__probe_program_path(const void *library_address, char *buffer, size_t size);
 
 #endif

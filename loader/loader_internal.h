@@ -40,6 +40,23 @@ void dlop__loader_warn(dlop__loader_report *report, const char *format, ...)
 /* malloc'ed absolute form of path (cwd prefixed when relative; symlinks kept), or NULL. */
 char *dlop__absolute_path(const char *path);
 
+/* ---- probe_cache.c, probe_run.c ------------------------------------------------------------ */
+
+/* Probe the file (path as shown and handed to the child, real_path its resolved name) unless
+ * its outcome for this very file is known (probe_cache.c). DLOP_OK when loading it in this
+ * process is safe; DLOP_LOAD_ERROR with "PATH: plugin probe: what happened" otherwise. */
+int dlop__probe_plugin(const dlop__probe_settings *settings, const char *path,
+                       const char *real_path, dlop__loader_report *report);
+/* How a probe ended: the child loaded the file; it refused the file with a load error of its
+ * own (safe: the load in this process then reports that error itself); or the child crashed,
+ * exited, hung or could not run (reason says which). */
+enum { DLOP__PROBE_LOADED = 1, DLOP__PROBE_REFUSED = 0, DLOP__PROBE_FAILED = -1 };
+/* Run the probe program on path in a fresh process; for DLOP__PROBE_FAILED, reason says what
+ * happened and *repeatable whether the file caused it (a crash signal or an exit status), so
+ * that it is worth remembering. */
+int dlop__probe_run(const dlop__probe_settings *settings, const char *path, char *reason,
+                    size_t size, int *repeatable);
+
 /* ---- validate.c ------------------------------------------------------------------------- */
 
 /* True for [A-Za-z_][A-Za-z0-9_]* (ASCII, whatever the locale). */

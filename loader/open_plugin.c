@@ -1,8 +1,8 @@
 /* open_plugin.c — opens one plugin file: checks it is a regular file (warning when it or its
- * directory is world-writable), validates it as an ELF shared object (elf_check.c), dlopen
- * (RTLD_NOW | RTLD_LOCAL), finds dlop_plugin_init, calls
- * it with the host table, then validates and normalizes what it returns. Any failure closes
- * the file and leaves "PATH: reason" in the caller's report. */
+ * directory is world-writable), validates it as an ELF shared object (elf_check.c), probes it
+ * in a child process when asked (probe_cache.c), dlopen (RTLD_NOW | RTLD_LOCAL), finds
+ * dlop_plugin_init, calls it with the host table, then validates and normalizes what it
+ * returns. Any failure closes the file and leaves "PATH: reason" in the caller's report. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -106,7 +106,8 @@ static int call_entry(dlop__loader_report *report, dlop_plugin *plugin, const dl
   return DLOP_OK;
 }
 
-int dlop__plugin_open(const char *path, const dlop_host_api *host, dlop__loader_report *report,
+int dlop__plugin_open(const char *path, const dlop_host_api *host,
+                      const dlop__probe_settings *probe, dlop__loader_report *report,
                       dlop_plugin **out) {
   if (out != NULL) *out = NULL;
   if (path == NULL || path[0] == '\0')
@@ -134,6 +135,10 @@ int dlop__plugin_open(const char *path, const dlop_host_api *host, dlop__loader_
                                   "%s: not a valid shared object for this machine: %s",
                                   plugin->path, reason);
   }
+  /* What the ELF checks cannot see (a flipped byte in code that runs while loading: an ifunc
+   * resolver, a constructor, the entry) crashes the probe's process instead of this one. */
+  if (status == DLOP_OK && probe != NULL)
+    status = dlop__probe_plugin(probe, plugin->path, plugin->real_path, report);
   if (status == DLOP_OK) {
     /* plugin->path is absolute, so dlopen never searches the system library paths. */
     plugin->handle = dlopen(plugin->path, RTLD_NOW | RTLD_LOCAL);

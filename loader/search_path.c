@@ -1,6 +1,7 @@
 /* search_path.c — where plugins are looked for: the entries of DLOP_PLUGIN_PATH (directories
  * and files, absolute only, never the current directory implicitly) and the bundled plugin
- * directory, found next to libdlop itself with dladdr (or DLOP_BUNDLED_PLUGINS). */
+ * directory, found next to libdlop itself with dladdr (or DLOP_BUNDLED_PLUGINS); and where the
+ * dlop-probe program lies, next to libdlop too. */
 #define _GNU_SOURCE /* dladdr */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -18,6 +19,10 @@
  * CMakeLists.txt (DLOP_PLUGIN_SUBDIR, "dlop/plugins"), which lays out the trees to match. */
 #ifndef DLOP_PLUGIN_SUBDIR
 #error "DLOP_PLUGIN_SUBDIR must be defined by the build (see the top-level CMakeLists.txt)"
+#endif
+/* Likewise the dlop-probe program relative to libdlop's directory ("dlop/dlop-probe"). */
+#ifndef DLOP_PROBE_PROGRAM_SUBPATH
+#error "DLOP_PROBE_PROGRAM_SUBPATH must be defined by the build (see the top-level CMakeLists.txt)"
 #endif
 
 int dlop__string_list_push(dlop__string_list *list, const char *text) {
@@ -122,6 +127,25 @@ void dlop__collect_plugin_path(const char *value, dlop__loader_report *report,
   }
 }
 
+/* The directory of the shared object (or program) holding address, found with dladdr, into
+ * buffer. Returns 1, or 0 when it cannot be determined. */
+static int library_directory(const void *address, char *buffer, size_t size) {
+  Dl_info info;
+  if (dladdr(address, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0')
+    return 0;
+  char library[PATH_MAX];
+  /* realpath also folds the "bin/../lib" that an $ORIGIN rpath leaves in the name. */
+  if (realpath(info.dli_fname, library) == NULL) {
+    if (info.dli_fname[0] != '/') return 0;
+    snprintf(library, sizeof library, "%s", info.dli_fname);
+  }
+  char *slash = strrchr(library, '/');
+  if (slash == NULL) return 0;
+  *slash = '\0';
+  int written = snprintf(buffer, size, "%s", library);
+  return written > 0 && (size_t)written < size;
+}
+
 int dlop__bundled_plugin_dir(const void *library_address, char *buffer, size_t size,
                              int *from_environment) {
   const char *override = getenv("DLOP_BUNDLED_PLUGINS");
@@ -134,18 +158,17 @@ int dlop__bundled_plugin_dir(const void *library_address, char *buffer, size_t s
   }
   /* Relative to the library holding library_address (libdlop itself), so a build tree and an
    * installed tree both work: <libdir>/libdlop.so next to <libdir>/dlop/plugins/. */
-  Dl_info info;
-  if (dladdr(library_address, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0')
-    return 0;
-  char library[PATH_MAX];
-  /* realpath also folds the "bin/../lib" that an $ORIGIN rpath leaves in the name. */
-  if (realpath(info.dli_fname, library) == NULL) {
-    if (info.dli_fname[0] != '/') return 0;
-    snprintf(library, sizeof library, "%s", info.dli_fname);
-  }
-  char *slash = strrchr(library, '/');
-  if (slash == NULL) return 0;
-  *slash = '\0';
-  int written = snprintf(buffer, size, "%s/%s", library, DLOP_PLUGIN_SUBDIR);
+  char directory[PATH_MAX];
+  if (!library_directory(library_address, directory, sizeof directory)) return 0;
+  int written = snprintf(buffer, size, "%s/%s", directory, DLOP_PLUGIN_SUBDIR);
+  return written > 0 && (size_t)written < size;
+}
+
+int dlop__probe_program_path(const void *library_address, char *buffer, size_t size) {
+  if (buffer == NULL || size == 0) return 0;
+  buffer[0] = '\0';
+  char directory[PATH_MAX];
+  if (!library_directory(library_address, directory, sizeof directory)) return 0;
+  int written = snprintf(buffer, size, "%s/%s", directory, DLOP_PROBE_PROGRAM_SUBPATH);
   return written > 0 && (size_t)written < size;
 }

@@ -26,7 +26,8 @@ from ._C import (
     UnsupportedError,
 )
 from ._graph import Variable, function, matrix, scalar, tensor, vector
-from ._ops import Op, Param, Plugin, load_errors, load_plugin, ops, plugins
+from ._ops import (Op, Param, Plugin, load_errors, load_plugin, ops, plugin_probe, plugins,
+                   set_plugin_probe)
 from . import _arith
 from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm, log, matmul,
                      max, maximum, mean, min, minimum, negative, reshape, sigmoid, sqrt, sum,
@@ -35,7 +36,8 @@ from ._errors import ScalarOverflowError
 
 __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",
-    "asarray", "function", "load_errors", "load_plugin", "matrix", "ops", "plugins",
+    "asarray", "function", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
+    "plugins", "set_plugin_probe",
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",
     "NoDeviceError", "DeviceMismatchError", "UnsupportedError", "PluginError", "KernelError",

@@ -1,5 +1,6 @@
-"""The loaded plugins and their ops: ``dlop.plugins()``, ``dlop.load_plugin``, and ``dlop.ops``,
-where every op is an ``Op`` that builds graph nodes from Variables and runs at once on arrays.
+"""The loaded plugins and their ops: ``dlop.plugins()``, ``dlop.load_plugin``, the plugin probe
+mode (``dlop.plugin_probe``, ``dlop.set_plugin_probe``), and ``dlop.ops``, where every op is an
+``Op`` that builds graph nodes from Variables and runs at once on arrays.
 
 Running at once is the eager path (the end of this file): one small function compiled per
 signature and cached.  The operators and functions of dlop._arith run on it too; they import
@@ -176,6 +177,19 @@ def load_plugin(path: str) -> Plugin:
 def load_errors() -> list[str]:
     """Plugin files that failed to load, one 'FILE: reason' line each."""
     return list(_C.load_errors())
+
+
+def plugin_probe() -> str:
+    """Which plugin files are loaded in a child process first, so that a file whose loading
+    crashes is refused instead of killing Python: 'external' (every file but the bundled
+    plugins, the default), 'all' or 'off'. DLOP_PLUGIN_PROBE sets it before `import dlop`."""
+    return _C.plugin_probe()
+
+
+def set_plugin_probe(mode: str) -> None:
+    """Set the plugin probe mode ('off', 'all' or 'external') for later dlop.load_plugin calls
+    (the plugins found at import were loaded under DLOP_PLUGIN_PROBE's mode)."""
+    _C.set_plugin_probe(mode)
 
 
 def _op(name: str):

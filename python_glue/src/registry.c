@@ -1,5 +1,6 @@
 /* registry.c — the plugin registry as plain Python data: plugins(), load_plugin(path),
- * load_errors() and op_infos(); the dlop package turns these into objects and dlop.ops. */
+ * load_errors(), op_infos() and the plugin probe mode (plugin_probe(), set_plugin_probe(mode));
+ * the dlop package turns these into objects and dlop.ops. */
 #include "module.h"
 
 static PyObject *param_value(const dlop_param_value *value) {
@@ -117,9 +118,35 @@ static PyObject *py_load_errors(PyObject *module, PyObject *unused) {
   return list;
 }
 
+/* The probe modes by the names Python uses, in dlop_plugin_probe_mode order. */
+static const char *const probe_modes[] = {"off", "all", "external"};
+
+static PyObject *py_plugin_probe(PyObject *module, PyObject *unused) {
+  int mode = dlop_plugin_probe();
+  return PyUnicode_FromString(mode >= 0 && mode < 3 ? probe_modes[mode] : "unknown");
+}
+
+static PyObject *py_set_plugin_probe(PyObject *module, PyObject *mode_object) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  if (!PyUnicode_Check(mode_object))
+    return dlop_py_raisef(state, DLOP_TYPE_ERROR,
+                          "set_plugin_probe: mode must be a str ('off', 'all' or 'external'), "
+                          "got %R", mode_object);
+  for (int mode = 0; mode < 3; mode++) {
+    if (PyUnicode_CompareWithASCIIString(mode_object, probe_modes[mode]) != 0) continue;
+    if (dlop_set_plugin_probe(mode) != DLOP_OK) return dlop_py_raise(state, DLOP_INTERNAL, NULL);
+    Py_RETURN_NONE;
+  }
+  return dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                        "set_plugin_probe: mode %R is not one of 'off', 'all', 'external'",
+                        mode_object);
+}
+
 PyMethodDef dlop_py_registry_methods[] = {
     {"plugins", py_plugins, METH_NOARGS, "Loaded plugins as dicts (name, version, path, doc, ops)."},
     {"op_infos", py_op_infos, METH_NOARGS, "Every loaded op as a dict."},
     {"load_plugin", py_load_plugin, METH_O, "Load one plugin file; returns its dict."},
     {"load_errors", py_load_errors, METH_NOARGS, "Plugin files that failed to load, one line each."},
+    {"plugin_probe", py_plugin_probe, METH_NOARGS, "The plugin probe mode: 'off', 'all' or 'external'."},
+    {"set_plugin_probe", py_set_plugin_probe, METH_O, "Set the plugin probe mode for later loads."},
     {NULL, NULL, 0, NULL}};

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "loader.h"
+#include "plugin_probe.h"
 
 typedef struct registry_op {
   const dlop_op_desc *op;
@@ -64,16 +65,19 @@ static dlop_plugin *find_real_path_locked(const char *path) {
   return found;
 }
 
-/* Open path unless the same file is loaded already, refuse a plugin name or op names another
- * plugin has, and append the plugin and its ops. */
-static int register_locked(const char *path, dlop_plugin **out) {
+/* Open path unless the same file is loaded already (probed first as the mode says for a file
+ * from the bundled directory or not), refuse a plugin name or op names another plugin has, and
+ * append the plugin and its ops. */
+static int register_locked(const char *path, int bundled, dlop_plugin **out) {
   dlop_plugin *plugin = find_real_path_locked(path);
   if (plugin != NULL) {
     *out = plugin;
     return DLOP_OK;
   }
   dlop__loader_report report = LOADER_REPORT;
-  int status = dlop__plugin_open(path, dlop__host_api(), &report, &plugin);
+  /* The probe's child process runs under the lock too: other loads wait, as for a dlopen. */
+  int status =
+      dlop__plugin_open(path, dlop__host_api(), dlop__probe_settings_for(bundled), &report, &plugin);
   if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
   /* Plugin names identify plugins in listings and messages; two files with one name are two
    * builds or copies of one plugin, and which one serves an op would depend on load order. */
@@ -137,6 +141,7 @@ static void load_default_once(void) {
   dlop__string_list files = {0}, errors = {0};
   dlop__loader_report report = LOADER_REPORT;
   dlop__collect_plugin_path(getenv("DLOP_PLUGIN_PATH"), &report, &files, &errors);
+  int first_bundled = files.count; /* files from here on come from the bundled directory */
   char bundled[PATH_MAX];
   int from_environment = 0;
   if (bundled_plugin_dir(bundled, sizeof bundled, &from_environment)) {
@@ -160,7 +165,7 @@ static void load_default_once(void) {
   for (int i = 0; i < errors.count; i++) record_load_error_locked(errors.items[i]);
   for (int i = 0; i < files.count; i++) {
     dlop_plugin *plugin;
-    if (register_locked(files.items[i], &plugin) != DLOP_OK)
+    if (register_locked(files.items[i], i >= first_bundled, &plugin) != DLOP_OK)
       record_load_error_locked(dlop_last_error());
   }
   pthread_mutex_unlock(&registry_lock);
@@ -186,7 +191,7 @@ int dlop_load_plugin(const char *path, const dlop_plugin **plugin) {
    * library paths as dlopen would do. */
   pthread_mutex_lock(&registry_lock);
   dlop_plugin *loaded = NULL;
-  int status = register_locked(path, &loaded);
+  int status = register_locked(path, 0, &loaded);
   pthread_mutex_unlock(&registry_lock);
   if (status == DLOP_OK && plugin != NULL) *plugin = loaded;
   return status;

@@ -20,6 +20,9 @@ names = [p.name for p in dlop.plugins()]
 assert {"double", "exp", "multiply_them"} <= set(names), names
 assert "site-packages" in dlop.__file__, dlop.__file__
 assert "/dlop/lib/dlop/plugins/" in dlop.plugins()[0].path, dlop.plugins()[0].path
+# The plugin probe's program sits beside libdlop in the package, executable.
+probe = os.path.join(os.path.dirname(dlop.__file__), "lib", "dlop", "dlop-probe")
+assert os.access(probe, os.X_OK), probe
 x = dlop.vector("x", dtype="float32")
 f = dlop.function([x], dlop.ops.exp(dlop.ops.double(x)))
 r = f(np.arange(3, dtype=np.float32))

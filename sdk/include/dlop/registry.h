@@ -52,6 +52,25 @@ DLOP_API const char *dlop_load_error_at(int index);
  * summary, so that each is shown once. Set it before loading. */
 DLOP_API void dlop_set_load_error_warnings(int enabled);
 
+/* Probing plugin files before loading them (docs/runtime.md, "Plugin probe"): the program
+ * dlop-probe, installed beside libdlop, loads the file in a fresh child process first, and a
+ * file whose loading crashed or ended that process (a signal, an exit, a hang) is refused with
+ * a load error ("PATH: plugin probe: ...") instead of taking this process down; the other
+ * plugins load. Outcomes are remembered per file identity (in this process, and on disk for
+ * files that probed fine). The environment variable DLOP_PLUGIN_PROBE sets the mode
+ * (off, all, external); a missing dlop-probe makes each probed file a load error. */
+typedef enum dlop_plugin_probe_mode {
+  DLOP_PLUGIN_PROBE_OFF = 0,      /* every file is loaded into this process unprobed */
+  DLOP_PLUGIN_PROBE_ALL = 1,      /* every file is probed, the bundled plugins included */
+  DLOP_PLUGIN_PROBE_EXTERNAL = 2, /* every file but the bundled plugins (the default) */
+} dlop_plugin_probe_mode;
+/* Set the mode for the loads that follow, over DLOP_PLUGIN_PROBE; set it before
+ * dlop_load_default_plugins for that to follow it too. DLOP_INVALID_ARGUMENT for a value that
+ * is not a dlop_plugin_probe_mode (the mode is then unchanged). */
+DLOP_API int dlop_set_plugin_probe(int mode);
+/* The mode in effect: the last one set, else DLOP_PLUGIN_PROBE's, else the default. */
+DLOP_API int dlop_plugin_probe(void);
+
 /* The host API table libdlop hands to plugins (for hosts embedding plugins themselves). */
 DLOP_API const dlop_host_api *dlop_host_api_table(void);
 

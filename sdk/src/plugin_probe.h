@@ -1,0 +1,12 @@
+/* plugin_probe.h — libdlop's side of the plugin probe (plugin_probe.c): the mode (API call,
+ * DLOP_PLUGIN_PROBE, default) and the settings the loader's probe runs with. */
+#ifndef DLOP_PLUGIN_PROBE_H
+#define DLOP_PLUGIN_PROBE_H
+
+#include "loader.h"
+
+/* The settings to probe a file with, or NULL when the mode in effect loads it unprobed;
+ * bundled tells whether it came from the bundled plugin directory. */
+const dlop__probe_settings *dlop__probe_settings_for(int bundled);
+
+#endif

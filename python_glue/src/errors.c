@@ -5,6 +5,8 @@
 
 #include "module.h"
 
+#include <string.h>
+
 typedef struct error_spec {
   const char *name;   /* attribute name in dlop._C */
   const char *doc;
@@ -85,8 +87,10 @@ static PyObject *raise_last_error(dlop_py_state *state, int index, int status,
                                   const char *context) {
   const char *detail = dlop_last_error();
   if (detail == NULL || detail[0] == '\0') detail = dlop_strerror(status);
+  /* A message can quote bytes from a file (a corrupt plugin's strings): never fail to decode. */
   PyObject *message = context ? PyUnicode_FromFormat("%s: %s", context, detail)
-                              : PyUnicode_FromString(detail);
+                              : PyUnicode_DecodeUTF8(detail, (Py_ssize_t)strlen(detail),
+                                                     "backslashreplace");
   if (message == NULL) return NULL;
   raise_message(state, index, status, message);
   Py_DECREF(message);

@@ -159,6 +159,13 @@ START_TEST(init_fails_with_its_own_message) {
 }
 END_TEST
 
+START_TEST(messages_stay_printable) {
+  /* Control bytes and bytes that are not UTF-8 become '?'; valid UTF-8 is kept. */
+  expect_failure(FIXTURE("init_fails_garbled"), DLOP_PLUGIN_ERROR,
+                 "garbled ? ?? ? end, caf\xc3\xa9", NULL);
+}
+END_TEST
+
 START_TEST(null_descriptor) {
   expect_failure(FIXTURE("null_descriptor"), DLOP_INVALID_PLUGIN, "dlop_plugin_init",
                  "no plugin descriptor (NULL)", NULL);
@@ -381,7 +388,7 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   ck_assert_str_eq(dlop_plugin_name(dlop_op_plugin(dlop_find_op("fixture_scale"))), "fixture_good");
 
   static const char *const bad[] = {
-      "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails",
+      "not_a_shared_object", "no_entry_symbol", "abi_major_mismatch", "init_fails", "init_fails_garbled",
       "null_descriptor", "bad_op_name", "missing_make_thunk", "invalid_dtype_mask",
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
       "unknown_flag", "duplicate_plugin_name", "view_map", "view_map_old_struct",
@@ -504,7 +511,7 @@ int main(void) {
                       not_a_shared_object,
                       no_entry_symbol,
                       abi_major_mismatch,
-                      init_fails_with_its_own_message,
+                      init_fails_with_its_own_message, messages_stay_printable,
                       null_descriptor,
                       bad_op_name,
                       missing_make_thunk,

@@ -10,6 +10,7 @@
 
 #include "../dtype.h"
 #include "../host_api.h"
+#include "checked_size.h"
 #include "kernel_error.h"
 #include "../status.h"
 #include "../tensor.h"
@@ -49,7 +50,10 @@ typedef struct dlop_strided_loop {
  * leading dims and size-1 dims get stride 0). Strides may be anything, negative and zero
  * included; NULL strides mean C-contiguous. Dims of size 1 are dropped and dims that are
  * contiguous with each other in every operand are merged, so a contiguous operation becomes
- * one flat loop with unit strides. DLOP_SHAPE_ERROR when an input does not broadcast. */
+ * one flat loop with unit strides. DLOP_SHAPE_ERROR when an input does not broadcast or a
+ * shape breaks checked_size.h's rule; DLOP_INVALID_ARGUMENT when an operand's strides reach
+ * beyond int64 in bytes. After it every offset the cursor and the kernels compute (an index
+ * times a stride times an element size, one step past a run's end included) fits in int64. */
 static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_tensor *output,
                                          const dlop_tensor *inputs, int32_t num_inputs,
                                          const char *op_name, char *error, size_t error_size) {
@@ -63,10 +67,20 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
     return DLOP_INVALID_ARGUMENT;
   }
   l->num_operands = operands;
-  loop->numel = 1;
-  for (d = 0; d < ndim; d++) {
-    l->shape[d] = output->shape[d];
-    loop->numel *= output->shape[d];
+  for (d = 0; d < ndim; d++) l->shape[d] = output->shape[d];
+  {
+    char what[96], so[DLOP_MAX_NDIM * 22 + 4];
+    int size = dlop_shape_size(output->shape, ndim, 0, &loop->numel, NULL);
+    if (size == DLOP_SIZE_FITS && loop->numel < 0) {
+      dlop_set_error(error, error_size, "%s: output shape %s has a negative dim", op_name,
+                     dlop_format_ints(output->shape, ndim, so, sizeof so));
+      return DLOP_SHAPE_ERROR;
+    }
+    if (size != DLOP_SIZE_FITS) {
+      snprintf(what, sizeof what, "%s: output", op_name);
+      dlop_set_size_error(error, error_size, what, size, output->shape, ndim, -1);
+      return DLOP_SHAPE_ERROR;
+    }
   }
   for (k = 0; k < operands; k++) {
     const dlop_tensor *t = k == 0 ? output : &inputs[k - 1];
@@ -88,7 +102,14 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
         continue;
       }
       stride = t->strides ? t->strides[j] : contiguous;
-      contiguous *= t->shape[j];
+      /* an input's own shape may break the rule (the output's fits) */
+      if (t->strides == NULL && j > 0 && dlop_mul_overflow(contiguous, t->shape[j], &contiguous)) {
+        char st[DLOP_MAX_NDIM * 22 + 4];
+        dlop_set_error(error, error_size, "%s: input %d of shape %s has more than "
+                       DLOP_SIZE_LIMIT_TEXT " elements", op_name, (int)(k - 1),
+                       dlop_format_shape(t->shape, t->ndim, st, sizeof st));
+        return DLOP_SHAPE_ERROR;
+      }
       if (t->shape[j] == l->shape[d]) {
         l->strides[k][d] = l->shape[d] == 1 ? 0 : stride;
       } else if (t->shape[j] == 1 && k > 0) {
@@ -100,6 +121,21 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
                        dlop_format_shape(output->shape, ndim, so, sizeof so));
         return DLOP_SHAPE_ERROR;
       }
+    }
+  }
+  /* each operand's reach over the broadcast shape, in bytes, before dims are merged (the merge
+   * compares stride * shape products, which this bounds) */
+  for (k = 0; k < operands && loop->numel > 0; k++) {
+    int64_t low, high;
+    int32_t failed_dim;
+    if (dlop_strided_extent(l->shape, l->strides[k], ndim, loop->element_size[k], 0, &low, &high,
+                            &failed_dim) != 0) {
+      char what[96];
+      if (k == 0) snprintf(what, sizeof what, "%s: output", op_name);
+      else snprintf(what, sizeof what, "%s: input %d broadcast", op_name, (int)(k - 1));
+      dlop_set_extent_error(error, error_size, what, l->shape, l->strides[k], ndim,
+                            loop->element_size[k], 0, failed_dim);
+      return DLOP_INVALID_ARGUMENT;
     }
   }
   if (loop->numel == 0) {

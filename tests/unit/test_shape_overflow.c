@@ -149,6 +149,69 @@ START_TEST(strided_extent_is_exact_and_checked) {
 }
 END_TEST
 
+/* dlop_tensor_size is dlop_shape_size and dlop_strided_extent's check in one pass: the same
+ * answers on the same layouts. */
+START_TEST(tensor_size_agrees_with_the_two_checks) {
+  double one = 1.0;
+  int64_t numel = 9;
+  int32_t dim = 9;
+  int64_t shape[3] = {3, 1, 4}, strides[3] = {-4, INT64_MAX, 1};
+  dlop_tensor t = {&one, CPU, 3, {DLOP_DL_FLOAT, 64, 1}, shape, strides, 64};
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_FITS);
+  ck_assert_int_eq(numel, 12);
+  t.strides = NULL;
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_FITS);
+  t.strides = strides;
+  shape[0] = TWO_32, shape[1] = TWO_32;
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_TOO_MANY_ELEMENTS);
+  shape[0] = (int64_t)1 << 30, shape[1] = (int64_t)1 << 30, shape[2] = 8; /* 2^63 bytes */
+  strides[0] = strides[1] = strides[2] = 0;
+  ck_assert_int_eq(dlop_tensor_size(&t, 1, &numel, &dim), DLOP_SIZE_TOO_MANY_ELEMENTS);
+  shape[2] = 4; /* 2^62 elements, 2^65 bytes */
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_TOO_MANY_BYTES);
+  ck_assert_int_eq(dlop_tensor_size(&t, 1, &numel, &dim), DLOP_SIZE_FITS);
+  ck_assert_int_eq(numel, (int64_t)1 << 62);
+  shape[0] = 3, shape[1] = 2, shape[2] = 1;
+  strides[0] = INT64_MAX / 4, strides[1] = 1;
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_STRIDES_TOO_FAR);
+  ck_assert_int_eq(dim, 0);
+  strides[0] = 1;
+  t.byte_offset = (uint64_t)INT64_MAX;
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_STRIDES_TOO_FAR);
+  ck_assert_int_eq(dim, -1);
+  shape[1] = 0; /* empty: no reach */
+  ck_assert_int_eq(dlop_tensor_size(&t, 8, &numel, &dim), DLOP_SIZE_FITS);
+  ck_assert_int_eq(numel, 0);
+  /* against the two checks on a few layouts */
+  const int64_t layouts[][2][2] = {{{5, 7}, {7, 1}}, {{5, 7}, {-7, -1}}, {{2, 3}, {INT64_MAX / 16, 1}},
+                                   {{1, 3}, {INT64_MIN, 1}}, {{4, 1}, {INT64_MAX / 2, 5}},
+                                   {{4, 3}, {0, 0}}, {{4, 3}, {3, 1}}, {{4, 3}, {-3, 1}}};
+  /* offsets near the top: the reach, and one element past the highest byte, must both fit */
+  const uint64_t offsets[] = {0, (uint64_t)INT64_MAX - 4, (uint64_t)INT64_MAX - 60,
+                              (uint64_t)INT64_MAX - 100};
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+      int64_t lshape[2] = {layouts[i][0][0], layouts[i][0][1]};
+      int64_t lstrides[2] = {layouts[i][1][0], layouts[i][1][1]}, low, high;
+      dlop_tensor l = {&one, CPU, 2, {DLOP_DL_FLOAT, 64, 1}, lshape, lstrides, offsets[o]};
+      int both = dlop_shape_size(lshape, 2, 8, NULL, NULL) != DLOP_SIZE_FITS
+                     ? 1
+                     : dlop_strided_extent(lshape, lstrides, 2, 8, offsets[o], &low, &high, NULL);
+      ck_assert_msg((dlop_tensor_size(&l, 8, NULL, NULL) != DLOP_SIZE_FITS) == both,
+                    "layout %zu, offset %zu", i, o);
+    }
+  }
+  /* zero strides near the top: only one element past the highest byte leaves int64 */
+  {
+    int64_t zshape[2] = {4, 3}, zstrides[2] = {0, 0}, low, high;
+    dlop_tensor z = {&one, CPU, 2, {DLOP_DL_FLOAT, 64, 1}, zshape, zstrides,
+                     (uint64_t)INT64_MAX - 4};
+    ck_assert_int_eq(dlop_strided_extent(zshape, zstrides, 2, 8, z.byte_offset, &low, &high, NULL), 1);
+    ck_assert_int_eq(dlop_tensor_size(&z, 8, NULL, NULL), DLOP_SIZE_STRIDES_TOO_FAR);
+  }
+}
+END_TEST
+
 /* ---- the kit ------------------------------------------------------------------------------ */
 
 START_TEST(kit_broadcast_refuses_huge_results) {
@@ -421,6 +484,7 @@ int main(void) {
                       size_messages_name_the_shape,
                       contiguous_strides_are_checked,
                       strided_extent_is_exact_and_checked,
+                      tensor_size_agrees_with_the_two_checks,
                       NULL);
   TCase *kit = dlop_test_tcase(suite, "kit", 0, NULL, NULL);
   dlop_test_add_tests(kit,

@@ -130,36 +130,92 @@ static inline int dlop_contiguous_strides(const int64_t *shape, int32_t ndim, in
  * element along each dim, so a loop that moves a pointer to the end of a run stays in range
  * too (real memory is far below that; size-1 dims, whose strides frameworks set freely, are
  * never stepped along and count nothing). Returns 0 when it fits, else 1 with *failed_dim (may
- * be NULL) the dim whose step left int64, or -1 when only the offset or the sum did. */
+ * be NULL) the dim whose step left int64, or -1 when only the offset or the sum did. One pass
+ * over the dims: this runs on every call's path. */
 static inline int dlop_strided_extent(const int64_t *shape, const int64_t *strides, int32_t ndim,
                                       int64_t element_size, uint64_t byte_offset, int64_t *low,
                                       int64_t *high, int32_t *failed_dim) {
-  int64_t below = 0, above = 0, reach = 0, offset;
-  int32_t d;
+  int64_t below = 0, above = 0, reach = 0, offset, step, span;
+  int32_t d, bad = -2; /* -2: none yet */
   if (failed_dim) *failed_dim = -1;
   *low = *high = 0;
-  if (byte_offset > (uint64_t)INT64_MAX) return 1;
-  offset = (int64_t)byte_offset;
-  *low = *high = offset;
-  for (d = 0; d < ndim; d++)
-    if (shape[d] == 0) return 0;
   for (d = 0; d < ndim; d++) {
-    int64_t step, span;
-    if (shape[d] <= 1) continue;
+    if (shape[d] <= 1) {
+      if (shape[d] == 0) break; /* empty: nothing is reached, whatever came before */
+      continue;
+    }
+    if (bad != -2) continue; /* keep looking for a zero dim only */
     if (dlop_mul_overflow(strides[d], element_size, &step) ||
         dlop_mul_overflow(step, shape[d], &span) || span == INT64_MIN ||
         dlop_add_overflow(reach, span < 0 ? -span : span, &reach)) {
-      if (failed_dim) *failed_dim = d;
-      return 1;
+      bad = d;
+      continue;
     }
     /* |step * (shape - 1)| < |span| <= reach: these fit */
     if (step < 0) below += step * (shape[d] - 1);
     else above += step * (shape[d] - 1);
   }
+  if (byte_offset > (uint64_t)INT64_MAX) return 1;
+  offset = (int64_t)byte_offset;
+  if (d < ndim) { /* stopped at a zero dim */
+    *low = *high = offset;
+    return 0;
+  }
+  if (bad != -2) {
+    if (failed_dim) *failed_dim = bad;
+    return 1;
+  }
   if (dlop_add_overflow(offset, reach, &reach) || dlop_add_overflow(offset, below, low) ||
       dlop_add_overflow(offset, above, high) || dlop_add_overflow(*high, element_size, high))
     return 1;
   return 0;
+}
+
+/* What dlop_tensor_size finds besides dlop_shape_size's results. */
+enum { DLOP_SIZE_STRIDES_TOO_FAR = 3 }; /* the strides reach past int64 (dlop_strided_extent) */
+
+/* dlop_shape_size and dlop_strided_extent's check of a tensor in one pass over its dims, for
+ * checks made on every run (dlop_check_tensors): DLOP_SIZE_FITS with *numel (-1 when a dim is
+ * negative), DLOP_SIZE_TOO_MANY_ELEMENTS or _BYTES, or DLOP_SIZE_STRIDES_TOO_FAR with
+ * *failed_dim as dlop_strided_extent gives it (only for a non-empty tensor with strides; NULL
+ * strides are C-contiguous, whose reach is its bytes). failed_dim may be NULL. */
+static inline int dlop_tensor_size(const dlop_tensor *t, int64_t element_size, int64_t *numel,
+                                   int32_t *failed_dim) {
+  const int64_t *shape = t->shape, *strides = t->strides;
+  int64_t product = 1, reach = 0, above = 0, step, span, total, high;
+  int32_t d, empty = 0, unknown = 0, bad = -2; /* -2: none */
+  if (failed_dim) *failed_dim = -1;
+  for (d = 0; d < t->ndim; d++) {
+    int64_t n = shape[d];
+    if (n > 1) {
+      if (dlop_mul_overflow(product, n, &product)) return DLOP_SIZE_TOO_MANY_ELEMENTS;
+      if (strides != NULL && bad == -2 &&
+          (dlop_mul_overflow(strides[d], element_size, &step) ||
+           dlop_mul_overflow(step, n, &span) || span == INT64_MIN ||
+           dlop_add_overflow(reach, span < 0 ? -span : span, &reach)))
+        bad = d;
+      else if (strides != NULL && bad == -2 && step > 0)
+        above += step * (n - 1); /* < |span| <= reach: fits */
+    } else if (n == 0) {
+      empty = 1;
+    } else if (n < 0) {
+      unknown = 1;
+    }
+  }
+  if (element_size > 0 && dlop_mul_overflow(product, element_size, &total))
+    return DLOP_SIZE_TOO_MANY_BYTES;
+  if (numel) *numel = empty ? 0 : unknown ? -1 : product;
+  if (empty || strides == NULL) return DLOP_SIZE_FITS;
+  /* dlop_strided_extent's last checks: the offset plus the reach, and one element past the
+   * highest byte reached */
+  if (bad == -2 && (t->byte_offset > (uint64_t)INT64_MAX ||
+                    dlop_add_overflow((int64_t)t->byte_offset, reach, &reach) ||
+                    dlop_add_overflow((int64_t)t->byte_offset, above, &high) ||
+                    dlop_add_overflow(high, element_size, &high)))
+    bad = -1;
+  if (bad == -2) return DLOP_SIZE_FITS;
+  if (failed_dim) *failed_dim = bad;
+  return DLOP_SIZE_STRIDES_TOO_FAR;
 }
 
 /* dlop_strided_extent's failure as a message: "<what>: shape (3, 2) with strides

@@ -123,21 +123,6 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
       }
     }
   }
-  /* each operand's reach over the broadcast shape, in bytes, before dims are merged (the merge
-   * compares stride * shape products, which this bounds) */
-  for (k = 0; k < operands && loop->numel > 0; k++) {
-    int64_t low, high;
-    int32_t failed_dim;
-    if (dlop_strided_extent(l->shape, l->strides[k], ndim, loop->element_size[k], 0, &low, &high,
-                            &failed_dim) != 0) {
-      char what[96];
-      if (k == 0) snprintf(what, sizeof what, "%s: output", op_name);
-      else snprintf(what, sizeof what, "%s: input %d broadcast", op_name, (int)(k - 1));
-      dlop_set_extent_error(error, error_size, what, l->shape, l->strides[k], ndim,
-                            loop->element_size[k], 0, failed_dim);
-      return DLOP_INVALID_ARGUMENT;
-    }
-  }
   if (loop->numel == 0) {
     l->ndim = 1;
     l->shape[0] = 0;
@@ -150,8 +135,11 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
   for (d = 0; d < ndim; d++) {
     int mergeable = kept > 0;
     if (l->shape[d] == 1) continue;
-    for (k = 0; k < operands && mergeable; k++)
-      mergeable = l->strides[k][kept - 1] == l->strides[k][d] * l->shape[d];
+    for (k = 0; k < operands && mergeable; k++) {
+      int64_t step; /* checked: strides may be anything until the reach check below */
+      mergeable = !dlop_mul_overflow(l->strides[k][d], l->shape[d], &step) &&
+                  l->strides[k][kept - 1] == step;
+    }
     if (mergeable) {
       l->shape[kept - 1] *= l->shape[d];
       for (k = 0; k < operands; k++) l->strides[k][kept - 1] = l->strides[k][d];
@@ -167,6 +155,21 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
     kept = 1;
   }
   l->ndim = kept;
+  /* each operand's reach over the collapsed layout, in bytes (one dim for a contiguous loop):
+   * it bounds every offset the cursor and the kernels compute, one step past a run included */
+  for (k = 0; k < operands; k++) {
+    int64_t low, high;
+    int32_t failed_dim;
+    if (dlop_strided_extent(l->shape, l->strides[k], kept, loop->element_size[k], 0, &low, &high,
+                            &failed_dim) != 0) {
+      char what[96];
+      if (k == 0) snprintf(what, sizeof what, "%s: output", op_name);
+      else snprintf(what, sizeof what, "%s: input %d broadcast", op_name, (int)(k - 1));
+      dlop_set_extent_error(error, error_size, what, l->shape, l->strides[k], kept,
+                            loop->element_size[k], 0, failed_dim);
+      return DLOP_INVALID_ARGUMENT;
+    }
+  }
   return DLOP_OK;
 }
 

@@ -85,15 +85,20 @@ static inline int dlop_check_tensors(const char *op_name, const char *role,
       }
     }
     {
-      int64_t numel, low, high;
+      int64_t numel = 0;
       int32_t failed_dim;
       char what[96];
       size_t element = dlop_dtype_size(dtype);
-      int size = dlop_shape_size(t->shape, t->ndim, (int64_t)element, &numel, NULL);
+      int size = dlop_tensor_size(t, (int64_t)element, &numel, &failed_dim);
       if (size != DLOP_SIZE_FITS) {
         snprintf(what, sizeof what, "%s: %s %d", op_name, role, (int)i);
-        dlop_set_size_error(error, error_size, what, size, t->shape, t->ndim, (int32_t)dtype);
-        return DLOP_SHAPE_ERROR;
+        if (size != DLOP_SIZE_STRIDES_TOO_FAR) {
+          dlop_set_size_error(error, error_size, what, size, t->shape, t->ndim, (int32_t)dtype);
+          return DLOP_SHAPE_ERROR;
+        }
+        dlop_set_extent_error(error, error_size, what, t->shape, t->strides, t->ndim,
+                              (int64_t)element, t->byte_offset, failed_dim);
+        return DLOP_INVALID_ARGUMENT;
       }
       if (t->data == NULL && numel > 0) {
         dlop_set_error(error, error_size, "%s: %s %d has NULL data", op_name, role, (int)i);
@@ -101,14 +106,6 @@ static inline int dlop_check_tensors(const char *op_name, const char *role,
       }
       /* Empty tensors are never dereferenced (frameworks give them arbitrary pointers). */
       if (numel == 0) continue;
-      if (t->strides != NULL &&
-          dlop_strided_extent(t->shape, t->strides, t->ndim, (int64_t)element, t->byte_offset,
-                              &low, &high, &failed_dim) != 0) {
-        snprintf(what, sizeof what, "%s: %s %d", op_name, role, (int)i);
-        dlop_set_extent_error(error, error_size, what, t->shape, t->strides, t->ndim,
-                              (int64_t)element, t->byte_offset, failed_dim);
-        return DLOP_INVALID_ARGUMENT;
-      }
       uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
       if (element > 1 && address % element != 0) {
         dlop_set_error(error, error_size,

@@ -123,51 +123,80 @@ static inline int dlop_contiguous_strides(const int64_t *shape, int32_t ndim, in
   return 0;
 }
 
+/* The reach of a strided layout: the sum, over its dims of size > 1, of |shape * stride| (in
+ * elements: one step past the last element along each dim, so a loop that moves a pointer to
+ * the end of a run stays in range; size-1 dims, whose strides frameworks set freely, are never
+ * stepped along and count nothing). A layout of that reach fits when
+ *   byte_offset + max(reach, 1) * element_size <= 2^63-1,
+ * which bounds every byte offset a kernel computes, and [low, high) below with it; real memory
+ * is far below that. This is the one step of a dim: *reach += |n * stride|, *biggest tracks the
+ * largest term (the dim blamed when only the bytes leave int64); 1 when it leaves int64. */
+static inline int dlop_reach_add(int64_t *reach, int64_t *biggest, int64_t n, int64_t stride) {
+  int64_t span;
+  if (dlop_mul_overflow(stride, n, &span) || span == INT64_MIN) return 1;
+  if (span < 0) span = -span;
+  if (span > *biggest) *biggest = span;
+  return dlop_add_overflow(*reach, span, reach);
+}
+
+/* The last step of the rule above: 0 when byte_offset + max(reach, 1) * element_size fits,
+ * else 1 (with *strides_at_fault 1 when reach * element_size alone leaves int64, 0 when it
+ * is the offset's doing). */
+static inline int dlop_reach_bytes_overflow(int64_t reach, int64_t element_size,
+                                            uint64_t byte_offset, int *strides_at_fault) {
+  int64_t bytes, end;
+  *strides_at_fault = 0;
+  if (dlop_mul_overflow(reach > 0 ? reach : 1, element_size, &bytes)) {
+    *strides_at_fault = 1;
+    return 1;
+  }
+  return byte_offset > (uint64_t)INT64_MAX || dlop_add_overflow((int64_t)byte_offset, bytes, &end);
+}
+
 /* The bytes [*low, *high), counted from the data pointer, that the elements of a strided
  * layout starting at byte_offset cover (strides in elements, any sign; *low == *high ==
- * byte_offset when a dim is 0). A layout fits when byte_offset plus the sum, over the dims of
- * size > 1, of |shape * stride| * element_size stays within int64: one step past the last
- * element along each dim, so a loop that moves a pointer to the end of a run stays in range
- * too (real memory is far below that; size-1 dims, whose strides frameworks set freely, are
- * never stepped along and count nothing). Returns 0 when it fits, else 1 with *failed_dim (may
- * be NULL) the dim whose step left int64, or -1 when only the offset or the sum did. One pass
- * over the dims: this runs on every call's path. */
+ * byte_offset when a dim is 0). Returns 0 when the layout fits the rule of dlop_reach_add,
+ * else 1 with *failed_dim (may be NULL) the dim whose term left int64 (or the largest term,
+ * when only the bytes did), or -1 when the offset is at fault. One pass over the dims. */
 static inline int dlop_strided_extent(const int64_t *shape, const int64_t *strides, int32_t ndim,
                                       int64_t element_size, uint64_t byte_offset, int64_t *low,
                                       int64_t *high, int32_t *failed_dim) {
-  int64_t below = 0, above = 0, reach = 0, offset, step, span;
-  int32_t d, bad = -2; /* -2: none yet */
+  int64_t below = 0, above = 0, reach = 0, biggest = 0, before;
+  int32_t d, bad = -2, biggest_dim = -1; /* bad -2: no dim failed */
+  int strides_at_fault;
   if (failed_dim) *failed_dim = -1;
   *low = *high = 0;
   for (d = 0; d < ndim; d++) {
-    if (shape[d] <= 1) {
-      if (shape[d] == 0) break; /* empty: nothing is reached, whatever came before */
+    int64_t n = shape[d];
+    if (n <= 1) {
+      if (n == 0) break; /* empty: nothing is reached, whatever came before */
       continue;
     }
     if (bad != -2) continue; /* keep looking for a zero dim only */
-    if (dlop_mul_overflow(strides[d], element_size, &step) ||
-        dlop_mul_overflow(step, shape[d], &span) || span == INT64_MIN ||
-        dlop_add_overflow(reach, span < 0 ? -span : span, &reach)) {
+    before = biggest;
+    if (dlop_reach_add(&reach, &biggest, n, strides[d])) {
       bad = d;
       continue;
     }
-    /* |step * (shape - 1)| < |span| <= reach: these fit */
-    if (step < 0) below += step * (shape[d] - 1);
-    else above += step * (shape[d] - 1);
+    if (biggest != before) biggest_dim = d;
+    /* |stride * (n - 1)| < |stride * n| <= reach: these fit */
+    if (strides[d] < 0) below += strides[d] * (n - 1);
+    else above += strides[d] * (n - 1);
   }
   if (byte_offset > (uint64_t)INT64_MAX) return 1;
-  offset = (int64_t)byte_offset;
   if (d < ndim) { /* stopped at a zero dim */
-    *low = *high = offset;
+    *low = *high = (int64_t)byte_offset;
     return 0;
   }
+  if (bad == -2 && dlop_reach_bytes_overflow(reach, element_size, byte_offset, &strides_at_fault))
+    bad = strides_at_fault ? biggest_dim : -1;
   if (bad != -2) {
     if (failed_dim) *failed_dim = bad;
     return 1;
   }
-  if (dlop_add_overflow(offset, reach, &reach) || dlop_add_overflow(offset, below, low) ||
-      dlop_add_overflow(offset, above, high) || dlop_add_overflow(*high, element_size, high))
-    return 1;
+  /* below * size >= -reach * size and (above + 1) * size <= max(reach, 1) * size: they fit */
+  *low = (int64_t)byte_offset + below * element_size;
+  *high = (int64_t)byte_offset + (above + 1) * element_size;
   return 0;
 }
 
@@ -182,37 +211,29 @@ enum { DLOP_SIZE_STRIDES_TOO_FAR = 3 }; /* the strides reach past int64 (dlop_st
 static inline int dlop_tensor_size(const dlop_tensor *t, int64_t element_size, int64_t *numel,
                                    int32_t *failed_dim) {
   const int64_t *shape = t->shape, *strides = t->strides;
-  int64_t product = 1, reach = 0, above = 0, step, span, total, high;
-  int32_t d, empty = 0, unknown = 0, bad = -2; /* -2: none */
+  int64_t product = 1, reach = 0, biggest = 0, before, total;
+  int32_t d, empty = 0, unknown = 0, bad = -2, biggest_dim = -1; /* bad -2: none */
+  int strides_at_fault;
   if (failed_dim) *failed_dim = -1;
   for (d = 0; d < t->ndim; d++) {
     int64_t n = shape[d];
-    if (n > 1) {
-      if (dlop_mul_overflow(product, n, &product)) return DLOP_SIZE_TOO_MANY_ELEMENTS;
-      if (strides != NULL && bad == -2 &&
-          (dlop_mul_overflow(strides[d], element_size, &step) ||
-           dlop_mul_overflow(step, n, &span) || span == INT64_MIN ||
-           dlop_add_overflow(reach, span < 0 ? -span : span, &reach)))
-        bad = d;
-      else if (strides != NULL && bad == -2 && step > 0)
-        above += step * (n - 1); /* < |span| <= reach: fits */
-    } else if (n == 0) {
-      empty = 1;
-    } else if (n < 0) {
-      unknown = 1;
+    if (n <= 1) {
+      if (n == 0) empty = 1;
+      else if (n < 0) unknown = 1;
+      continue;
     }
+    if (dlop_mul_overflow(product, n, &product)) return DLOP_SIZE_TOO_MANY_ELEMENTS;
+    if (strides == NULL || bad != -2) continue;
+    before = biggest;
+    if (dlop_reach_add(&reach, &biggest, n, strides[d])) bad = d;
+    else if (biggest != before) biggest_dim = d;
   }
   if (element_size > 0 && dlop_mul_overflow(product, element_size, &total))
     return DLOP_SIZE_TOO_MANY_BYTES;
   if (numel) *numel = empty ? 0 : unknown ? -1 : product;
   if (empty || strides == NULL) return DLOP_SIZE_FITS;
-  /* dlop_strided_extent's last checks: the offset plus the reach, and one element past the
-   * highest byte reached */
-  if (bad == -2 && (t->byte_offset > (uint64_t)INT64_MAX ||
-                    dlop_add_overflow((int64_t)t->byte_offset, reach, &reach) ||
-                    dlop_add_overflow((int64_t)t->byte_offset, above, &high) ||
-                    dlop_add_overflow(high, element_size, &high)))
-    bad = -1;
+  if (bad == -2 && dlop_reach_bytes_overflow(reach, element_size, t->byte_offset, &strides_at_fault))
+    bad = strides_at_fault ? biggest_dim : -1;
   if (bad == -2) return DLOP_SIZE_FITS;
   if (failed_dim) *failed_dim = bad;
   return DLOP_SIZE_STRIDES_TOO_FAR;

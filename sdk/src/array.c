@@ -111,11 +111,14 @@ static int check_shape(const char *what, int32_t ndim, const int64_t *shape, dlo
                        DLOP_MAX_NDIM);
   if (ndim > 0 && shape == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "%s: shape is NULL for ndim %d", what, (int)ndim);
-  for (int d = 0; d < ndim; d++)
-    if (shape[d] < 0)
-      return dlop__error(DLOP_SHAPE_ERROR, "%s: dimension %d is %lld (must be >= 0)", what, d,
-                         (long long)shape[d]);
+  /* one pass: a negative dim makes the count -1 (the size check counts it as 1) */
   int status = dlop__check_shape_size(what, shape, ndim, (int32_t)dtype, numel);
+  if (status != DLOP_OK || *numel < 0) { /* a negative dim is the first thing to name */
+    for (int d = 0; d < ndim; d++)
+      if (shape[d] < 0)
+        return dlop__error(DLOP_SHAPE_ERROR, "%s: dimension %d is %lld (must be >= 0)", what, d,
+                           (long long)shape[d]);
+  }
   if (status == DLOP_OK && bytes) *bytes = (size_t)*numel * dlop_dtype_size(dtype);
   return status;
 }

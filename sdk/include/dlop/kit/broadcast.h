@@ -46,11 +46,31 @@ static inline int dlop_broadcast_size_error(const int64_t *a, int32_t a_ndim, co
  * (checked_size.h; unknown dims count as 1), "broadcasting (4294967296, 1) with
  * (1, 4294967296) gives shape (4294967296, 4294967296), which has more than 2^63-1 elements".
  * out may alias neither input. */
+static inline int dlop_broadcast_dims(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                      int32_t b_ndim, int64_t *out, int32_t *out_ndim,
+                                      char *error, size_t error_size);
+
 static inline int dlop_broadcast_shapes(const int64_t *a, int32_t a_ndim, const int64_t *b,
                                         int32_t b_ndim, int64_t *out, int32_t *out_ndim,
                                         char *error, size_t error_size) {
+  int32_t ndim = 0;
+  int result, status = dlop_broadcast_dims(a, a_ndim, b, b_ndim, out, &ndim, error, error_size);
+  if (status != DLOP_OK) return status;
+  result = dlop_shape_size(out, ndim, 0, NULL, NULL);
+  if (result != DLOP_SIZE_FITS)
+    return dlop_broadcast_size_error(a, a_ndim, b, b_ndim, out, ndim, result, -1, error,
+                                     error_size);
+  *out_ndim = ndim;
+  return DLOP_OK;
+}
+
+/* dlop_broadcast_shapes without the size check: for comparing with a shape that is checked
+ * anyway (a run's output, which dlop_check_tensors checks), where the broadcast itself is
+ * never multiplied out. */
+static inline int dlop_broadcast_dims(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                      int32_t b_ndim, int64_t *out, int32_t *out_ndim,
+                                      char *error, size_t error_size) {
   int32_t ndim = a_ndim > b_ndim ? a_ndim : b_ndim, i;
-  int result;
   if (a_ndim < 0 || b_ndim < 0 || ndim > DLOP_MAX_NDIM) {
     dlop_set_error(error, error_size, "cannot broadcast shapes of rank %d and %d (at most %d dims)",
                    (int)a_ndim, (int)b_ndim, DLOP_MAX_NDIM);
@@ -74,10 +94,6 @@ static inline int dlop_broadcast_shapes(const int64_t *a, int32_t a_ndim, const 
     }
     out[i] = d;
   }
-  result = dlop_shape_size(out, ndim, 0, NULL, NULL);
-  if (result != DLOP_SIZE_FITS)
-    return dlop_broadcast_size_error(a, a_ndim, b, b_ndim, out, ndim, result, -1, error,
-                                     error_size);
   *out_ndim = ndim;
   return DLOP_OK;
 }
@@ -104,7 +120,8 @@ static inline int dlop_broadcast_types(const dlop_type *a, const dlop_type *b, d
 
 /* A run's check that output has exactly the NumPy broadcast shape of the inputs' shapes (one
  * input: its shape). DLOP_SHAPE_ERROR with "add: output shape (4,) differs from the inputs'
- * broadcast shape (3,)", or dlop_broadcast_shapes' error when the inputs do not broadcast. */
+ * broadcast shape (3,)", or dlop_broadcast_dims' error when the inputs do not broadcast. The
+ * output's size is not checked here: dlop_check_tensors checks it (and every input's). */
 static inline int dlop_check_broadcast_output(const char *op_name, const dlop_tensor *inputs,
                                               int32_t num_inputs, const dlop_tensor *output,
                                               char *error, size_t error_size) {
@@ -113,8 +130,9 @@ static inline int dlop_check_broadcast_output(const char *op_name, const dlop_te
   const int64_t *shape = inputs[0].shape;
   int32_t ndim = inputs[0].ndim, i;
   for (i = 1; i < num_inputs; i++) {
-    int status = dlop_broadcast_shapes(shape, ndim, inputs[i].shape, inputs[i].ndim, folded[i & 1],
-                                       &ndim, error, error_size);
+    /* only compared with the output below: its size is dlop_check_tensors' to check */
+    int status = dlop_broadcast_dims(shape, ndim, inputs[i].shape, inputs[i].ndim, folded[i & 1],
+                                     &ndim, error, error_size);
     if (status != DLOP_OK) return status;
     shape = folded[i & 1];
   }

@@ -129,14 +129,29 @@ static inline int dlop_contiguous_strides(const int64_t *shape, int32_t ndim, in
  * stepped along and count nothing). A layout of that reach fits when
  *   byte_offset + max(reach, 1) * element_size <= 2^63-1,
  * which bounds every byte offset a kernel computes, and [low, high) below with it; real memory
- * is far below that. This is the one step of a dim: *reach += |n * stride|, *biggest tracks the
- * largest term (the dim blamed when only the bytes leave int64); 1 when it leaves int64. */
-static inline int dlop_reach_add(int64_t *reach, int64_t *biggest, int64_t n, int64_t stride) {
+ * is far below that. This is the one step of a dim: *reach += |n * stride|; 1 when it leaves
+ * int64. */
+static inline int dlop_reach_add(int64_t *reach, int64_t n, int64_t stride) {
   int64_t span;
   if (dlop_mul_overflow(stride, n, &span) || span == INT64_MIN) return 1;
-  if (span < 0) span = -span;
-  if (span > *biggest) *biggest = span;
-  return dlop_add_overflow(*reach, span, reach);
+  return dlop_add_overflow(*reach, span < 0 ? -span : span, reach);
+}
+
+/* The dim blamed when only a layout's bytes leave int64: the one of the largest term (-1 when
+ * every term is 0). Only on the failure path. */
+static inline int32_t dlop_reach_largest_dim(const int64_t *shape, const int64_t *strides,
+                                             int32_t ndim) {
+  int64_t largest = 0, term;
+  int32_t d, dim = -1;
+  for (d = 0; d < ndim; d++) {
+    if (shape[d] <= 1) continue;
+    term = 0;
+    if (dlop_reach_add(&term, shape[d], strides[d]) || term > largest) {
+      largest = term;
+      dim = d;
+    }
+  }
+  return dim;
 }
 
 /* The last step of the rule above: 0 when byte_offset + max(reach, 1) * element_size fits,
@@ -161,8 +176,8 @@ static inline int dlop_reach_bytes_overflow(int64_t reach, int64_t element_size,
 static inline int dlop_strided_extent(const int64_t *shape, const int64_t *strides, int32_t ndim,
                                       int64_t element_size, uint64_t byte_offset, int64_t *low,
                                       int64_t *high, int32_t *failed_dim) {
-  int64_t below = 0, above = 0, reach = 0, biggest = 0, before;
-  int32_t d, bad = -2, biggest_dim = -1; /* bad -2: no dim failed */
+  int64_t below = 0, above = 0, reach = 0;
+  int32_t d, bad = -2; /* -2: no dim failed */
   int strides_at_fault;
   if (failed_dim) *failed_dim = -1;
   *low = *high = 0;
@@ -173,12 +188,10 @@ static inline int dlop_strided_extent(const int64_t *shape, const int64_t *strid
       continue;
     }
     if (bad != -2) continue; /* keep looking for a zero dim only */
-    before = biggest;
-    if (dlop_reach_add(&reach, &biggest, n, strides[d])) {
+    if (dlop_reach_add(&reach, n, strides[d])) {
       bad = d;
       continue;
     }
-    if (biggest != before) biggest_dim = d;
     /* |stride * (n - 1)| < |stride * n| <= reach: these fit */
     if (strides[d] < 0) below += strides[d] * (n - 1);
     else above += strides[d] * (n - 1);
@@ -189,7 +202,7 @@ static inline int dlop_strided_extent(const int64_t *shape, const int64_t *strid
     return 0;
   }
   if (bad == -2 && dlop_reach_bytes_overflow(reach, element_size, byte_offset, &strides_at_fault))
-    bad = strides_at_fault ? biggest_dim : -1;
+    bad = strides_at_fault ? dlop_reach_largest_dim(shape, strides, ndim) : -1;
   if (bad != -2) {
     if (failed_dim) *failed_dim = bad;
     return 1;
@@ -211,8 +224,8 @@ enum { DLOP_SIZE_STRIDES_TOO_FAR = 3 }; /* the strides reach past int64 (dlop_st
 static inline int dlop_tensor_size(const dlop_tensor *t, int64_t element_size, int64_t *numel,
                                    int32_t *failed_dim) {
   const int64_t *shape = t->shape, *strides = t->strides;
-  int64_t product = 1, reach = 0, biggest = 0, before, total;
-  int32_t d, empty = 0, unknown = 0, bad = -2, biggest_dim = -1; /* bad -2: none */
+  int64_t product = 1, reach = 0, total;
+  int32_t d, empty = 0, unknown = 0, bad = -2; /* bad -2: none */
   int strides_at_fault;
   if (failed_dim) *failed_dim = -1;
   for (d = 0; d < t->ndim; d++) {
@@ -223,17 +236,14 @@ static inline int dlop_tensor_size(const dlop_tensor *t, int64_t element_size, i
       continue;
     }
     if (dlop_mul_overflow(product, n, &product)) return DLOP_SIZE_TOO_MANY_ELEMENTS;
-    if (strides == NULL || bad != -2) continue;
-    before = biggest;
-    if (dlop_reach_add(&reach, &biggest, n, strides[d])) bad = d;
-    else if (biggest != before) biggest_dim = d;
+    if (strides != NULL && bad == -2 && dlop_reach_add(&reach, n, strides[d])) bad = d;
   }
   if (element_size > 0 && dlop_mul_overflow(product, element_size, &total))
     return DLOP_SIZE_TOO_MANY_BYTES;
   if (numel) *numel = empty ? 0 : unknown ? -1 : product;
   if (empty || strides == NULL) return DLOP_SIZE_FITS;
   if (bad == -2 && dlop_reach_bytes_overflow(reach, element_size, t->byte_offset, &strides_at_fault))
-    bad = strides_at_fault ? biggest_dim : -1;
+    bad = strides_at_fault ? dlop_reach_largest_dim(shape, strides, t->ndim) : -1;
   if (bad == -2) return DLOP_SIZE_FITS;
   if (failed_dim) *failed_dim = bad;
   return DLOP_SIZE_STRIDES_TOO_FAR;

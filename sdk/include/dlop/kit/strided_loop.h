@@ -54,9 +54,25 @@ typedef struct dlop_strided_loop {
  * shape breaks checked_size.h's rule; DLOP_INVALID_ARGUMENT when an operand's strides reach
  * beyond int64 in bytes. After it every offset the cursor and the kernels compute (an index
  * times a stride times an element size, one step past a run's end included) fits in int64. */
+static inline int dlop_strided_loop_setup(dlop_strided_loop *loop, const dlop_tensor *output,
+                                          const dlop_tensor *inputs, int32_t num_inputs,
+                                          int tensors_checked, const char *op_name, char *error,
+                                          size_t error_size);
+
 static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_tensor *output,
                                          const dlop_tensor *inputs, int32_t num_inputs,
                                          const char *op_name, char *error, size_t error_size) {
+  return dlop_strided_loop_setup(loop, output, inputs, num_inputs, 0, op_name, error, error_size);
+}
+
+/* dlop_strided_loop_init for tensors that passed dlop_check_tensors (tensors_checked 1): the
+ * size and reach checks that one made already are not made again (a collapsed loop's reach is
+ * at most each operand's own), which is what the elementwise thunk's run does. With 0 it is
+ * dlop_strided_loop_init. */
+static inline int dlop_strided_loop_setup(dlop_strided_loop *loop, const dlop_tensor *output,
+                                          const dlop_tensor *inputs, int32_t num_inputs,
+                                          int tensors_checked, const char *op_name, char *error,
+                                          size_t error_size) {
   dlop_nd_offsets *l = &loop->layout;
   int32_t ndim = output->ndim, operands = num_inputs + 1, k, d, kept;
   /* No memset of the whole loop (~700 bytes, a visible part of a small call): every field a
@@ -68,7 +84,9 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
   }
   l->num_operands = operands;
   for (d = 0; d < ndim; d++) l->shape[d] = output->shape[d];
-  {
+  if (tensors_checked) {
+    loop->numel = dlop_tensor_numel(output); /* checked: it fits */
+  } else {
     char what[96], so[DLOP_MAX_NDIM * 22 + 4];
     int size = dlop_shape_size(output->shape, ndim, 0, &loop->numel, NULL);
     if (size == DLOP_SIZE_FITS && loop->numel < 0) {
@@ -103,13 +121,15 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
       }
       stride = t->strides ? t->strides[j] : contiguous;
       /* an input's own shape may break the rule (the output's fits) */
-      if (t->strides == NULL && j > 0 && dlop_mul_overflow(contiguous, t->shape[j], &contiguous)) {
+      if (t->strides == NULL && j > 0 && !tensors_checked &&
+          dlop_mul_overflow(contiguous, t->shape[j], &contiguous)) {
         char st[DLOP_MAX_NDIM * 22 + 4];
         dlop_set_error(error, error_size, "%s: input %d of shape %s has more than "
                        DLOP_SIZE_LIMIT_TEXT " elements", op_name, (int)(k - 1),
                        dlop_format_shape(t->shape, t->ndim, st, sizeof st));
         return DLOP_SHAPE_ERROR;
       }
+      if (t->strides == NULL && tensors_checked) contiguous *= t->shape[j];
       if (t->shape[j] == l->shape[d]) {
         l->strides[k][d] = l->shape[d] == 1 ? 0 : stride;
       } else if (t->shape[j] == 1 && k > 0) {
@@ -157,7 +177,7 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
   l->ndim = kept;
   /* each operand's reach over the collapsed layout, in bytes (one dim for a contiguous loop):
    * it bounds every offset the cursor and the kernels compute, one step past a run included */
-  for (k = 0; k < operands; k++) {
+  for (k = 0; k < operands && !tensors_checked; k++) {
     int64_t low, high;
     int32_t failed_dim;
     if (dlop_strided_extent(l->shape, l->strides[k], kept, loop->element_size[k], 0, &low, &high,

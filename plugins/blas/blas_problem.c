@@ -6,13 +6,12 @@
 
 #include "blas_plugin.h"
 
-/* The tensor's strides in elements (C-contiguous ones when it has none). */
-static void strides_of(const dlop_tensor *t, int64_t *strides) {
-  int64_t contiguous = 1;
-  for (int32_t d = t->ndim - 1; d >= 0; d--) {
-    strides[d] = t->strides ? t->strides[d] : contiguous;
-    contiguous *= t->shape[d];
-  }
+/* The tensor's strides in elements (C-contiguous ones when it has none); 1 when its shape
+ * breaks checked_size.h's rule (which the run's dlop_check_tensors refused already). */
+static int strides_of(const dlop_tensor *t, int64_t *strides) {
+  if (t->strides == NULL) return dlop_contiguous_strides(t->shape, t->ndim, strides);
+  for (int32_t d = 0; d < t->ndim; d++) strides[d] = t->strides[d];
+  return 0;
 }
 
 /* The matrix of a or b: its last two dims, or a 1-D operand promoted to (1, k) for a (row)
@@ -55,9 +54,11 @@ int blas_problem_init(blas_problem *p, blas_op_kind kind, const blas_params *par
   int64_t sa[DLOP_MAX_NDIM], sb[DLOP_MAX_NDIM], sc[DLOP_MAX_NDIM];
   memset(p, 0, sizeof *p);
   p->dtype = dlop_tensor_dtype(a);
-  strides_of(a, sa);
-  strides_of(b, sb);
-  strides_of(out, sc);
+  if (strides_of(a, sa) || strides_of(b, sb) || strides_of(out, sc)) {
+    dlop_set_error(error, error_size, "%s: an operand's shape has more than "
+                   DLOP_SIZE_LIMIT_TEXT " elements", op_name);
+    return DLOP_SHAPE_ERROR;
+  }
   matrix_of(a, sa, 1, &p->matrix[BLAS_A]);
   matrix_of(b, sb, 0, &p->matrix[BLAS_B]);
   if (kind == BLAS_GEMM) {
@@ -92,10 +93,15 @@ int blas_problem_init(blas_problem *p, blas_op_kind kind, const blas_params *par
                    (long long)p->m, (long long)p->n);
     return DLOP_SHAPE_ERROR;
   }
-  p->batch_count = 1;
-  for (int32_t d = 0; d < p->batch_ndim; d++) {
-    p->batch_shape[d] = out->shape[d];
-    p->batch_count *= out->shape[d];
+  /* broadcast batch dims of zero-stride operands can multiply past int64 (2^32 x 2^32) */
+  for (int32_t d = 0; d < p->batch_ndim; d++) p->batch_shape[d] = out->shape[d];
+  if (dlop_shape_size(p->batch_shape, p->batch_ndim, 0, &p->batch_count, NULL) != DLOP_SIZE_FITS ||
+      p->batch_count < 0) {
+    char text[DLOP_MAX_NDIM * 22 + 4];
+    dlop_set_error(error, error_size, "%s: the batch dims %s of the output have more than "
+                   DLOP_SIZE_LIMIT_TEXT " elements", op_name,
+                   dlop_format_shape(p->batch_shape, p->batch_ndim, text, sizeof text));
+    return DLOP_SHAPE_ERROR;
   }
   batch_strides_of(p, BLAS_A, a, sa, a->ndim > 2 ? a->ndim - 2 : 0);
   batch_strides_of(p, BLAS_B, b, sb, b->ndim > 2 ? b->ndim - 2 : 0);
@@ -150,8 +156,11 @@ void blas_problem_collapse_batch(blas_problem *p) {
   for (int32_t d = 0; d < p->batch_ndim; d++) {
     int mergeable = kept > 0;
     if (p->batch_shape[d] == 1) continue;
-    for (int32_t k = 0; k < BLAS_OPERANDS && mergeable; k++)
-      mergeable = p->batch_stride[k][kept - 1] == p->batch_stride[k][d] * p->batch_shape[d];
+    for (int32_t k = 0; k < BLAS_OPERANDS && mergeable; k++) {
+      int64_t step;
+      mergeable = !dlop_mul_overflow(p->batch_stride[k][d], p->batch_shape[d], &step) &&
+                  p->batch_stride[k][kept - 1] == step;
+    }
     if (mergeable) {
       p->batch_shape[kept - 1] *= p->batch_shape[d];
       for (int32_t k = 0; k < BLAS_OPERANDS; k++) p->batch_stride[k][kept - 1] = p->batch_stride[k][d];

@@ -38,18 +38,24 @@ static void scratch_release(const blas_thunk_state *s, const dlop_run_args *args
 static int contiguous_like(const blas_thunk_state *s, const dlop_run_args *args,
                            run_scratch *scratch, const dlop_tensor *src, dlop_tensor *dst,
                            int64_t *shape, int64_t *strides) {
-  size_t bytes = (size_t)dlop_tensor_numel(src) * dlop_dtype_size(dlop_tensor_dtype(src));
-  int64_t contiguous = 1;
-  *dst = *src;
-  for (int32_t d = src->ndim - 1; d >= 0; d--) {
-    shape[d] = src->shape[d];
-    strides[d] = contiguous;
-    contiguous *= src->shape[d];
+  int64_t bytes;
+  /* src passed dlop_check_tensors, so its size fits; a broadcast operand's copy may still be
+   * far larger than its memory, which the allocation then refuses */
+  if (dlop_shape_size(src->shape, src->ndim, (int64_t)dlop_dtype_size(dlop_tensor_dtype(src)),
+                      NULL, &bytes) != DLOP_SIZE_FITS ||
+      dlop_contiguous_strides(src->shape, src->ndim, strides)) {
+    char text[DLOP_MAX_NDIM * 22 + 4];
+    dlop_set_error(args->error, args->error_size, "%s: a contiguous copy of shape %s has more "
+                   "than " DLOP_SIZE_LIMIT_TEXT " bytes", s->info->name,
+                   dlop_format_shape(src->shape, src->ndim, text, sizeof text));
+    return DLOP_SHAPE_ERROR;
   }
+  *dst = *src;
+  for (int32_t d = 0; d < src->ndim; d++) shape[d] = src->shape[d];
   dst->shape = shape;
   dst->strides = strides;
   dst->byte_offset = 0;
-  return scratch_alloc(s, args, scratch, bytes, &dst->data);
+  return scratch_alloc(s, args, scratch, (size_t)bytes, &dst->data);
 }
 
 /* True when x and y are the same elements in the same layout (gemm's c handed as the output). */
@@ -178,10 +184,16 @@ static int run_problem(const blas_thunk_state *s, const dlop_run_args *args, run
     /* an empty sum: out = beta * c (matmul: 0). BLAS is asked for alpha * Z1 @ Z2 + beta * C
      * with zero matrices Z1 (m x 1), Z2 (1 x n), which every BLAS handles alike. */
     size_t element = dlop_dtype_size(p.dtype);
+    int64_t zero_bytes;
     void *zeros;
-    status = scratch_alloc(s, args, scratch, (size_t)(p.m + p.n) * element, &zeros);
-    if (status == DLOP_OK)
-      status = s->backend->zero(s, args, zeros, (size_t)(p.m + p.n) * element);
+    if (dlop_add_overflow(p.m, p.n, &zero_bytes) ||
+        dlop_mul_overflow(zero_bytes, (int64_t)element, &zero_bytes)) {
+      dlop_set_error(args->error, args->error_size, "%s: %lld + %lld zeros have more than "
+                     DLOP_SIZE_LIMIT_TEXT " bytes", name, (long long)p.m, (long long)p.n);
+      return DLOP_SHAPE_ERROR;
+    }
+    status = scratch_alloc(s, args, scratch, (size_t)zero_bytes, &zeros);
+    if (status == DLOP_OK) status = s->backend->zero(s, args, zeros, (size_t)zero_bytes);
     if (status != DLOP_OK) return status;
     p.k = 1;
     p.matrix[BLAS_A] = (blas_matrix){p.m, 1, 1, 1};

@@ -380,7 +380,11 @@ int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_la
   c.out_size = dlop_dtype_size(c.out_dtype);
   c.input = (const char *)input;
   c.output = (char *)output;
-  c.chunks = layout->count > 0 ? (layout->count + REDUCE_CPU_CHUNK - 1) / REDUCE_CPU_CHUNK : 1;
+  /* rounded up without count + REDUCE_CPU_CHUNK - 1, which a zero-stride view of 2^63-1
+   * elements would take past int64 */
+  c.chunks = layout->count > 0
+                 ? layout->count / REDUCE_CPU_CHUNK + (layout->count % REDUCE_CPU_CHUNK != 0)
+                 : 1;
   if (layout->outputs <= 0) return DLOP_OK;
   /* Few outputs and long reductions: split the reductions too. The partials are combined in
    * chunk order, exactly as reduce_output does, so both paths give the same bits. */

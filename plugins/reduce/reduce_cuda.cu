@@ -179,13 +179,15 @@ __device__ void block_body(const T *in, void *out, void *partials, const reduce_
   typedef typename acc_of<T>::type A;
   const int64_t items = l.outputs * parts;
   /* slices a multiple of 8 elements long, so a slice starts aligned when the tensor does */
-  int64_t slice = (l.count + parts - 1) / parts;
-  slice = (slice + 7) / 8 * 8;
+  /* without count + parts - 1, which a count near 2^63 would take past int64; one part
+   * needs no alignment, and with more each slice is at most half the count plus 7 */
+  int64_t slice = l.count / parts + (l.count % parts != 0);
+  if (parts > 1) slice = (slice + 7) / 8 * 8;
   const bool contiguous = reduced_contiguous(l);
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int64_t m = item / parts, p = item - m * parts;
     const int64_t begin = p * slice < l.count ? p * slice : l.count;
-    const int64_t end = begin + slice < l.count ? begin + slice : l.count;
+    const int64_t end = slice < l.count - begin ? begin + slice : l.count;
     int64_t in_offset, out_offset;
     kept_offsets(l, m, &in_offset, &out_offset);
     const T *x = in + in_offset;

@@ -45,6 +45,7 @@ static inline uint32_t reduce_cuda_blocks(int64_t items, uint32_t max_blocks) {
 
 static inline void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
                                          uint32_t max_blocks) {
+  /* counts up to 2^63-1 (a zero-stride view): rounded up by division, never by adding */
   const int64_t m = l->outputs, r = l->count;
   const int warps = REDUCE_CUDA_BLOCK / 32;
   plan->parts = 1;
@@ -52,14 +53,14 @@ static inline void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_la
   if (l->kept_in_strides[l->kept_ndim - 1] == 1 && l->reduced_strides[l->reduced_ndim - 1] != 1 &&
       m >= REDUCE_CUDA_COLUMNS_MIN_OUTPUTS) {
     plan->kind = REDUCE_CUDA_COLUMNS_KERNEL;
-    plan->blocks = reduce_cuda_blocks((m + REDUCE_CUDA_BLOCK - 1) / REDUCE_CUDA_BLOCK, max_blocks);
+    plan->blocks = reduce_cuda_blocks(m / REDUCE_CUDA_BLOCK + (m % REDUCE_CUDA_BLOCK != 0), max_blocks);
   } else if (r <= REDUCE_CUDA_ROWS_MAX_COUNT) {
     plan->kind = REDUCE_CUDA_ROWS_KERNEL;
-    plan->blocks = reduce_cuda_blocks((m + warps - 1) / warps, max_blocks);
+    plan->blocks = reduce_cuda_blocks(m / warps + (m % warps != 0), max_blocks);
   } else {
     plan->kind = REDUCE_CUDA_BLOCK_KERNEL;
     if (m < REDUCE_CUDA_MAX_PARTIALS / 2) {
-      int64_t parts = (r + REDUCE_CUDA_MIN_PART - 1) / REDUCE_CUDA_MIN_PART;
+      int64_t parts = r / REDUCE_CUDA_MIN_PART + (r % REDUCE_CUDA_MIN_PART != 0);
       int64_t most = REDUCE_CUDA_MAX_PARTIALS / m;
       plan->parts = parts < most ? parts : most;
       if (plan->parts < 1) plan->parts = 1;

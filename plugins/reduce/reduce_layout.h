@@ -5,6 +5,7 @@
 #ifndef DLOP_REDUCE_LAYOUT_H
 #define DLOP_REDUCE_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <dlop/tensor.h>
@@ -32,9 +33,11 @@ typedef struct reduce_layout {
  * the input). The output has the input's kept dims (and size-1 dims where keepdims kept the
  * reduced ones); its strides may be anything. Size-1 dims are dropped; reduced dims are
  * ordered by decreasing |stride| so the innermost run is the densest; adjacent dims that
- * step as one run are merged. The layout depends only on shapes and strides. */
-void reduce_layout_init(reduce_layout *layout, const dlop_tensor *input, const dlop_tensor *output,
-                        uint32_t mask);
+ * step as one run are merged. The layout depends only on shapes and strides. DLOP_OK, or
+ * DLOP_SHAPE_ERROR with a message when the input's shape has more than 2^63-1 elements (a
+ * run's dlop_check_tensors refuses that first). */
+int reduce_layout_init(reduce_layout *layout, const dlop_tensor *input, const dlop_tensor *output,
+                       uint32_t mask, const char *op_name, char *error, size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -58,8 +58,8 @@ static int reduce_prepare(const reduce_state *s, const dlop_run_args *args, redu
                    dlop_format_shape(args->inputs[0].shape, args->inputs[0].ndim, in, sizeof in));
     return DLOP_SHAPE_ERROR;
   }
-  reduce_layout_init(layout, &args->inputs[0], &args->outputs[0], s->params.mask);
-  return DLOP_OK;
+  return reduce_layout_init(layout, &args->inputs[0], &args->outputs[0], s->params.mask, name,
+                            args->error, args->error_size);
 }
 
 static const void *tensor_base(const dlop_tensor *t) {

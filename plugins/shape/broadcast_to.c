@@ -41,6 +41,14 @@ static int broadcast_rule(const dlop_param_value *target, const dlop_type *x, in
                    (int)d, (long long)have, (long long)want);
     return DLOP_SHAPE_ERROR;
   }
+  /* a target no array can have: refused while the graph is built, not wrapped at run time */
+  int size = dlop_shape_size(target->u.ints, target->count,
+                             (int64_t)dlop_dtype_size((dlop_dtype)x->dtype), NULL, NULL);
+  if (size != DLOP_SIZE_FITS) {
+    dlop_set_size_error(error, error_size, "broadcast_to", size, target->u.ints, target->count,
+                        x->dtype);
+    return DLOP_SHAPE_ERROR;
+  }
   if (out)
     for (int32_t i = 0; i < target->count; i++) out[i] = target->u.ints[i];
   return DLOP_OK;

@@ -31,15 +31,27 @@ static int reshape_rule(const dlop_param_value *target, const dlop_type *x, int6
                      dim == -1 ? "more than one -1" : "a negative size");
       return DLOP_TYPE_ERROR;
     }
-    if (__builtin_mul_overflow(product, dim, &product)) {
-      dlop_set_error(error, error_size, "reshape: shape %s has more than 2^63 elements",
-                     dlop_format_ints(target->u.ints, target->count, text, sizeof text));
+  }
+  {
+    /* the target's sizes (the -1 counts as 1: whatever it becomes cannot make it fit), then
+     * their product, which therefore fits (a zero among them makes it 0) */
+    int size = dlop_shape_size(target->u.ints, target->count,
+                               (int64_t)dlop_dtype_size((dlop_dtype)x->dtype), NULL, NULL);
+    if (size != DLOP_SIZE_FITS) {
+      dlop_set_size_error(error, error_size, "reshape", size, target->u.ints, target->count,
+                          x->dtype);
       return DLOP_SHAPE_ERROR;
     }
+    for (int32_t i = 0; i < target->count; i++)
+      if (i != inferred) product *= target->u.ints[i];
   }
-  for (int32_t d = 0; d < x->ndim; d++) {
+  for (int32_t d = 0; d < x->ndim; d++)
     if (x->shape[d] == DLOP_DIM_UNKNOWN) known = 0;
-    else numel *= x->shape[d];
+  if (known && dlop_shape_size(x->shape, x->ndim, 0, &numel, NULL) != DLOP_SIZE_FITS) {
+    dlop_set_error(error, error_size, "reshape: input shape %s has more than "
+                   DLOP_SIZE_LIMIT_TEXT " elements",
+                   dlop_format_shape(x->shape, x->ndim, shape, sizeof shape));
+    return DLOP_SHAPE_ERROR;
   }
   for (int32_t i = 0; i < target->count; i++) out[i] = target->u.ints[i];
   if (!known) {

@@ -101,7 +101,8 @@ def _check_dtype(dtype: Any) -> str:
     return name
 
 
-def _check_shape(shape: Iterable[int | None], ndim: int | None, what: str) -> tuple:
+def _check_shape(shape: Iterable[int | None], ndim: int | None, what: str, name: str,
+                 dtype: str) -> tuple:
     shape = tuple(shape)
     if ndim is not None and len(shape) != ndim:
         raise _errors.make(_C.ShapeError, "DLOP_SHAPE_ERROR",
@@ -110,30 +111,40 @@ def _check_shape(shape: Iterable[int | None], ndim: int | None, what: str) -> tu
         if dim is not None and (not isinstance(dim, int) or dim < 0):
             raise _errors.make(_C.ShapeError, "DLOP_SHAPE_ERROR",
                                f"{what}: dimension {dim!r} in {shape} is not a size >= 0 or None")
+    # A shape no array can have (more than 2^63-1 elements or bytes; None counts as 1) is
+    # refused here, where the Variable is made, by the C check every layer uses.
+    _C.check_shape(f"{what} '{name}'", dtype, shape)
     return shape
+
+
+def _input(name: str | None, prefix: str, dtype: Any, shape: Sequence[int | None],
+           ndim: int | None, what: str) -> Variable:
+    name = name or _default_name(prefix)
+    dtype = _check_dtype(dtype)
+    return Variable(name, dtype, _check_shape(shape, ndim, what, name, dtype))
 
 
 def tensor(name: str | None = None, dtype: Any = "float32",
            shape: Sequence[int | None] = ()) -> Variable:
     """A graph input of any rank: ``shape`` has a size or None (unknown) per dimension."""
-    return Variable(name or _default_name("t"), _check_dtype(dtype), _check_shape(shape, None, "tensor"))
+    return _input(name, "t", dtype, shape, None, "tensor")
 
 
 def scalar(name: str | None = None, dtype: Any = "float32", shape: Sequence[int] = ()) -> Variable:
     """A 0-d graph input."""
-    return Variable(name or _default_name("s"), _check_dtype(dtype), _check_shape(shape, 0, "scalar"))
+    return _input(name, "s", dtype, shape, 0, "scalar")
 
 
 def vector(name: str | None = None, dtype: Any = "float32",
            shape: Sequence[int | None] = (None,)) -> Variable:
     """A 1-d graph input (its length unknown unless ``shape`` says it)."""
-    return Variable(name or _default_name("v"), _check_dtype(dtype), _check_shape(shape, 1, "vector"))
+    return _input(name, "v", dtype, shape, 1, "vector")
 
 
 def matrix(name: str | None = None, dtype: Any = "float32",
            shape: Sequence[int | None] = (None, None)) -> Variable:
     """A 2-d graph input."""
-    return Variable(name or _default_name("m"), _check_dtype(dtype), _check_shape(shape, 2, "matrix"))
+    return _input(name, "m", dtype, shape, 2, "matrix")
 
 
 def _build(graph: Any, outputs: list[Variable], inputs: list[Variable]) -> dict[int, int]:

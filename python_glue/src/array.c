@@ -119,10 +119,11 @@ static PyObject *array_get_strides(PyObject *self, void *closure) {
   const dlop_tensor *t = tensor_of(self);
   PyObject *strides = PyTuple_New(t->ndim);
   if (strides == NULL) return NULL;
-  int64_t expected = 1;
+  int64_t contiguous[DLOP_MAX_NDIM];
+  /* libdlop's arrays obey checked_size.h's rule, so C-contiguous strides fit */
+  (void)dlop_contiguous_strides(t->shape, t->ndim, contiguous);
   for (int32_t i = t->ndim - 1; i >= 0; i--) {
-    int64_t stride = t->strides ? t->strides[i] : expected;
-    expected *= t->shape[i];
+    int64_t stride = t->strides ? t->strides[i] : contiguous[i];
     PyObject *value = PyLong_FromLongLong(stride);
     if (value == NULL || PyTuple_SetItem(strides, i, value) < 0) {
       Py_DECREF(strides);
@@ -188,11 +189,25 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     return -1;
   }
   size_t item = dlop_dtype_size(dtype);
-  int64_t expected = 1;
+  /* len is numel * itemsize even for a zero-stride view (the buffer protocol's rule, and
+   * NumPy's): it and the strides in bytes must fit Py_ssize_t. libdlop's arrays obey
+   * checked_size.h, so this refuses nothing they can hold; it is the one check on this path. */
+  int64_t numel, bytes, low, high, c_strides[DLOP_MAX_NDIM];
+  int size = dlop_shape_size(t->shape, t->ndim, (int64_t)item, &numel, &bytes);
+  if (size != DLOP_SIZE_FITS ||
+      (t->strides == NULL && dlop_contiguous_strides(t->shape, t->ndim, c_strides)) ||
+      (t->strides != NULL && numel > 0 &&
+       dlop_strided_extent(t->shape, t->strides, t->ndim, (int64_t)item, 0, &low, &high, NULL))) {
+    char what[512];
+    PyMem_Free(dims);
+    dlop_set_size_error(what, sizeof what, NULL, size == DLOP_SIZE_FITS ? DLOP_SIZE_TOO_MANY_BYTES : size,
+                        t->shape, t->ndim, (int32_t)dtype);
+    dlop_py_raisef(state, DLOP_SHAPE_ERROR, "a buffer of this dlop.Array: %s", what);
+    return -1;
+  }
   for (int32_t i = t->ndim - 1; i >= 0; i--) {
     dims[i] = (Py_ssize_t)t->shape[i];
-    dims[t->ndim + i] = (Py_ssize_t)((t->strides ? t->strides[i] : expected) * (int64_t)item);
-    expected *= t->shape[i];
+    dims[t->ndim + i] = (Py_ssize_t)((t->strides ? t->strides[i] : c_strides[i]) * (int64_t)item);
   }
   if (((dlop_py_array *)self)->readonly && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
     PyMem_Free(dims);
@@ -208,7 +223,7 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   }
   view->buf = dlop_tensor_base(t);
   view->obj = Py_NewRef(self);
-  view->len = (Py_ssize_t)(dlop_tensor_numel(t) * (int64_t)item);
+  view->len = (Py_ssize_t)bytes;
   view->itemsize = (Py_ssize_t)item;
   view->readonly = ((dlop_py_array *)self)->readonly;
   view->ndim = t->ndim;

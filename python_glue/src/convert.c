@@ -199,11 +199,19 @@ static void release_foreign(void *context) {
   dlop_py_foreign_give_back(owner, holding_gil);
 }
 
-/* Remember the wrap's memory for the queue's bound (the same memory is counted once). */
+/* Remember the wrap's memory for the queue's bound (the same memory is counted once): the
+ * bytes its strides reach, not numel * itemsize, which a zero-stride view of one element
+ * would make 2^62 bytes and so stall the queue for memory it does not hold. */
 static void note_extent(foreign_owner *owner, const dlop_array *array) {
   const dlop_tensor *tensor = dlop_array_tensor(array);
+  int64_t low = 0, high = 0;
   owner->data = (const char *)tensor->data + tensor->byte_offset;
-  owner->bytes = (size_t)dlop_array_numel(array) * dlop_dtype_size(dlop_array_dtype(array));
+  /* dlop_array_wrap checked this extent: it fits */
+  if (dlop_array_numel(array) > 0)
+    (void)dlop_strided_extent(tensor->shape, tensor->strides, tensor->ndim,
+                              (int64_t)dlop_dtype_size(dlop_array_dtype(array)), 0, &low, &high,
+                              NULL);
+  owner->bytes = (size_t)(high - low);
 }
 
 int dlop_py_device_pair(PyObject *value, int *device_type, int *device_id) {
@@ -377,8 +385,15 @@ static int tuple_int64(PyObject *tuple, int64_t *values, int *count, const char 
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; i++) {
-    values[i] = PyLong_AsLongLong(PyTuple_GetItem(tuple, i));
+    PyObject *item = PyTuple_GetItem(tuple, i);
+    int overflow = 0;
+    values[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
     if (values[i] == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+      dlop_py_raisef(state, strcmp(what, "shape") == 0 ? DLOP_SHAPE_ERROR : DLOP_INVALID_ARGUMENT,
+                     "__cuda_array_interface__['%s'][%zd] is %R, outside int64", what, i, item);
+      return -1;
+    }
   }
   *count = (int)n;
   return 0;
@@ -442,8 +457,17 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
   if (data == NULL && PyErr_Occurred()) return -1;
   int read_only = PyObject_IsTrue(PyTuple_GetItem(data_obj, 1));
   if (read_only < 0) return -1;
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) numel *= shape[i];
+  /* checked before the pointer is asked about: dlop_array_wrap refuses the same shapes later,
+   * but this count must not wrap on the way (negative dims: wrap's message names them) */
+  int64_t numel = 0;
+  int size = dlop_shape_size(shape, ndim, (int64_t)dlop_dtype_size(dtype), &numel, NULL);
+  if (size != DLOP_SIZE_FITS) {
+    char message[512];
+    dlop_set_size_error(message, sizeof message, "__cuda_array_interface__", size, shape, ndim,
+                        (int32_t)dtype);
+    dlop_py_raisef(state, DLOP_SHAPE_ERROR, "%s", message);
+    return -1;
+  }
   int32_t device_id = 0;
   if (numel > 0) {
     int status = dlop_cuda_pointer_device(data, &device_id);

@@ -194,11 +194,11 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   }
   const dlop_tensor *t = dlop_array_tensor(exported);
   block->array = exported;
-  int64_t expected = 1;
-  for (int32_t i = t->ndim - 1; i >= 0; i--) {
+  /* libdlop's arrays obey checked_size.h's rule, so C-contiguous strides fit */
+  (void)dlop_contiguous_strides(t->shape, t->ndim, block->strides);
+  for (int32_t i = 0; i < t->ndim; i++) {
     block->shape[i] = t->shape[i];
-    block->strides[i] = t->strides ? t->strides[i] : expected;
-    expected *= t->shape[i];
+    if (t->strides) block->strides[i] = t->strides[i];
   }
   dlop_tensor *dl = versioned ? &block->managed.versioned.dl_tensor : &block->managed.legacy.dl_tensor;
   *dl = *t;

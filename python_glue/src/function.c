@@ -105,19 +105,16 @@ static int argument_array(dlop_py_state *state, dlop_py_function *self, int32_t 
 /* The bytes [*low, *high) that a tensor's elements span (empty for an empty tensor). */
 static void tensor_extent(const dlop_tensor *t, uintptr_t *low, uintptr_t *high) {
   int64_t first = 0, last = 0;
-  for (int32_t d = 0; d < t->ndim; d++) {
-    if (t->shape[d] == 0) {
-      *low = *high = 0;
-      return;
-    }
-    int64_t reach = (t->shape[d] - 1) * t->strides[d];
-    if (reach < 0) first += reach;
-    else last += reach;
-  }
-  const size_t size = (size_t)(t->dtype.bits / 8);
   const uintptr_t origin = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-  *low = origin + (uintptr_t)(first * (int64_t)size);
-  *high = origin + (uintptr_t)((last + 1) * (int64_t)size);
+  if (dlop_tensor_numel(t) == 0) {
+    *low = *high = 0;
+    return;
+  }
+  /* every dlop_array's extent was checked when it was made (dlop_array_wrap/_view): it fits */
+  (void)dlop_strided_extent(t->shape, t->strides, t->ndim, (int64_t)(t->dtype.bits / 8), 0,
+                            &first, &last, NULL);
+  *low = origin + (uintptr_t)first;
+  *high = origin + (uintptr_t)last;
 }
 
 /* An output that shares memory with a read-only input (a view: transpose, reshape,
@@ -174,7 +171,10 @@ static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, 
                        &readonly[converted]) < 0)
       goto done;
     any_readonly |= readonly[converted];
-    elements += dlop_array_numel(inputs[converted]);
+    /* saturating: only compared with a threshold, and two inputs of 2^62 elements (zero-stride
+     * views) must not wrap the sum */
+    if (dlop_add_overflow(elements, dlop_array_numel(inputs[converted]), &elements))
+      elements = INT64_MAX;
   }
   dlop_stream *stream; /* NULL for the CPU */
   if (dlop_py_stream(state, self->device, &stream) < 0) goto done;

@@ -1,6 +1,7 @@
 /* graph.c — dlop._C.Graph: a dlop_graph that the Python front end fills from its own variables
  * (inputs, constants, op applications) to learn types and shapes and to compile functions.
  * Variables are small ints indexing the graph's dlop_var pointers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,66 @@ static int var_at(graph_object *self, PyObject *index_object, dlop_var **var) {
   return 0;
 }
 
+int dlop_py_parse_shape(dlop_py_state *state, PyObject *tuple, const char *what,
+                        dlop_dtype dtype, int64_t *shape, int32_t *ndim) {
+  if (!PyTuple_Check(tuple)) {
+    dlop_py_raisef(state, DLOP_SHAPE_ERROR, "%s: shape %R is not a tuple", what, tuple);
+    return -1;
+  }
+  Py_ssize_t n = PyTuple_Size(tuple);
+  if (n > DLOP_MAX_NDIM) {
+    dlop_py_raisef(state, DLOP_SHAPE_ERROR, "%s has %zd dimensions; dlop takes at most %d", what,
+                   n, DLOP_MAX_NDIM);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *dim = PyTuple_GetItem(tuple, i);
+    if (dim == Py_None) {
+      shape[i] = DLOP_DIM_UNKNOWN;
+      continue;
+    }
+    int overflow = 0;
+    shape[i] = PyLong_AsLongLongAndOverflow(dim, &overflow); /* ints and __index__ */
+    if (shape[i] == -1 && PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+      PyErr_Clear();
+      overflow = -1; /* not an int: said below */
+    }
+    if (overflow > 0) {
+      dlop_py_raisef(state, DLOP_SHAPE_ERROR, "%s: dimension %zd is %R, more than "
+                     DLOP_SIZE_LIMIT_TEXT, what, i, dim);
+      return -1;
+    }
+    if (overflow < 0 || shape[i] < 0) {
+      dlop_py_raisef(state, DLOP_SHAPE_ERROR,
+                     "%s: dimension %zd is %R; expected a size >= 0 or None", what, i, dim);
+      return -1;
+    }
+  }
+  *ndim = (int32_t)n;
+  char message[1024];
+  if (dlop_check_shape_size(what, shape, *ndim, (int32_t)dtype, NULL, message, sizeof message) !=
+      DLOP_OK) {
+    dlop_py_raisef(state, DLOP_SHAPE_ERROR, "%s", message);
+    return -1;
+  }
+  return 0;
+}
+
+PyObject *dlop_py_check_shape(PyObject *module, PyObject *args) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  const char *what;
+  PyObject *dtype_object, *shape_object;
+  if (!PyArg_ParseTuple(args, "sOO:check_shape", &what, &dtype_object, &shape_object)) return NULL;
+  dlop_dtype dtype;
+  int64_t shape[DLOP_MAX_NDIM];
+  int32_t ndim;
+  if (dlop_py_parse_dtype(state, dtype_object, &dtype) < 0 ||
+      dlop_py_parse_shape(state, shape_object, what, dtype, shape, &ndim) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
 /* input(name, dtype, shape): shape is a tuple of ints and None (unknown). */
 static PyObject *graph_input(PyObject *object, PyObject *args) {
   graph_object *self = (graph_object *)object;
@@ -74,26 +135,13 @@ static PyObject *graph_input(PyObject *object, PyObject *args) {
     return NULL;
   dlop_dtype dtype;
   if (dlop_py_parse_dtype(state, dtype_object, &dtype) < 0) return NULL;
-  Py_ssize_t ndim = PyTuple_Size(shape_object);
-  if (ndim > DLOP_MAX_NDIM)
-    return dlop_py_raisef(state, DLOP_SHAPE_ERROR, "input '%s' has %zd dimensions; dlop takes at most %d",
-                          name, ndim, DLOP_MAX_NDIM);
   int64_t shape[DLOP_MAX_NDIM];
-  for (Py_ssize_t i = 0; i < ndim; i++) {
-    PyObject *dim = PyTuple_GetItem(shape_object, i);
-    if (dim == Py_None) {
-      shape[i] = DLOP_DIM_UNKNOWN;
-      continue;
-    }
-    shape[i] = PyLong_AsLongLong(dim);
-    if (shape[i] == -1 && PyErr_Occurred()) return NULL;
-    if (shape[i] < 0)
-      return dlop_py_raisef(state, DLOP_SHAPE_ERROR,
-                            "input '%s': dimension %zd is %lld; expected a size >= 0 or None",
-                            name, i, (long long)shape[i]);
-  }
+  int32_t ndim;
+  char what[192];
+  snprintf(what, sizeof what, "input '%s'", name);
+  if (dlop_py_parse_shape(state, shape_object, what, dtype, shape, &ndim) < 0) return NULL;
   dlop_var *var;
-  int status = dlop_graph_input(self->graph, name, dtype, (int32_t)ndim, shape, &var);
+  int status = dlop_graph_input(self->graph, name, dtype, ndim, shape, &var);
   if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
   return remember(self, var);
 }

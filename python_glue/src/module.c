@@ -122,6 +122,9 @@ static PyMethodDef module_methods[] = {
      "producers because dlop's work on them may be pending (a debug query)."},
     {"release_foreign_at_exit", py_release_foreign_at_exit, METH_NOARGS,
      "Wait for and give back every queued foreign input, and stop queuing (run at exit)."},
+    {"check_shape", dlop_py_check_shape, METH_VARARGS,
+     "check_shape(what, dtype, shape): raise ShapeError, naming what, unless shape (ints and "
+     "None) is a static shape a dlop array of dtype can have."},
     {"asarray", (PyCFunction)(void (*)(void))dlop_py_asarray, METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, device=None, dtype=None) -> Array (see dlop.asarray)."},
     {NULL, NULL, 0, NULL}};

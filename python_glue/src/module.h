@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include <dlop.h>
+#include <dlop/kit/checked_size.h> /* every count and byte size the extension computes */
 
 /* Vectorcall is in the Limited API from 3.12 only, but the ABI it relies on (the flag, the
  * offset member and the calling convention) is the same in 3.11; these are its 3.12 spellings. */
@@ -159,6 +160,14 @@ int dlop_py_from_cai(dlop_py_state *state, PyObject *producer, PyObject *interfa
 
 /* ---- graph.c, function.c ---- */
 int dlop_py_add_graph_type(PyObject *module, dlop_py_state *state);
+/* A static shape from a tuple of ints and None (unknown: DLOP_DIM_UNKNOWN) into shape[] and
+ * *ndim, checked as dlop_graph_input checks it (at most DLOP_MAX_NDIM dims, sizes >= 0 that
+ * fit int64, checked_size.h's rule for dtype); -1 with a ShapeError naming what otherwise. */
+int dlop_py_parse_shape(dlop_py_state *state, PyObject *tuple, const char *what,
+                        dlop_dtype dtype, int64_t *shape, int32_t *ndim);
+/* _C.check_shape(what, dtype, shape): dlop_py_parse_shape for the Python front end, which
+ * makes its Variables itself; None, or ShapeError. */
+PyObject *dlop_py_check_shape(PyObject *module, PyObject *args);
 int dlop_py_add_function_type(PyObject *module, dlop_py_state *state);
 /* A Function over a compiled function (taken over; destroyed on failure). */
 PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,

@@ -3,6 +3,8 @@
  * workspace the thunk asked for. Each failure fails the test and names the stage. */
 #include <string.h>
 
+#include <dlop/kit/checked_size.h>
+
 #include "check_suite.h"
 
 static void with_context(const check_case *c, int push) {
@@ -66,6 +68,16 @@ void check_prepare_node(const check_case *c, const char *check, const check_shap
                    check_shape_text(p->concrete_outputs[o].shape, p->concrete_outputs[o].ndim,
                                     text, sizeof text), (int)d);
       }
+  /* a shape no array can have (more than 2^63-1 elements or bytes) would wrap the suite's
+   * buffer sizes: a failure of the op's shape rule, said as such */
+  for (int32_t o = 0; o < p->num_outputs; o++) {
+    const dlop_type *t = &p->concrete_outputs[o];
+    char message[1024];
+    if (dlop_check_shape_size(NULL, t->shape, t->ndim, t->dtype, NULL, message, sizeof message) !=
+        DLOP_OK)
+      check_fail(c, check, shape->dims, shape->ndim,
+                 "infer_shape on concrete input shapes gave output %d: %s", (int)o, message);
+  }
 }
 
 void check_prepare(const check_case *c, const char *check, const check_shape *shape,

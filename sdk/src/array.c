@@ -96,40 +96,31 @@ static const char *device_text(dlop_device device, char *buffer, size_t size) {
   return dlop_device_format(device, buffer, size);
 }
 
+/* Only after check_shape: a shape that passed it has strides that fit. */
 static void fill_contiguous_strides(dlop_array *array) {
-  /* Unsigned: with a zero dimension the other dimensions' product may exceed int64 (check_shape
-   * allows it, the tensor is empty) and must not be signed overflow; such strides go unused. */
-  uint64_t stride = 1;
-  for (int d = array->tensor.ndim - 1; d >= 0; d--) {
-    array->strides[d] = (int64_t)stride;
-    stride *= (uint64_t)array->shape[d];
-  }
+  (void)dlop_contiguous_strides(array->shape, array->tensor.ndim, array->strides);
 }
 
-/* Check a shape and return its element count in *numel; bytes in *bytes when element_size > 0. */
-static int check_shape(const char *what, int32_t ndim, const int64_t *shape, size_t element_size,
+/* Check a shape of dtype and return its element count in *numel and its bytes in *bytes (may
+ * be NULL): NumPy's rule (dlop/kit/checked_size.h), for owned memory, views and wraps alike,
+ * so that no array's element count, byte size or strides can wrap in any later computation. */
+static int check_shape(const char *what, int32_t ndim, const int64_t *shape, dlop_dtype dtype,
                        int64_t *numel, size_t *bytes) {
   if (ndim < 0 || ndim > DLOP_MAX_NDIM)
     return dlop__error(DLOP_INVALID_ARGUMENT, "%s: ndim %d is outside 0..%d", what, (int)ndim,
                        DLOP_MAX_NDIM);
   if (ndim > 0 && shape == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "%s: shape is NULL for ndim %d", what, (int)ndim);
-  uint64_t count = 1;
-  int overflow = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] < 0)
-      return dlop__error(DLOP_SHAPE_ERROR, "%s: dimension %d is %lld (must be >= 0)", what, d,
-                         (long long)shape[d]);
-    if (shape[d] != 0 && count > (uint64_t)INT64_MAX / (uint64_t)shape[d]) overflow = 1;
-    count *= (uint64_t)shape[d];
+  /* one pass: a negative dim makes the count -1 (the size check counts it as 1) */
+  int status = dlop__check_shape_size(what, shape, ndim, (int32_t)dtype, numel);
+  if (status != DLOP_OK || *numel < 0) { /* a negative dim is the first thing to name */
+    for (int d = 0; d < ndim; d++)
+      if (shape[d] < 0)
+        return dlop__error(DLOP_SHAPE_ERROR, "%s: dimension %d is %lld (must be >= 0)", what, d,
+                           (long long)shape[d]);
   }
-  if (count == 0) overflow = 0;
-  if (overflow || (element_size && count > SIZE_MAX / element_size))
-    return dlop__error(DLOP_OUT_OF_MEMORY, "%s: the shape holds more elements than memory can",
-                       what);
-  *numel = (int64_t)count;
-  if (bytes) *bytes = (size_t)count * element_size;
-  return DLOP_OK;
+  if (status == DLOP_OK && bytes) *bytes = (size_t)*numel * dlop_dtype_size(dtype);
+  return status;
 }
 
 static dlop_array *new_array(dlop_device device, dlop_dtype dtype, int32_t ndim,
@@ -161,7 +152,7 @@ int dlop__array_empty_on_stream(dlop_device device, dlop_dtype dtype, int32_t nd
                        (int)dtype, DLOP_DTYPE_COUNT - 1);
   int64_t numel;
   size_t bytes;
-  int status = check_shape("dlop_array_empty", ndim, shape, element_size, &numel, &bytes);
+  int status = check_shape("dlop_array_empty", ndim, shape, dtype, &numel, &bytes);
   if (status != DLOP_OK) return status;
   if (stream != NULL && (dlop_stream_device(stream).type != device.type ||
                          dlop_stream_device(stream).id != device.id)) {
@@ -228,34 +219,13 @@ int dlop_array_from_host(dlop_device device, dlop_dtype dtype, int32_t ndim,
 }
 
 /* Lowest and one-past-highest byte (relative to data) a tensor with numel > 0 addresses, with
- * every product and sum checked: shapes and strides come from callers, and a wrapped-around
- * span would pass the bounds check and let kernels address memory far outside the array. */
+ * every product and sum checked (dlop__check_extent): shapes and strides come from callers, and
+ * a wrapped-around span would pass the bounds check and let kernels address memory far
+ * outside the array. */
 static int byte_span(const char *what, const dlop_tensor *tensor, size_t element_size,
                      int64_t *low, int64_t *high) {
-  if (tensor->byte_offset > (uint64_t)INT64_MAX)
-    return dlop__error(DLOP_INVALID_ARGUMENT, "%s: byte_offset %llu exceeds INT64_MAX", what,
-                       (unsigned long long)tensor->byte_offset);
-  /* In bytes, per dimension, so an overflow names the dimension that caused it. */
-  int64_t first = 0, last = 0, reach, size = (int64_t)element_size;
-  for (int d = 0; d < tensor->ndim; d++) {
-    if (__builtin_mul_overflow(tensor->shape[d] - 1, tensor->strides[d], &reach) ||
-        __builtin_mul_overflow(reach, size, &reach) ||
-        __builtin_add_overflow(reach < 0 ? first : last, reach, reach < 0 ? &first : &last))
-      return dlop__error(DLOP_INVALID_ARGUMENT,
-                         "%s: dimension %d (shape %lld, stride %lld elements of %zu bytes) "
-                         "reaches beyond the int64 range of byte offsets",
-                         what, d, (long long)tensor->shape[d], (long long)tensor->strides[d],
-                         element_size);
-  }
-  int64_t offset = (int64_t)tensor->byte_offset;
-  if (__builtin_add_overflow(offset, first, low) || __builtin_add_overflow(offset, last, high) ||
-      __builtin_add_overflow(*high, size, high))
-    return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "%s: byte_offset %llu plus the byte span [%lld, %lld] of the shape and "
-                       "strides exceeds the int64 range",
-                       what, (unsigned long long)tensor->byte_offset, (long long)first,
-                       (long long)last);
-  return DLOP_OK;
+  return dlop__check_extent(what, tensor->shape, tensor->strides, tensor->ndim,
+                            (int64_t)element_size, tensor->byte_offset, low, high);
 }
 
 /* Kernels dereference typed pointers: a float32 at an odd address is undefined behaviour on the
@@ -288,7 +258,7 @@ int dlop_array_wrap(const dlop_tensor *tensor, dlop_array_deleter deleter, void 
                        "dlop's dtypes (lanes must be 1)",
                        tensor->dtype.code, tensor->dtype.bits, tensor->dtype.lanes);
   int64_t numel;
-  int status = check_shape("dlop_array_wrap", tensor->ndim, tensor->shape, 0, &numel, NULL);
+  int status = check_shape("dlop_array_wrap", tensor->ndim, tensor->shape, dtype, &numel, NULL);
   if (status != DLOP_OK) return status;
   status = dlop_device_check(tensor->device);
   if (status != DLOP_OK) return status;
@@ -330,7 +300,7 @@ int dlop_array_view(dlop_array *base, int32_t ndim, const int64_t *shape, const 
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_view: base or view is NULL");
   *view = NULL;
   int64_t numel;
-  int status = check_shape("dlop_array_view", ndim, shape, 0, &numel, NULL);
+  int status = check_shape("dlop_array_view", ndim, shape, base->dtype, &numel, NULL);
   if (status != DLOP_OK) return status;
   dlop_array *owner = owner_of(base);
   if (numel > 0) {

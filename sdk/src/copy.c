@@ -23,13 +23,13 @@ extern const unsigned char dlop__copy_kernels_fatbin[];
  * it, so a contiguous or simply sliced copy becomes one or two long dimensions. */
 static void build_layout(const dlop_tensor *source, const dlop_tensor *destination,
                          dlop__copy_layout *layout) {
+  /* validate() checked the sizes and extents: no product below leaves int64 */
   int64_t source_strides[DLOP_MAX_NDIM], destination_strides[DLOP_MAX_NDIM];
-  int64_t expected_source = 1, expected_destination = 1;
-  for (int d = source->ndim - 1; d >= 0; d--) {
-    source_strides[d] = source->strides ? source->strides[d] : expected_source;
-    destination_strides[d] = destination->strides ? destination->strides[d] : expected_destination;
-    expected_source *= source->shape[d];
-    expected_destination *= destination->shape[d];
+  (void)dlop_contiguous_strides(source->shape, source->ndim, source_strides);
+  (void)dlop_contiguous_strides(destination->shape, destination->ndim, destination_strides);
+  for (int d = 0; d < source->ndim; d++) {
+    if (source->strides) source_strides[d] = source->strides[d];
+    if (destination->strides) destination_strides[d] = destination->strides[d];
   }
   memset(layout, 0, sizeof *layout);
   layout->numel = 1;
@@ -184,7 +184,7 @@ static int cuda_strided_copy(int32_t device_id, CUdeviceptr source, CUdeviceptr 
   int status = copy_function(device_id, element_size, &function);
   if (status != DLOP_OK) return status;
   const unsigned block = 256;
-  int64_t blocks = (layout.numel + block - 1) / block;
+  int64_t blocks = layout.numel / block + (layout.numel % block != 0);
   if (blocks > (1 << 20)) blocks = 1 << 20; /* the grid-stride loop covers the rest */
   void *arguments[3] = {&source, &destination, &layout};
   CUresult result = dlop__cuda.cuLaunchKernel(function, (unsigned)blocks, 1, 1, block, 1, 1, 0,
@@ -228,6 +228,21 @@ static int validate(const dlop_tensor *source, const dlop_tensor *destination,
     if (device.type != DLOP_DEVICE_CPU && device.type != DLOP_DEVICE_CUDA)
       return dlop__error(DLOP_UNSUPPORTED, "tensor copy: %s is on device type %d (cpu or cuda expected)",
                          side ? "destination" : "source", (int)device.type);
+  }
+  /* Arrays passed these checks when they were made; the copy checks again because every
+   * layout product below (strides, merged dims, bytes) relies on them. */
+  int64_t numel, low, high;
+  int size = dlop_shape_size(source->shape, source->ndim, (int64_t)*element_size, &numel, NULL);
+  if (size != DLOP_SIZE_FITS)
+    return dlop__size_error("tensor copy", size, source->shape, source->ndim,
+                            (int32_t)dlop_tensor_dtype(source));
+  for (int side = 0; side < 2 && numel > 0; side++) {
+    const dlop_tensor *t = side ? destination : source;
+    if (t->strides == NULL) continue;
+    int status = dlop__check_extent(side ? "tensor copy: destination" : "tensor copy: source",
+                                    t->shape, t->strides, t->ndim, (int64_t)*element_size,
+                                    t->byte_offset, &low, &high);
+    if (status != DLOP_OK) return status;
   }
   return DLOP_OK;
 }

@@ -174,6 +174,14 @@ static int infer_concrete(run_state *run, dlop__function_node *node, int32_t ind
                          dlop__type_format(have, text, sizeof text),
                          dlop__type_format(want, compiled, sizeof compiled));
     }
+    /* concrete shapes no array can have (zero-stride inputs broadcast to 2^64 elements) stop
+     * here, before anything is allocated or any thunk counts them */
+    if (dlop_shape_size(have->shape, have->ndim, (int64_t)dlop_dtype_size((dlop_dtype)have->dtype),
+                        NULL, NULL) != DLOP_SIZE_FITS) {
+      char what[160];
+      dlop__format(what, sizeof what, "node #%d %s: output %d", (int)index, node->op->name, (int)i);
+      return dlop__check_shape_size(what, have->shape, have->ndim, have->dtype, NULL);
+    }
   }
   remember_shapes(run, node); /* only results that passed every check */
   return DLOP_OK;

@@ -25,23 +25,7 @@ static const char *format_ints(const int64_t *values, int32_t count, char *buffe
  * any strides). Only for shapes with at least one element. */
 static int byte_extent(int32_t ndim, const int64_t *shape, const int64_t *strides,
                        uint64_t byte_offset, int64_t element_size, int64_t *low, int64_t *high) {
-  int64_t first = 0, last = 0, reach;
-  if (byte_offset > (uint64_t)INT64_MAX) return 0;
-  for (int32_t d = 0; d < ndim; d++) {
-    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) ||
-        __builtin_mul_overflow(reach, element_size, &reach) ||
-        __builtin_add_overflow(reach < 0 ? first : last, reach, reach < 0 ? &first : &last))
-      return 0;
-  }
-  return !__builtin_add_overflow((int64_t)byte_offset, first, low) &&
-         !__builtin_add_overflow((int64_t)byte_offset, last, high) &&
-         !__builtin_add_overflow(*high, element_size, high);
-}
-
-static int64_t shape_numel(int32_t ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < ndim; d++) n *= shape[d];
-  return n;
+  return dlop_strided_extent(shape, strides, ndim, element_size, byte_offset, low, high, NULL) == 0;
 }
 
 /* The layout make_view gave must address only elements of the input: every byte it reaches
@@ -53,7 +37,14 @@ static int check_layout(const dlop__function_node *node, int32_t index, int32_t 
   char text[256], shape[256], bounds[256];
   int64_t size = (int64_t)dlop_dtype_size(dlop_tensor_dtype(input));
   int64_t low, high, input_low = 0, input_high = 0;
-  if (shape_numel(type->ndim, type->shape) == 0) return DLOP_OK;
+  int64_t numel;
+  char what[96];
+  /* the run checked the type's size already (function_run.c); this is for the count */
+  if (dlop_shape_size(type->shape, type->ndim, size, &numel, NULL) != DLOP_SIZE_FITS) {
+    dlop__format(what, sizeof what, "node #%d %s: output %d", (int)index, node->op->name, (int)o);
+    return dlop__check_shape_size(what, type->shape, type->ndim, type->dtype, NULL);
+  }
+  if (numel == 0) return DLOP_OK;
   if ((int64_t)(byte_offset % (uint64_t)size) != (int64_t)(input->byte_offset % (uint64_t)size))
     return dlop__error(DLOP_PLUGIN_ERROR,
                        "node #%d %s: make_view gave output %d byte offset %llu, which is not on "

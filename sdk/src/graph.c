@@ -105,6 +105,14 @@ int dlop_graph_input(dlop_graph *graph, const char *name, dlop_dtype dtype, int3
                          "input '%s': dimension %d is %lld; use a size >= 0 or "
                          "DLOP_DIM_UNKNOWN (-1)",
                          name ? name : "", (int)i, (long long)shape[i]);
+  if (shape != NULL) {
+    /* a shape no array can have is refused now, not at the first run (unknown dims count as
+     * 1: whatever they turn out to be cannot make it fit) */
+    char what[192];
+    dlop__format(what, sizeof what, "input '%s'", name ? name : "");
+    int status = dlop__check_shape_size(what, shape, ndim, (int32_t)dtype, NULL);
+    if (status != DLOP_OK) return status;
+  }
   if (reserve(graph, 1, 0) != DLOP_OK) return DLOP_OUT_OF_MEMORY;
   input = new_var(graph, name, "input", DLOP__VAR_INPUT);
   if (input == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory adding an input");
@@ -244,6 +252,16 @@ static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
       if (after == DLOP_DIM_UNKNOWN) outputs[i].shape[d] = before;
     }
     if (status != DLOP_OK) break;
+    /* a static shape no array can have (NumPy's size rule, unknown dims as 1) is a shape
+     * error here, whatever the plugin's own rules checked */
+    char what[160];
+    if (dlop_shape_size(outputs[i].shape, outputs[i].ndim,
+                        (int64_t)dlop_dtype_size((dlop_dtype)outputs[i].dtype), NULL,
+                        NULL) == DLOP_SIZE_FITS)
+      continue;
+    dlop__format(what, sizeof what, "%s: output %d", op->name, (int)i);
+    status = dlop__check_shape_size(what, outputs[i].shape, outputs[i].ndim, outputs[i].dtype, NULL);
+    break;
   }
   free(declared);
   return status;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dlop.h"
+#include "dlop/kit/checked_size.h"
 
 /* ---- errors (errors.c) ------------------------------------------------------------------ */
 
@@ -20,6 +21,38 @@ void dlop__format(char *buffer, size_t size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 /* Print a warning on stderr (and to the log), prefixed "dlop: warning: ". */
 void dlop__warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- sizes (checked_size.c): dlop/kit/checked_size.h with dlop's last error ------------- */
+
+/* DLOP_SHAPE_ERROR with dlop_set_size_error's message for a result of dlop_shape_size. */
+int dlop__size_error(const char *what, int result, const int64_t *shape, int32_t ndim,
+                     int32_t dtype);
+/* DLOP_INVALID_ARGUMENT with dlop_set_extent_error's message. */
+int dlop__extent_error(const char *what, const int64_t *shape, const int64_t *strides,
+                       int32_t ndim, int64_t element_size, uint64_t byte_offset,
+                       int32_t failed_dim);
+
+/* The element count (into *numel, may be NULL) of a shape of dtype when it fits NumPy's rule
+ * (the nonzero dims times the element size at most 2^63-1), else DLOP_SHAPE_ERROR naming the
+ * shape after what. Inline: every array made and every output type checked comes here. */
+static inline int dlop__check_shape_size(const char *what, const int64_t *shape, int32_t ndim,
+                                         int32_t dtype, int64_t *numel) {
+  int result = dlop_shape_size(shape, ndim, (int64_t)dlop_dtype_size((dlop_dtype)dtype), numel,
+                               NULL);
+  return result == DLOP_SIZE_FITS ? DLOP_OK : dlop__size_error(what, result, shape, ndim, dtype);
+}
+
+/* The bytes [*low, *high) from the data pointer that a strided layout covers (the kit's
+ * dlop_strided_extent), or DLOP_INVALID_ARGUMENT naming the layout after what. */
+static inline int dlop__check_extent(const char *what, const int64_t *shape,
+                                     const int64_t *strides, int32_t ndim, int64_t element_size,
+                                     uint64_t byte_offset, int64_t *low, int64_t *high) {
+  int32_t failed_dim;
+  if (dlop_strided_extent(shape, strides, ndim, element_size, byte_offset, low, high,
+                          &failed_dim) == 0)
+    return DLOP_OK;
+  return dlop__extent_error(what, shape, strides, ndim, element_size, byte_offset, failed_dim);
+}
 
 /* ---- CUDA (cuda_driver.c) --------------------------------------------------------------- */
 

@@ -52,8 +52,22 @@ START_TEST(test_empty_rejects_bad_arguments) {
   ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, DLOP_MAX_NDIM + 1, shape, &array),
                    DLOP_INVALID_ARGUMENT);
   ck_assert_int_eq(dlop_array_empty(cpu, (dlop_dtype)42, 1, shape, &array), DLOP_TYPE_ERROR);
+  /* more elements, or more bytes, than int64 holds: shapes no array can have (NumPy's "array
+   * is too big"), not an allocation that failed */
   int64_t huge[2] = {INT64_MAX / 2, 4};
-  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, huge, &array), DLOP_OUT_OF_MEMORY);
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, huge, &array), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "dlop_array_empty: shape (4611686018427387903, 4) has "
+                                          "more than 2^63-1 elements") != NULL,
+                "%s", dlop_last_error());
+  int64_t wide[2] = {(int64_t)1 << 60, 4};
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, wide, &array), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "shape (1152921504606846976, 4) of float32 has more "
+                                          "than 2^63-1 bytes") != NULL, "%s", dlop_last_error());
+  ck_assert_ptr_null(array);
+  /* a shape that fits but no machine can allocate: the pool says so */
+  int64_t big[2] = {(int64_t)1 << 40, (int64_t)1 << 20};
+  ck_assert_int_eq(dlop_array_empty(cpu, DLOP_FLOAT32, 2, big, &array), DLOP_OUT_OF_MEMORY);
+  ck_assert_ptr_null(array);
 }
 END_TEST
 
@@ -240,10 +254,18 @@ START_TEST(test_view_and_wrap_reject_overflowing_layouts) {
   t.shape = view_shape;
   t.ndim = DLOP_MAX_NDIM + 1;
   ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_INVALID_ARGUMENT);
-  /* An empty tensor whose other dimensions multiply past int64 is still fine: it is empty. */
+  /* An empty tensor whose other dimensions multiply past int64 is refused as NumPy refuses it
+   * (a zero dim does not excuse the others: their products are strides and merged dims)... */
   int64_t empty_shape[3] = {0, INT64_MAX / 2, 4};
   t.ndim = 3;
   t.shape = empty_shape;
+  t.strides = NULL;
+  ck_assert_int_eq(dlop_array_wrap(&t, NULL, NULL, &wrapped), DLOP_SHAPE_ERROR);
+  ck_assert_msg(strstr(dlop_last_error(), "(0, 4611686018427387903, 4)") != NULL, "%s",
+                dlop_last_error());
+  /* ...and one whose other dimensions fit is an empty array. */
+  int64_t empty_fits[3] = {0, (int64_t)1 << 30, (int64_t)1 << 30};
+  t.shape = empty_fits;
   DLOP_CK_OK(dlop_array_wrap(&t, NULL, NULL, &wrapped));
   ck_assert_int_eq(dlop_array_numel(wrapped), 0);
   dlop_array_release(wrapped);

@@ -83,8 +83,9 @@ START_TEST(test_helpers_with_out_of_range_dtypes) {
 }
 END_TEST
 
-/* An empty tensor may have other dimensions whose product exceeds int64 (the array functions
- * accept it): numel is still 0 and is_contiguous must not overflow on the way. */
+/* An empty tensor may have other dimensions whose product exceeds int64 (libdlop's arrays
+ * refuse that, as NumPy does, but a plugin may be handed one by another host): numel is still
+ * 0 and is_contiguous must not overflow on the way. */
 START_TEST(test_tensor_helpers_with_huge_empty_shapes) {
   int64_t shape[3] = {INT64_MAX / 2, 4, 0}, strides[3] = {0, 0, 1};
   dlop_tensor t = {NULL, {DLOP_DEVICE_CPU, 0}, 3, {DLOP_DL_FLOAT, 32, 1}, shape, strides, 0};

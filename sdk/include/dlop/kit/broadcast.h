@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "checked_size.h"
 #include "kernel_error.h"
 #include "../op.h"
 #include "../status.h"
@@ -17,13 +18,58 @@
 extern "C" {
 #endif
 
+/* "broadcasting (4294967296, 1) with (1, 4294967296) gives shape (4294967296, 4294967296),
+ * which has more than 2^63-1 elements" (or "... of float64, which has more than 2^63-1
+ * bytes"): the message of a broadcast whose result breaks checked_size.h's rule. */
+static inline int dlop_broadcast_size_error(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                            int32_t b_ndim, const int64_t *out, int32_t ndim,
+                                            int result, int32_t dtype, char *error,
+                                            size_t error_size) {
+  char sa[DLOP_MAX_NDIM * 22 + 4], sb[DLOP_MAX_NDIM * 22 + 4], so[DLOP_MAX_NDIM * 22 + 4];
+  dlop_format_shape(a, a_ndim, sa, sizeof sa);
+  dlop_format_shape(b, b_ndim, sb, sizeof sb);
+  dlop_format_shape(out, ndim, so, sizeof so);
+  if (result == DLOP_SIZE_TOO_MANY_ELEMENTS)
+    dlop_set_error(error, error_size, "broadcasting %s with %s gives shape %s, which has more "
+                   "than " DLOP_SIZE_LIMIT_TEXT " elements", sa, sb, so);
+  else
+    dlop_set_error(error, error_size, "broadcasting %s with %s gives shape %s of %s, which has "
+                   "more than " DLOP_SIZE_LIMIT_TEXT " bytes", sa, sb, so,
+                   dlop_dtype_name((dlop_dtype)dtype));
+  return DLOP_SHAPE_ERROR;
+}
+
 /* NumPy broadcasting of two static shapes into out (out_ndim = max of both). A dimension of 1
  * takes the other's size; an unknown one against a known n > 1 must be n (or the program fails
  * at run time), against 1 or unknown it stays unknown. A mismatch is DLOP_SHAPE_ERROR with
- * "cannot broadcast (3, 4) with (5,)". out may alias neither input. */
+ * "cannot broadcast (3, 4) with (5,)"; so is a result with more than 2^63-1 elements
+ * (checked_size.h; unknown dims count as 1), "broadcasting (4294967296, 1) with
+ * (1, 4294967296) gives shape (4294967296, 4294967296), which has more than 2^63-1 elements".
+ * out may alias neither input. */
+static inline int dlop_broadcast_dims(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                      int32_t b_ndim, int64_t *out, int32_t *out_ndim,
+                                      char *error, size_t error_size);
+
 static inline int dlop_broadcast_shapes(const int64_t *a, int32_t a_ndim, const int64_t *b,
                                         int32_t b_ndim, int64_t *out, int32_t *out_ndim,
                                         char *error, size_t error_size) {
+  int32_t ndim = 0;
+  int result, status = dlop_broadcast_dims(a, a_ndim, b, b_ndim, out, &ndim, error, error_size);
+  if (status != DLOP_OK) return status;
+  result = dlop_shape_size(out, ndim, 0, NULL, NULL);
+  if (result != DLOP_SIZE_FITS)
+    return dlop_broadcast_size_error(a, a_ndim, b, b_ndim, out, ndim, result, -1, error,
+                                     error_size);
+  *out_ndim = ndim;
+  return DLOP_OK;
+}
+
+/* dlop_broadcast_shapes without the size check: for comparing with a shape that is checked
+ * anyway (a run's output, which dlop_check_tensors checks), where the broadcast itself is
+ * never multiplied out. */
+static inline int dlop_broadcast_dims(const int64_t *a, int32_t a_ndim, const int64_t *b,
+                                      int32_t b_ndim, int64_t *out, int32_t *out_ndim,
+                                      char *error, size_t error_size) {
   int32_t ndim = a_ndim > b_ndim ? a_ndim : b_ndim, i;
   if (a_ndim < 0 || b_ndim < 0 || ndim > DLOP_MAX_NDIM) {
     dlop_set_error(error, error_size, "cannot broadcast shapes of rank %d and %d (at most %d dims)",
@@ -52,22 +98,30 @@ static inline int dlop_broadcast_shapes(const int64_t *a, int32_t a_ndim, const 
   return DLOP_OK;
 }
 
-/* Broadcast two static types' shapes into out (dtype taken from a). */
+/* Broadcast two static types' shapes into out (dtype taken from a); a result whose bytes
+ * leave int64 is DLOP_SHAPE_ERROR too. */
 static inline int dlop_broadcast_types(const dlop_type *a, const dlop_type *b, dlop_type *out,
                                        char *error, size_t error_size) {
   dlop_type result;
-  int status;
+  int status, size;
   memset(&result, 0, sizeof result);
   result.dtype = a->dtype;
   status = dlop_broadcast_shapes(a->shape, a->ndim, b->shape, b->ndim, result.shape,
                                  &result.ndim, error, error_size);
-  if (status == DLOP_OK) *out = result;
-  return status;
+  if (status != DLOP_OK) return status;
+  size = dlop_shape_size(result.shape, result.ndim,
+                         (int64_t)dlop_dtype_size((dlop_dtype)result.dtype), NULL, NULL);
+  if (size != DLOP_SIZE_FITS)
+    return dlop_broadcast_size_error(a->shape, a->ndim, b->shape, b->ndim, result.shape,
+                                     result.ndim, size, result.dtype, error, error_size);
+  *out = result;
+  return DLOP_OK;
 }
 
 /* A run's check that output has exactly the NumPy broadcast shape of the inputs' shapes (one
  * input: its shape). DLOP_SHAPE_ERROR with "add: output shape (4,) differs from the inputs'
- * broadcast shape (3,)", or dlop_broadcast_shapes' error when the inputs do not broadcast. */
+ * broadcast shape (3,)", or dlop_broadcast_dims' error when the inputs do not broadcast. The
+ * output's size is not checked here: dlop_check_tensors checks it (and every input's). */
 static inline int dlop_check_broadcast_output(const char *op_name, const dlop_tensor *inputs,
                                               int32_t num_inputs, const dlop_tensor *output,
                                               char *error, size_t error_size) {
@@ -76,8 +130,9 @@ static inline int dlop_check_broadcast_output(const char *op_name, const dlop_te
   const int64_t *shape = inputs[0].shape;
   int32_t ndim = inputs[0].ndim, i;
   for (i = 1; i < num_inputs; i++) {
-    int status = dlop_broadcast_shapes(shape, ndim, inputs[i].shape, inputs[i].ndim, folded[i & 1],
-                                       &ndim, error, error_size);
+    /* only compared with the output below: its size is dlop_check_tensors' to check */
+    int status = dlop_broadcast_dims(shape, ndim, inputs[i].shape, inputs[i].ndim, folded[i & 1],
+                                     &ndim, error, error_size);
     if (status != DLOP_OK) return status;
     shape = folded[i & 1];
   }

@@ -30,7 +30,8 @@ extern "C" {
 /* Blocks for work_items threads' worth of work, at most max_blocks (grid-stride loops do the
  * rest), at least 1. */
 static inline uint32_t dlop_cuda_grid_size(int64_t work_items, uint32_t block, uint32_t max_blocks) {
-  int64_t blocks = (work_items + block - 1) / block;
+  /* rounded up without work_items + block - 1, which could leave int64 */
+  int64_t blocks = work_items / block + (work_items % block != 0);
   if (blocks > (int64_t)max_blocks) blocks = max_blocks;
   if (blocks < 1) blocks = 1;
   return (uint32_t)blocks;
@@ -129,7 +130,7 @@ static inline int dlop_cuda_launch_elementwise(const dlop_host_api *host,
     int32_t per_thread = kernels->contiguous_elements > 1 ? kernels->contiguous_elements : 1;
     function = kernels->contiguous;
     args[count++] = &n;
-    work = (n + per_thread - 1) / per_thread;
+    work = n / per_thread + (n % per_thread != 0); /* n + per_thread - 1 could leave int64 */
     grid[0] = dlop_cuda_grid_size(work, block[0], DLOP_CUDA_MAX_GRID);
   } else if (kernels->rows != NULL && (!kernels->rows_2d || operands == 3) &&
              dlop_rows_layout_init(&rows, loop)) {

@@ -159,8 +159,9 @@ static inline int dlop_elementwise_prepare(const dlop_elementwise_state *s,
                                 s->device, args->error, args->error_size);
   if (status == DLOP_OK) status = dlop_elementwise_check_shapes(spec, args);
   if (status != DLOP_OK) return status;
-  return dlop_strided_loop_init(loop, &args->outputs[0], args->inputs, spec->num_inputs,
-                                spec->op_name, args->error, args->error_size);
+  /* every tensor passed dlop_check_tensors: the loop need not check sizes and reach again */
+  return dlop_strided_loop_setup(loop, &args->outputs[0], args->inputs, spec->num_inputs, 1,
+                                 spec->op_name, args->error, args->error_size);
 }
 
 /* ---- CPU: the op's kernel on each run of the loop, chunks over the host's parallel_for ---- */

@@ -5,6 +5,7 @@
 #define DLOP_KERNEL_UTIL_H
 
 #include "kernel_error.h"  /* dlop_set_error, dlop_format_dtypes, _shape, _ints */
+#include "checked_size.h"  /* element counts, byte sizes and strided extents, overflow-checked */
 #include "half_float.h"    /* float16 and bfloat16 to and from float */
 #include "broadcast.h"     /* NumPy broadcasting of static shapes and types */
 #include "tensor_check.h"  /* dlop_check_tensors: a thunk's run checks its tensors */

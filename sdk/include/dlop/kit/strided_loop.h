@@ -10,6 +10,7 @@
 
 #include "../dtype.h"
 #include "../host_api.h"
+#include "checked_size.h"
 #include "kernel_error.h"
 #include "../status.h"
 #include "../tensor.h"
@@ -49,10 +50,29 @@ typedef struct dlop_strided_loop {
  * leading dims and size-1 dims get stride 0). Strides may be anything, negative and zero
  * included; NULL strides mean C-contiguous. Dims of size 1 are dropped and dims that are
  * contiguous with each other in every operand are merged, so a contiguous operation becomes
- * one flat loop with unit strides. DLOP_SHAPE_ERROR when an input does not broadcast. */
+ * one flat loop with unit strides. DLOP_SHAPE_ERROR when an input does not broadcast or a
+ * shape breaks checked_size.h's rule; DLOP_INVALID_ARGUMENT when an operand's strides reach
+ * beyond int64 in bytes. After it every offset the cursor and the kernels compute (an index
+ * times a stride times an element size, one step past a run's end included) fits in int64. */
+static inline int dlop_strided_loop_setup(dlop_strided_loop *loop, const dlop_tensor *output,
+                                          const dlop_tensor *inputs, int32_t num_inputs,
+                                          int tensors_checked, const char *op_name, char *error,
+                                          size_t error_size);
+
 static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_tensor *output,
                                          const dlop_tensor *inputs, int32_t num_inputs,
                                          const char *op_name, char *error, size_t error_size) {
+  return dlop_strided_loop_setup(loop, output, inputs, num_inputs, 0, op_name, error, error_size);
+}
+
+/* dlop_strided_loop_init for tensors that passed dlop_check_tensors (tensors_checked 1): the
+ * size and reach checks that one made already are not made again (a collapsed loop's reach is
+ * at most each operand's own), which is what the elementwise thunk's run does. With 0 it is
+ * dlop_strided_loop_init. */
+static inline int dlop_strided_loop_setup(dlop_strided_loop *loop, const dlop_tensor *output,
+                                          const dlop_tensor *inputs, int32_t num_inputs,
+                                          int tensors_checked, const char *op_name, char *error,
+                                          size_t error_size) {
   dlop_nd_offsets *l = &loop->layout;
   int32_t ndim = output->ndim, operands = num_inputs + 1, k, d, kept;
   /* No memset of the whole loop (~700 bytes, a visible part of a small call): every field a
@@ -63,10 +83,22 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
     return DLOP_INVALID_ARGUMENT;
   }
   l->num_operands = operands;
-  loop->numel = 1;
-  for (d = 0; d < ndim; d++) {
-    l->shape[d] = output->shape[d];
-    loop->numel *= output->shape[d];
+  for (d = 0; d < ndim; d++) l->shape[d] = output->shape[d];
+  if (tensors_checked) {
+    loop->numel = dlop_tensor_numel(output); /* checked: it fits */
+  } else {
+    char what[96], so[DLOP_MAX_NDIM * 22 + 4];
+    int size = dlop_shape_size(output->shape, ndim, 0, &loop->numel, NULL);
+    if (size == DLOP_SIZE_FITS && loop->numel < 0) {
+      dlop_set_error(error, error_size, "%s: output shape %s has a negative dim", op_name,
+                     dlop_format_ints(output->shape, ndim, so, sizeof so));
+      return DLOP_SHAPE_ERROR;
+    }
+    if (size != DLOP_SIZE_FITS) {
+      snprintf(what, sizeof what, "%s: output", op_name);
+      dlop_set_size_error(error, error_size, what, size, output->shape, ndim, -1);
+      return DLOP_SHAPE_ERROR;
+    }
   }
   for (k = 0; k < operands; k++) {
     const dlop_tensor *t = k == 0 ? output : &inputs[k - 1];
@@ -88,7 +120,16 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
         continue;
       }
       stride = t->strides ? t->strides[j] : contiguous;
-      contiguous *= t->shape[j];
+      /* an input's own shape may break the rule (the output's fits) */
+      if (t->strides == NULL && j > 0 && !tensors_checked &&
+          dlop_mul_overflow(contiguous, t->shape[j], &contiguous)) {
+        char st[DLOP_MAX_NDIM * 22 + 4];
+        dlop_set_error(error, error_size, "%s: input %d of shape %s has more than "
+                       DLOP_SIZE_LIMIT_TEXT " elements", op_name, (int)(k - 1),
+                       dlop_format_shape(t->shape, t->ndim, st, sizeof st));
+        return DLOP_SHAPE_ERROR;
+      }
+      if (t->strides == NULL && tensors_checked) contiguous *= t->shape[j];
       if (t->shape[j] == l->shape[d]) {
         l->strides[k][d] = l->shape[d] == 1 ? 0 : stride;
       } else if (t->shape[j] == 1 && k > 0) {
@@ -114,8 +155,11 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
   for (d = 0; d < ndim; d++) {
     int mergeable = kept > 0;
     if (l->shape[d] == 1) continue;
-    for (k = 0; k < operands && mergeable; k++)
-      mergeable = l->strides[k][kept - 1] == l->strides[k][d] * l->shape[d];
+    for (k = 0; k < operands && mergeable; k++) {
+      int64_t step; /* checked: strides may be anything until the reach check below */
+      mergeable = !dlop_mul_overflow(l->strides[k][d], l->shape[d], &step) &&
+                  l->strides[k][kept - 1] == step;
+    }
     if (mergeable) {
       l->shape[kept - 1] *= l->shape[d];
       for (k = 0; k < operands; k++) l->strides[k][kept - 1] = l->strides[k][d];
@@ -131,6 +175,21 @@ static inline int dlop_strided_loop_init(dlop_strided_loop *loop, const dlop_ten
     kept = 1;
   }
   l->ndim = kept;
+  /* each operand's reach over the collapsed layout, in bytes (one dim for a contiguous loop):
+   * it bounds every offset the cursor and the kernels compute, one step past a run included */
+  for (k = 0; k < operands && !tensors_checked; k++) {
+    int64_t low, high;
+    int32_t failed_dim;
+    if (dlop_strided_extent(l->shape, l->strides[k], kept, loop->element_size[k], 0, &low, &high,
+                            &failed_dim) != 0) {
+      char what[96];
+      if (k == 0) snprintf(what, sizeof what, "%s: output", op_name);
+      else snprintf(what, sizeof what, "%s: input %d broadcast", op_name, (int)(k - 1));
+      dlop_set_extent_error(error, error_size, what, l->shape, l->strides[k], kept,
+                            loop->element_size[k], 0, failed_dim);
+      return DLOP_INVALID_ARGUMENT;
+    }
+  }
   return DLOP_OK;
 }
 

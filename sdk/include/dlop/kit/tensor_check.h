@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../dtype.h"
+#include "checked_size.h"
 #include "kernel_error.h"
 #include "../op.h"
 #include "../status.h"
@@ -30,10 +31,13 @@ static inline const char *dlop_tensor_check_device_text(dlop_device device, char
 
 /* Check count tensors against the types the thunk was made for: the device (type and id: a
  * thunk made for cuda:0 must not launch on cuda:1's pointers), dtype, rank, non-negative dims,
- * every statically known dim, data present when not empty, and data + byte_offset aligned to
- * the element size (kernels load whole elements; a misaligned one would fault). role is
- * "input" or "output". DLOP_DEVICE_MISMATCH / DLOP_TYPE_ERROR / DLOP_SHAPE_ERROR /
- * DLOP_INVALID_ARGUMENT otherwise. */
+ * every statically known dim, the shape's size (checked_size.h: the nonzero dims times the
+ * element size at most 2^63-1, DLOP_SHAPE_ERROR), the bytes the strides reach (within int64,
+ * DLOP_INVALID_ARGUMENT), data present when not empty, and data + byte_offset aligned to the
+ * element size (kernels load whole elements; a misaligned one would fault). After it, no
+ * product of a tensor's dims, nor of a dim and its stride in bytes, can wrap in the thunk,
+ * whoever the host is. role is "input" or "output". DLOP_DEVICE_MISMATCH / DLOP_TYPE_ERROR /
+ * DLOP_SHAPE_ERROR / DLOP_INVALID_ARGUMENT otherwise. */
 static inline int dlop_check_tensors(const char *op_name, const char *role,
                                      const dlop_tensor *tensors, int32_t count,
                                      const dlop_type *expected, dlop_device device,
@@ -80,13 +84,28 @@ static inline int dlop_check_tensors(const char *op_name, const char *role,
         return DLOP_SHAPE_ERROR;
       }
     }
-    if (t->data == NULL && dlop_tensor_numel(t) > 0) {
-      dlop_set_error(error, error_size, "%s: %s %d has NULL data", op_name, role, (int)i);
-      return DLOP_INVALID_ARGUMENT;
-    }
-    /* Empty tensors are never dereferenced (frameworks give them arbitrary pointers). */
-    if (dlop_tensor_numel(t) > 0) {
+    {
+      int64_t numel = 0;
+      int32_t failed_dim;
+      char what[96];
       size_t element = dlop_dtype_size(dtype);
+      int size = dlop_tensor_size(t, (int64_t)element, &numel, &failed_dim);
+      if (size != DLOP_SIZE_FITS) {
+        snprintf(what, sizeof what, "%s: %s %d", op_name, role, (int)i);
+        if (size != DLOP_SIZE_STRIDES_TOO_FAR) {
+          dlop_set_size_error(error, error_size, what, size, t->shape, t->ndim, (int32_t)dtype);
+          return DLOP_SHAPE_ERROR;
+        }
+        dlop_set_extent_error(error, error_size, what, t->shape, t->strides, t->ndim,
+                              (int64_t)element, t->byte_offset, failed_dim);
+        return DLOP_INVALID_ARGUMENT;
+      }
+      if (t->data == NULL && numel > 0) {
+        dlop_set_error(error, error_size, "%s: %s %d has NULL data", op_name, role, (int)i);
+        return DLOP_INVALID_ARGUMENT;
+      }
+      /* Empty tensors are never dereferenced (frameworks give them arbitrary pointers). */
+      if (numel == 0) continue;
       uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
       if (element > 1 && address % element != 0) {
         dlop_set_error(error, error_size,

@@ -33,6 +33,7 @@ from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm
                      max, maximum, mean, min, minimum, negative, reshape, sigmoid, sqrt, sum,
                      tanh, transpose, where)
 from ._errors import ScalarOverflowError
+from . import testing  # dlop.testing.check_values: an op's values against a NumPy reference
 
 __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",

@@ -1,6 +1,7 @@
 /* check_buffer.c — tensors for the checks: each lives inside a device allocation with guard
  * bytes before and after it, laid out contiguous, with gaps (every other element), reversed
  * (negative strides) or column-major (transposed); the suite keeps the image it uploaded to compare with what comes back. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,35 @@ void check_buffer_init(check_buffer *b, const check_case *c, dlop_device device,
   b->tensor.shape = b->shape;
   b->tensor.strides = b->strides;
   b->tensor.byte_offset = (uint64_t)base * b->element_size;
+}
+
+size_t check_buffer_element_at_index(const check_buffer *b, int64_t i) {
+  return b->data_offset + (size_t)((int64_t)b->tensor.byte_offset +
+                                   element_offset(b, i) * (int64_t)b->element_size);
+}
+
+int64_t check_buffer_element_at(const check_buffer *b, size_t byte) {
+  if (byte < b->data_offset || b->element_size == 0) return -1;
+  int64_t from_origin = (int64_t)(byte - b->data_offset) - (int64_t)b->tensor.byte_offset;
+  for (int64_t i = 0; i < b->numel; i++) {
+    int64_t start = element_offset(b, i) * (int64_t)b->element_size;
+    if (from_origin >= start && from_origin < start + (int64_t)b->element_size) return i;
+  }
+  return -1;
+}
+
+const char *check_index_text(const check_buffer *b, int64_t i, char *buffer, size_t size) {
+  int64_t index[DLOP_MAX_NDIM];
+  for (int32_t d = b->ndim - 1; d >= 0; d--) {
+    index[d] = b->shape[d] ? i % b->shape[d] : 0;
+    i = b->shape[d] ? i / b->shape[d] : 0;
+  }
+  size_t used = (size_t)snprintf(buffer, size, "[");
+  for (int32_t d = 0; d < b->ndim && used < size; d++)
+    used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "",
+                             (long long)index[d]);
+  if (used < size) snprintf(buffer + used, size - used, "]");
+  return buffer;
 }
 
 unsigned char *check_buffer_download(const check_buffer *b, void *stream) {

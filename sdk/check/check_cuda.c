@@ -199,7 +199,9 @@ int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *
     snprintf(error, size, "cuStreamBeginCapture failed: %s", cu_error(result));
     status = DLOP_CUDA_ERROR;
   } else {
+    check_where_run("the thunk's run under CUDA graph capture", p);
     int run_status = p->thunk.run(p->thunk.state, &args);
+    check_where_returned();
     result = cu.end_capture(stream, &graph);
     if (run_status != DLOP_OK) {
       snprintf(error, size, "the run under capture failed: %s: %s", dlop_status_name(run_status),
@@ -215,10 +217,14 @@ int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *
     } else if ((result = cu.graph_instantiate(&exec, graph, 0)) != 0) {
       snprintf(error, size, "cuGraphInstantiate failed: %s", cu_error(result));
       status = DLOP_CUDA_ERROR;
-    } else if ((result = cu.graph_launch(exec, stream)) != 0 ||
-               (result = cu.stream_synchronize(stream)) != 0) {
-      snprintf(error, size, "launching the captured graph failed: %s", cu_error(result));
-      status = DLOP_CUDA_ERROR;
+    } else {
+      check_where_stage("the replay of the thunk's captured CUDA graph");
+      if ((result = cu.graph_launch(exec, stream)) != 0 ||
+          (result = cu.stream_synchronize(stream)) != 0) {
+        snprintf(error, size, "launching the captured graph failed: %s", cu_error(result));
+        status = DLOP_CUDA_ERROR;
+      }
+      check_where_returned();
     }
   }
   if (exec) cu.graph_exec_destroy(exec);

@@ -1,11 +1,14 @@
-/* check_isolate.c — --isolation op: one process per op instead of one per check. On CUDA every
- * process pays CUDA initialization and the plugin's module load (seconds with several suites at
- * once), so forking per check made `dlop check --device cuda` take minutes. Here a child runs
- * one suite's tests in Check's no-fork mode, one after another, writing its progress and each
- * result into memory shared with the parent. The parent keeps what fork mode bought: a test
- * that crashes, exits or outlives its timeout is killed and reported as an error naming it, and
- * the suite's remaining tests go on in a new child; after any failed test the child stops too,
- * so whatever a failure left behind (a longjmp past frees, a sticky CUDA error) never reaches
+/* check_isolate.c — running the registered checks in child processes, in both isolation modes:
+ * --isolation check gives every check a process of its own; --isolation op gives each op
+ * (suite) one process that runs its checks one after another. On CUDA every process pays CUDA
+ * initialization and the plugin's module load (seconds with several suites at once), so forking
+ * per check made `dlop check --device cuda` take minutes. A child runs its tests in Check's
+ * no-fork mode, writing its progress, each result and what each check is calling in the plugin
+ * (check_where.c) into memory shared with the parent. A test that crashes, exits or outlives
+ * its timeout is killed and reported as an error naming op, check, device, dtype, the shape
+ * and the stage it was in (Check's own fork mode could only say "Received signal 11"), and the
+ * suite's remaining tests go on in a new child; after any failed test the child stops too, so
+ * whatever a failure left behind (a longjmp past frees, a sticky CUDA error) never reaches
  * another test. The report has Check's CK_NORMAL format.
  * Each CUDA (op, dtype) also gets a keeper: one thunk made before its first check and destroyed
  * at the child's end, which holds the op's CUDA module loaded (the host counts references per
@@ -33,6 +36,7 @@ typedef struct slot_result {
   int line;
   char file[256];
   char message[4096];
+  check_where where; /* what the check was calling in the plugin, as its process recorded it */
 } slot_result;
 
 /* Shared between the parent and the child running a suite (MAP_SHARED, made before forking). */
@@ -45,6 +49,7 @@ typedef struct shared_progress {
 } shared_progress;
 
 static shared_progress *shared;
+static int per_op; /* --isolation op: one process per suite; else one per check */
 
 static double now_seconds(void) {
   struct timespec t;
@@ -126,6 +131,7 @@ static void run_hidden(const TTest *test, int index) {
 /* Before slot's first check of a case that makes thunks on CUDA (or on any device with
  * DLOP_CHECK_KEEP_THUNKS=1, which exercises this path where there is no GPU). */
 static void keep_module_for(const check_slot *slot) {
+  if (!per_op) return; /* a process per check: a keeper would only add a module load to each */
   if (strcmp(slot->suite, "plugin") == 0 || strcmp(slot->tcase, "op") == 0) return;
   const check_case *c = check_case_at(slot->index);
   const char *everywhere = getenv("DLOP_CHECK_KEEP_THUNKS");
@@ -149,6 +155,7 @@ static void run_child(const check_slot *slots, int from, int to) {
     slot_result *result = &shared->results[k];
     atomic_store(&shared->current, k);
     atomic_store(&result->state, SLOT_RUNNING);
+    check_where_attach(&result->where);
     keep_module_for(&slots[k]);
     run_one(&slots[k], result);
     fflush(stdout);
@@ -163,7 +170,45 @@ static void run_child(const check_slot *slots, int from, int to) {
   fflush(stdout);
   atomic_store(&shared->next, k);
   atomic_store(&shared->clean_exit, 1);
-  exit(0); /* as Check's forked children end: exit handlers run, as they would there */
+  check_process_exit(0); /* exit(0), as Check's forked children end (malloc_counter.c) */
+}
+
+/* "op exp, check strided_inputs, cpu float32, shape (7)" ("plugin, check X" for the loading
+ * checks), as check_fail starts its lines: from the slot, and the shapes from what the check's
+ * process recorded before it died. */
+static void describe_slot(const check_slot *slot, const check_where *where, char *buffer,
+                          size_t size) {
+  const check_case *c = strcmp(slot->suite, "plugin") == 0 ? NULL : check_case_at(slot->index);
+  if (c == NULL) {
+    snprintf(buffer, size, "plugin, check %s", slot->test->name);
+    return;
+  }
+  size_t used = (size_t)snprintf(buffer, size, "op %s, check %s", c->op->name, slot->test->name);
+  if (c->dtype >= 0 && used < size)
+    used += (size_t)snprintf(buffer + used, size - used, ", %s %s", check_device_text(c->device),
+                             dlop_dtype_name((dlop_dtype)c->dtype));
+  char shape[CHECK_MAX_OPERANDS * (DLOP_MAX_NDIM * 22 + 8)];
+  check_where_shape_text(where, shape, sizeof shape);
+  if (shape[0] && used < size) snprintf(buffer + used, size - used, ", %s", shape);
+}
+
+/* " in the thunk's run" (with the inputs' dtypes where the case does not say them), or where
+ * the check was after the plugin's call returned; "" when it had called nothing yet. */
+static void describe_stage(const check_slot *slot, const check_where *where, char *buffer,
+                           size_t size) {
+  buffer[0] = '\0';
+  if (where->stage == NULL) return;
+  const check_case *c = strcmp(slot->suite, "plugin") == 0 ? NULL : check_case_at(slot->index);
+  int name_dtypes = c == NULL || c->dtype < 0;
+  for (int32_t i = 0; i < where->num_inputs && !name_dtypes; i++)
+    name_dtypes = where->inputs[i].dtype != c->dtype;
+  char inputs[CHECK_MAX_OPERANDS * (DLOP_MAX_NDIM * 22 + 24)] = "";
+  if (name_dtypes && where->num_inputs > 0) check_where_inputs_text(where, inputs, sizeof inputs);
+  snprintf(buffer, size, " %s %s%s%s%s", where->returned ? "after" : "in", where->stage,
+           inputs[0] ? " (inputs " : where->num_inputs == 0 ? " (no inputs" : "", inputs,
+           inputs[0] || where->num_inputs == 0 ? ")" : "");
+  if (where->returned)
+    snprintf(buffer + strlen(buffer), size - strlen(buffer), " returned, in dlop-check's own code");
 }
 
 static void record_error(const check_slot *slot, slot_result *result, const char *format, ...)
@@ -175,9 +220,14 @@ static void record_error(const check_slot *slot, slot_result *result, const char
   result->type = CK_ERROR;
   result->line = slot->test->line;
   snprintf(result->file, sizeof result->file, "%s", slot->test->file);
+  check_where where = result->where; /* the child is gone: nothing writes it any more */
+  char prefix[4096];
+  describe_slot(slot, &where, prefix, sizeof prefix);
+  int used = snprintf(result->message, sizeof result->message, "%s: ", prefix);
   va_list args;
   va_start(args, format);
-  int used = vsnprintf(result->message, sizeof result->message, format, args);
+  if (used >= 0 && (size_t)used < sizeof result->message)
+    used += vsnprintf(result->message + used, sizeof result->message - (size_t)used, format, args);
   va_end(args);
   if (previous[0] && used >= 0 && (size_t)used < sizeof result->message)
     snprintf(result->message + used, sizeof result->message - (size_t)used,
@@ -195,7 +245,7 @@ static void run_suite(const check_slot *slots, int from, int to) {
     fflush(stdout);
     fflush(stderr);
     pid_t child = fork();
-    if (child == 0) run_child(slots, from, to);
+    if (child == 0) run_child(slots, from, per_op ? to : from + 1);
     if (child < 0) {
       for (int k = from; k < to; k++)
         record_error(&slots[k], &shared->results[k], "cannot fork a process for %s's checks: %s",
@@ -235,32 +285,41 @@ static void run_suite(const check_slot *slots, int from, int to) {
     int k = atomic_load(&shared->current);
     if (k < from || k >= to) k = from;
     const check_slot *slot = &slots[k];
+    char stage[1536];
+    describe_stage(slot, &shared->results[k].where, stage, sizeof stage);
     const char *after = clean ? " while the process exited after its last check"
                         : atomic_load(&shared->in_keeper)
                             ? " while making, before this check, the thunk dlop-check keeps for "
                               "this (op, device, dtype) to hold its CUDA module loaded"
                             : "";
-    if (timed_out)
-      record_error(slot, &shared->results[k], "Test timeout expired (%.0f s)%s: the process "
-                   "running %s's checks (--isolation op) was killed; the checks after this one "
-                   "ran in a new process", slot_timeout(slot), after, slot->suite);
-    else if (WIFSIGNALED(status))
-      record_error(slot, &shared->results[k], "Received signal %d (%s)%s: the process running "
-                   "%s's checks (--isolation op) died in this check; the checks after it ran in a "
-                   "new process", WTERMSIG(status), strsignal(WTERMSIG(status)), after,
-                   slot->suite);
-    else if (WIFEXITED(status))
-      record_error(slot, &shared->results[k], "Early exit with return value %d%s: the process "
-                   "running %s's checks (--isolation op) ended in this check; the checks after "
-                   "it ran in a new process", WEXITSTATUS(status), after, slot->suite);
+    /* What became of the process, and of the checks after this one. */
+    char process[512];
+    if (per_op)
+      snprintf(process, sizeof process, "the process running %s's checks (--isolation op)",
+               slot->suite);
     else
-      record_error(slot, &shared->results[k], "the process running %s's checks (--isolation "
-                   "op) was lost (wait status 0x%x)", slot->suite, (unsigned)status);
+      snprintf(process, sizeof process, "this check's own process (--isolation check)");
+    const char *here = per_op ? " in this check" : "";
+    const char *rest = per_op ? "; the checks after it ran in a new process" : "";
+    if (timed_out)
+      record_error(slot, &shared->results[k], "Test timeout expired (%.0f s)%s%s: %s was killed%s",
+                   slot_timeout(slot), stage, after, process, rest);
+    else if (WIFSIGNALED(status))
+      record_error(slot, &shared->results[k], "Received signal %d (%s)%s%s: %s died%s%s",
+                   WTERMSIG(status), strsignal(WTERMSIG(status)), stage, after, process, here,
+                   rest);
+    else if (WIFEXITED(status))
+      record_error(slot, &shared->results[k], "Early exit with return value %d%s%s: %s ended%s%s",
+                   WEXITSTATUS(status), stage, after, process, here, rest);
+    else
+      record_error(slot, &shared->results[k], "%s was lost (wait status 0x%x)%s", process,
+                   (unsigned)status, stage);
     from = k + 1;
   }
 }
 
-int check_run_isolated_per_op(void) {
+int check_run_isolated(int one_process_per_op) {
+  per_op = one_process_per_op;
   int count;
   const check_slot *slots = check_slots(&count);
   size_t bytes = sizeof(shared_progress) + (size_t)(count > 0 ? count : 1) * sizeof(slot_result);
@@ -279,8 +338,8 @@ int check_run_isolated_per_op(void) {
     double started = now_seconds();
     run_suite(slots, begin, end);
     if (getenv("DLOP_CHECK_TIMES") != NULL)
-      printf("note: %s: %d checks in %.2f s (--isolation op)\n", slots[begin].suite, end - begin,
-             now_seconds() - started);
+      printf("note: %s: %d checks in %.2f s (--isolation %s)\n", slots[begin].suite,
+             end - begin, now_seconds() - started, per_op ? "op" : "check");
     begin = end;
   }
   if (count == 0) printf("\n");

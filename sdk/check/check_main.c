@@ -1,7 +1,7 @@
 /* check_main.c — dlop-check's entry point: reads the options, loads the plugin (in this process
  * only: CUDA is first touched in the forked test processes), builds one Suite per op with a TCase
- * per (device, dtype), runs them in Check's fork mode (--isolation check) or one process per op
- * (--isolation op, check_isolate.c) and exits 0 only when everything passed. */
+ * per (device, dtype), runs them in a process per check (--isolation check) or one process per
+ * op (--isolation op; both in check_isolate.c) and exits 0 only when everything passed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +232,7 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
         check_add_view_tests(tc, index); /* no thunk: make_view's checks instead */
       } else {
         check_add_run_tests(tc, index);
+        check_add_values_tests(tc, index);
         if (device == 1) check_add_cuda_tests(tc, index);
       }
     }
@@ -290,6 +291,7 @@ int main(int argc, char **argv) {
   Suite *plugin_suite = suite_create("plugin");
   TCase *loading = check_tcase(plugin_suite, "plugin", "loading", 60);
   check_add_plugin_tests(loading);
+  /* The runner owns the suites (srunner_free frees them); the tests run in check_isolate.c. */
   SRunner *runner = srunner_create(plugin_suite);
 
   int matched = 0;
@@ -348,15 +350,9 @@ int main(int argc, char **argv) {
   int isolation = check_opts.isolation;
   if (isolation < 0)
     isolation = check_opts.want_cuda && cuda_usable ? CHECK_ISOLATE_OP : CHECK_ISOLATE_CHECK;
-  int failed;
-  if (isolation == CHECK_ISOLATE_OP) {
-    failed = check_run_isolated_per_op();
-  } else {
-    /* Fork mode whatever CK_FORK says: a crashing plugin must fail its test, not the suite. */
-    srunner_set_fork_status(runner, CK_FORK);
-    srunner_run_all(runner, CK_NORMAL);
-    failed = srunner_ntests_failed(runner);
-  }
+  /* Both modes run in processes of dlop-check's own (check_isolate.c), whatever CK_FORK says:
+   * a crashing plugin must fail its test, not the suite, and the report must say where. */
+  int failed = check_run_isolated(isolation == CHECK_ISOLATE_OP);
   srunner_free(runner);
   check_registry_free();
   free_names();

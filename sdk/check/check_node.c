@@ -104,13 +104,19 @@ int check_call_make_node(const dlop_op_desc *op, const dlop_type *inputs, int32_
   /* The host zeroes the outputs before make_node. */
   memset(outputs, 0, sizeof(dlop_type) * (size_t)op->num_outputs);
   dlop_node_args args = node_args(op, inputs, num_inputs, outputs, error, error_size);
-  return op->make_node(&args);
+  check_where_types("make_node", inputs, num_inputs);
+  int status = op->make_node(&args);
+  check_where_returned();
+  return status;
 }
 
 int check_call_infer_shape(const dlop_op_desc *op, const dlop_type *inputs, int32_t num_inputs,
                            dlop_type *outputs, char *error, size_t error_size) {
   dlop_node_args args = node_args(op, inputs, num_inputs, outputs, error, error_size);
-  return op->infer_shape(&args);
+  check_where_types("infer_shape", inputs, num_inputs);
+  int status = op->infer_shape(&args);
+  check_where_returned();
+  return status;
 }
 
 dlop_type check_type(int dtype, int32_t ndim, const int64_t *dims, int unknown) {

@@ -38,13 +38,20 @@ int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, vo
   check_run_tensors tensors;
   dlop_run_args args;
   check_run_args_fill(p, inputs, outputs, stream, &tensors, error, error_size, &args);
-  if (p->c->device.type != DLOP_DEVICE_CUDA) return p->thunk.run(p->thunk.state, &args);
+  check_where_run("the thunk's run", p);
+  if (p->c->device.type != DLOP_DEVICE_CUDA) {
+    int status = p->thunk.run(p->thunk.state, &args);
+    check_where_returned();
+    return status;
+  }
   if (check_cuda_push(p->c->device.id, error, error_size) != DLOP_OK) return DLOP_NO_DEVICE;
   int status = p->thunk.run(p->thunk.state, &args);
   check_cuda_pop();
   /* The results are only ready once the given stream has finished: wait for it, not for the
    * whole device, so work left on another stream shows up as wrong results. */
+  check_where_stage("waiting for the stream after the thunk's run (its kernels)");
   int sync = dlop_host_api_table()->cuda_stream_synchronize(stream);
+  check_where_returned();
   if (status == DLOP_OK && sync != DLOP_OK) {
     snprintf(error, error_size, "synchronizing the stream after the run failed: %s (%s)",
              dlop_status_name(sync), dlop_last_error());
@@ -68,13 +75,30 @@ void check_input_buffer_init(check_buffer *b, const check_prepared *p, int32_t i
   free(values);
 }
 
-void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
-                    check_run_result *r) {
+/* Input i holding values (numel doubles, C order), converted to its dtype. */
+static void input_buffer_from_values(check_buffer *b, const check_prepared *p, int32_t i,
+                                     check_layout layout, const double *values, void *stream) {
+  const check_case *c = p->c;
+  int dtype = check_input_dtype(c->dtype, &p->shape, i);
+  int32_t ndim;
+  const int64_t *dims = check_input_dims(&p->shape, i, &ndim);
+  int64_t n = check_input_numel(&p->shape, i);
+  void *data = malloc((size_t)n * dlop_dtype_size((dlop_dtype)dtype) + 1);
+  ck_assert_msg(data != NULL, "out of host memory");
+  for (int64_t k = 0; k < n; k++) check_store_value(data, dtype, k, values[k]);
+  check_buffer_init(b, c, c->device, dtype, ndim, dims, layout, data, NULL, stream);
+  free(data);
+}
+
+/* check_run_once, with the inputs holding values[i] when values is not NULL. */
+static void run_once(check_prepared *p, check_layout layout, uint64_t salt,
+                     double *const *values, int poison_run, check_run_result *r) {
   const check_case *c = p->c;
   void *stream = check_stream(c);
   memset(r, 0, sizeof *r);
   for (int32_t i = 0; i < p->num_inputs; i++) {
-    check_input_buffer_init(&r->in[i], p, i, layout, salt, stream);
+    if (values) input_buffer_from_values(&r->in[i], p, i, layout, values[i], stream);
+    else check_input_buffer_init(&r->in[i], p, i, layout, salt, stream);
     r->inputs_before[i] = malloc(r->in[i].bytes);
     memcpy(r->inputs_before[i], r->in[i].image, r->in[i].bytes);
   }
@@ -91,6 +115,16 @@ void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int p
     r->values[o] = malloc((size_t)r->out[o].numel * r->out[o].element_size + 1);
     check_buffer_extract(&r->out[o], r->outputs_after[o], r->values[o]);
   }
+}
+
+void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
+                    check_run_result *r) {
+  run_once(p, layout, salt, NULL, poison_run, r);
+}
+
+void check_run_values(check_prepared *p, double *const *values, int poison_run,
+                      check_run_result *r) {
+  run_once(p, CHECK_CONTIGUOUS, 0, values, poison_run, r);
 }
 
 void check_run_fresh(const check_case *c, const char *check, const check_shape *shape,

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "dlop.h"
+#include "dlop/check_info.h"
 
 /* ---- options and the case table (check_main.c) ------------------------------------------- */
 
@@ -170,6 +171,34 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
                    int static_unknown, check_prepared *p);
 void check_release(check_prepared *p);
 
+/* ---- where a check is (check_where.c) ---------------------------------------------------- */
+
+/* What the running check is calling in the plugin (stage: a string literal such as "the
+ * thunk's run") and the inputs' types. The runner points it into memory shared with the check's
+ * process (check_where_attach in the child), so a check whose process dies (crash, exit,
+ * timeout) is reported with the stage and the shapes like any failure line. Only the thread
+ * that runs the check records (two_threads_at_once's threads do not). */
+typedef struct check_where {
+  const char *stage;       /* NULL: nothing recorded yet */
+  int32_t returned;        /* the stage's call returned (dlop-check's own code runs) */
+  int32_t reserved;
+  int32_t num_inputs;      /* types recorded in inputs; -1 before any */
+  int32_t declared_inputs; /* inputs of the call (more than recorded when beyond the array) */
+  dlop_type inputs[CHECK_MAX_OPERANDS + 1]; /* +1: make_node_rejects_wrong_arity's extra one */
+} check_where;
+
+void check_where_attach(check_where *where);
+void check_where_stage(const char *stage); /* keeps the inputs recorded last */
+/* The plugin's call returned: what follows is dlop-check's own code (until the next stage). */
+void check_where_returned(void);
+void check_where_types(const char *stage, const dlop_type *inputs, int32_t num_inputs);
+/* The concrete input types of p's shape (a run, make_thunk, destroy). */
+void check_where_run(const char *stage, const check_prepared *p);
+/* "shape (7)" or "shapes (5, 3) x (3, 7)"; "" when no inputs were recorded. */
+const char *check_where_shape_text(const check_where *where, char *buffer, size_t size);
+/* "float32 (5, 3) x float32 (3, 7)". */
+const char *check_where_inputs_text(const check_where *where, char *buffer, size_t size);
+
 /* ---- guarded buffers (check_buffer.c) ----------------------------------------------------- */
 
 #define CHECK_GUARD_BYTES 256
@@ -209,6 +238,13 @@ void check_buffer_init(check_buffer *b, const check_case *c, dlop_device device,
  * dlop_last_error() saying why (never fails the test itself: a suite thread may call it). */
 int check_copy_bytes(dlop_device device, void *destination, const void *source, size_t bytes,
                      void *stream);
+/* The logical element (C order) whose bytes hold byte `byte` of b's allocation, or -1 for a
+ * guard byte or a gap between elements. */
+int64_t check_buffer_element_at(const check_buffer *b, size_t byte);
+/* Where logical element i's bytes start in b's allocation (and its images). */
+size_t check_buffer_element_at_index(const check_buffer *b, int64_t i);
+/* Logical element i's multi-index in b's shape: "[1, 2]" ("[]" for a 0-d tensor). */
+const char *check_index_text(const check_buffer *b, int64_t i, char *buffer, size_t size);
 /* Read the whole allocation back into a malloc'ed array of b->bytes (caller frees). */
 unsigned char *check_buffer_download(const check_buffer *b, void *stream);
 /* The logical elements (C order) of a downloaded image into values (numel elements). */
@@ -220,6 +256,8 @@ void check_buffer_free(check_buffer *b);
 /* n random elements of dtype (floats in [-2, 2], ints in a small range, bools 0/1). */
 void check_random_fill(void *data, int dtype, int64_t n, uint64_t seed);
 double check_value(const void *data, int dtype, int64_t i);
+/* Element i of data (dtype) set to v (rounded to nearest for floats; integers in range). */
+void check_store_value(void *data, int dtype, int64_t i, double v);
 /* Poison patterns for one element: run 0 NaN-like/0xAB bytes, run 1 0x5C bytes. */
 void check_poison_pattern(int dtype, int run, unsigned char *pattern);
 /* Compare n elements within a tolerance fit for the dtype (exact for ints; bitwise when
@@ -227,6 +265,17 @@ void check_poison_pattern(int dtype, int run, unsigned char *pattern);
  * and actual values, go into report. */
 int64_t check_compare(const void *expected, const void *actual, int dtype, int64_t n, int exact,
                       char *report, size_t report_size);
+/* Compare n actual elements of dtype with reference values as dtype holds them: floats rounded
+ * to dtype, then within the tolerance of tolerance_dtype (the narrowest float dtype involved;
+ * NaN meets NaN; infinities must match); integers exactly, modulo 2^bits (integer results
+ * wrap, as NumPy's do; a reference value that is not a finite integer matches nothing); bool
+ * as nonzero. Returns the mismatches; the first few go into report, the first one's index into
+ * *first (-1 when none). */
+int64_t check_compare_reference(const double *reference, const void *actual, int dtype,
+                                int tolerance_dtype, int64_t n, char *report, size_t report_size,
+                                int64_t *first);
+/* "within float16's tolerance (|e - a| <= 0.002 + 0.002 |e|)", "exactly, modulo 2^32", ... */
+const char *check_reference_rule(int dtype, int tolerance_dtype, char *buffer, size_t size);
 
 /* ---- running (check_run.c) --------------------------------------------------------------- */
 
@@ -262,6 +311,10 @@ typedef struct check_run_result {
 } check_run_result;
 void check_run_once(check_prepared *p, check_layout layout, uint64_t salt, int poison_run,
                     check_run_result *r);
+/* check_run_once on contiguous inputs holding values[i] (numel doubles per input, C order,
+ * each converted to its input's dtype) instead of random ones. */
+void check_run_values(check_prepared *p, double *const *values, int poison_run,
+                      check_run_result *r);
 /* A fresh node and thunk for shape (check_prepare), one run (check_run_once), then the thunk
  * destroyed; fails the test when the run failed. p keeps the node's types for the results. */
 void check_run_fresh(const check_case *c, const char *check, const check_shape *shape,
@@ -281,6 +334,10 @@ void check_run_result_free(check_prepared *p, check_run_result *r);
 
 /* Blocks and bytes allocated and not yet freed in this process, through malloc and friends. */
 void check_malloc_counts(int64_t *blocks, int64_t *bytes);
+/* Ends a check process with status: exit(); built with a sanitizer's allocator, _exit() after
+ * flushing stdio, so its exit-time leak report changes no verdict (the suite's own leak check
+ * gives it, in every build). */
+void check_process_exit(int status) __attribute__((noreturn));
 
 /* ---- CUDA (check_cuda.c) ------------------------------------------------------------------ */
 
@@ -298,8 +355,21 @@ int check_cuda_graph_run(check_prepared *p, check_buffer *inputs, check_buffer *
 /* ---- ELF (elf_exports.c) ------------------------------------------------------------------ */
 
 /* The names of defined, visible global/weak functions and objects in path's .dynsym other
- * than entry, comma-separated into list. Returns the count, or -1 with why in list. */
-int check_elf_extra_exports(const char *path, const char *entry, char *list, size_t size);
+ * than those of allowed (NULL-terminated), comma-separated into list. Returns the count, or -1
+ * with why in list. */
+int check_elf_extra_exports(const char *path, const char *const *allowed, char *list,
+                            size_t size);
+
+/* ---- the plugin's check info (check_info.c) ----------------------------------------------- */
+
+/* The plugin's dlop_check_info (its optional dlop_plugin_check_info, dlop/check_info.h), asked
+ * for once per test process; NULL when it exports none or when the info cannot be used
+ * (check_info_problem says why). */
+const dlop_check_info *check_info_get(void);
+/* "" or why the plugin's check info cannot be used (check_info_valid fails with it). */
+const char *check_info_problem(void);
+/* op's entry (a zero-filled full-size copy) and 1; 0 when the info does not describe op. */
+int check_info_for_op(const dlop_op_desc *op, dlop_check_op_info *entry);
 
 /* ---- the registry of tests (check_registry.c) and per-op isolation (check_isolate.c) ------- */
 
@@ -320,11 +390,13 @@ void check_add_test(TCase *tc, const TTest *test, int index);
 const check_slot *check_slots(int *count);
 void check_registry_free(void);
 
-/* --isolation op: one process per suite (op) running its tests one after another in Check's
- * no-fork mode; a test that crashes, exits or exceeds its timeout fails naming itself and the
- * rest of the op goes on in a new process, as does everything after any failed test. Prints
- * the report as Check's CK_NORMAL does. Returns the number of failed or errored tests. */
-int check_run_isolated_per_op(void);
+/* Runs every registered test in child processes: one per test (--isolation check) or one per
+ * suite (op) running its tests one after another in Check's no-fork mode (--isolation op). A
+ * test that crashes, exits or exceeds its timeout fails naming itself, the stage and the shape
+ * (check_where.c); with one process per op the rest of the op goes on in a new process, as does
+ * everything after any failed test. Prints the report as Check's CK_NORMAL does. Returns the
+ * number of failed or errored tests. */
+int check_run_isolated(int one_process_per_op);
 
 /* ---- registration of the tests (check_tests_*.c) ------------------------------------------ */
 
@@ -338,6 +410,9 @@ void check_add_op_tests(TCase *tc, int case_index);
 void check_add_node_tests(TCase *tc, int case_index);
 void check_add_run_tests(TCase *tc, int case_index);
 void check_add_cuda_tests(TCase *tc, int case_index);
+/* values_match_reference (check_tests_values.c): results against a reference dtype or the
+ * plugin's reference function, on inputs every compared dtype holds exactly. */
+void check_add_values_tests(TCase *tc, int case_index);
 /* View ops (ABI 1.1: a view_map, make_view, maybe no make_thunk; check_tests_view.c). */
 int check_is_view_op(const dlop_op_desc *op);
 /* make_view's checks on every layout, instead of the thunk checks (noted as not applicable). */

@@ -23,13 +23,15 @@ END_TEST
 
 START_TEST(exports_only_entry_symbol) {
   char list[2048];
-  int count = check_elf_extra_exports(check_opts.plugin_path, DLOP_PLUGIN_ENTRY_SYMBOL, list,
-                                      sizeof list);
+  /* dlop_plugin_check_info, read by dlop check only, is the one other name a plugin may export */
+  static const char *const allowed[] = {DLOP_PLUGIN_ENTRY_SYMBOL, DLOP_CHECK_INFO_SYMBOL, NULL};
+  int count = check_elf_extra_exports(check_opts.plugin_path, allowed, list, sizeof list);
   ck_assert_msg(count >= 0, "plugin, check exports_only_entry_symbol: %s", list);
   ck_assert_msg(count == 0,
                 "plugin, check exports_only_entry_symbol: %s exports %d symbol%s besides %s: %s "
                 "(build with -fvisibility=hidden, as dlop_add_plugin does, and mark only "
-                "dlop_plugin_init DLOP_PLUGIN_EXPORT)", check_opts.plugin_path, count,
+                "dlop_plugin_init DLOP_PLUGIN_EXPORT; dlop_plugin_check_info, for dlop check, may "
+                "be exported too)", check_opts.plugin_path, count,
                 count == 1 ? "" : "s", DLOP_PLUGIN_ENTRY_SYMBOL, list);
 }
 END_TEST
@@ -46,7 +48,9 @@ START_TEST(init_refuses_other_abi_major) {
   const dlop_plugin_desc *desc = NULL;
   char error[1024] = "";
   unsigned other = DLOP_MAKE_ABI_VERSION(DLOP_ABI_MAJOR + 1, 0);
+  check_where_stage("dlop_plugin_init, called with a host of the next ABI major");
   int status = init(dlop_host_api_table(), other, &desc, error, sizeof error);
+  check_where_returned();
   ck_assert_msg(status != DLOP_OK,
                 "plugin, check init_refuses_other_abi_major: dlop_plugin_init accepted a host of "
                 "ABI %u.0 (expected a non-OK status such as DLOP_ABI_MISMATCH: check the major "
@@ -55,6 +59,18 @@ START_TEST(init_refuses_other_abi_major) {
                 "plugin, check init_refuses_other_abi_major: dlop_plugin_init refused a host of "
                 "ABI %u.0 with %s but wrote no message (say which ABI it was built for)",
                 DLOP_ABI_MAJOR + 1, dlop_status_name(status));
+}
+END_TEST
+
+/* The optional second symbol (dlop/check_info.h): when the plugin exports it, what it gives must
+ * describe the plugin's own ops in a way the values check can use. */
+START_TEST(check_info_valid) {
+  ck_assert_msg(check_plugin != NULL, "plugin, check check_info_valid: not loaded (see "
+                "loader_accepts_plugin)");
+  check_info_get();
+  ck_assert_msg(check_info_problem()[0] == '\0', "plugin, check check_info_valid: the plugin's "
+                "check info (its %s, read by dlop check only) cannot be used: %s",
+                DLOP_CHECK_INFO_SYMBOL, check_info_problem());
 }
 END_TEST
 
@@ -88,4 +104,5 @@ void check_add_plugin_tests(TCase *tc) {
   check_add_test(tc, loader_accepts_plugin, 0);
   check_add_test(tc, exports_only_entry_symbol, 0);
   check_add_test(tc, init_refuses_other_abi_major, 0);
+  check_add_test(tc, check_info_valid, 0);
 }

@@ -88,21 +88,63 @@ static void check_output_guards(const check_case *c, const char *check, check_pr
   }
 }
 
+/* How many of b's elements differ between two images of its allocation. */
+static int64_t elements_changed(const check_buffer *b, const unsigned char *before,
+                                const unsigned char *after) {
+  int64_t changed = 0;
+  for (int64_t e = 0; e < b->numel; e++) {
+    size_t at = check_buffer_element_at_index(b, e);
+    changed += memcmp(before + at, after + at, b->element_size) != 0;
+  }
+  return changed;
+}
+
+/* The first byte of b's allocation that differs between two images, described: the element
+ * (multi-index, flat index, byte offset, value before and after) or the guard or gap it lies in.
+ * Returns 0 when the images are equal. */
+static int describe_input_change(const check_buffer *b, const unsigned char *before,
+                                 const unsigned char *after, char *text, size_t size) {
+  size_t k = 0;
+  while (k < b->bytes && before[k] == after[k]) k++;
+  if (k == b->bytes) return 0;
+  size_t span_end = b->bytes - CHECK_GUARD_BYTES;
+  if (k < b->data_offset || k >= span_end) {
+    snprintf(text, size, "byte %zu of its allocation, %zu bytes %s its elements (in the guard "
+             "bytes around it), went from 0x%02x to 0x%02x", k,
+             k < b->data_offset ? b->data_offset - k : k - span_end + 1,
+             k < b->data_offset ? "before" : "past", before[k], after[k]);
+    return 1;
+  }
+  int64_t e = check_buffer_element_at(b, k);
+  if (e < 0) {
+    snprintf(text, size, "byte %zu of its allocation (%zu bytes from the start of its span), in "
+             "a gap between its elements, went from 0x%02x to 0x%02x (the bytes between "
+             "elements are the input's too)", k, k - b->data_offset, before[k], after[k]);
+    return 1;
+  }
+  size_t at = check_buffer_element_at_index(b, e);
+  unsigned long long bits_before = 0, bits_after = 0;
+  memcpy(&bits_before, before + at, b->element_size < 8 ? b->element_size : 8);
+  memcpy(&bits_after, after + at, b->element_size < 8 ? b->element_size : 8);
+  char index[DLOP_MAX_NDIM * 22 + 4];
+  snprintf(text, size, "element %s (flat index %lld in C order, %zu-byte element at byte offset "
+           "%zu from the start of its span) went from %.9g (bits 0x%llx) to %.9g (bits 0x%llx); "
+           "%lld of its %lld elements changed", check_index_text(b, e, index, sizeof index),
+           (long long)e, b->element_size, at - b->data_offset,
+           check_value(before + at, b->dtype, 0), bits_before,
+           check_value(after + at, b->dtype, 0), bits_after,
+           (long long)elements_changed(b, before, after), (long long)b->numel);
+  return 1;
+}
+
 static void check_inputs_kept(const check_case *c, const char *check, check_prepared *p,
                               const check_run_result *r, const char *layout) {
   for (int32_t i = 0; i < p->num_inputs; i++) {
-    const check_buffer *b = &r->in[i];
-    for (size_t k = 0; k < b->bytes; k++)
-      if (r->inputs_before[i][k] != r->inputs_after[i][k]) {
-        int in_guard = k < b->data_offset || k >= b->bytes - CHECK_GUARD_BYTES;
-        check_fail(c, check, p->shape.dims, p->shape.ndim,
-                   "the thunk changed input %d (%s layout): byte %zu of its allocation went from "
-                   "0x%02x to 0x%02x (%s); inputs are read-only", (int)i, layout,
-                   k, r->inputs_before[i][k], r->inputs_after[i][k],
-                   in_guard ? "in the guard bytes around it"
-                            : "inside the input's span (element byte offset from its start: see "
-                              "the layout)");
-      }
+    char change[1024];
+    if (describe_input_change(&r->in[i], r->inputs_before[i], r->inputs_after[i], change,
+                              sizeof change))
+      check_fail(c, check, p->shape.dims, p->shape.ndim, "the thunk changed input %d (%s "
+                 "layout): %s; inputs are read-only", (int)i, layout, change);
   }
 }
 
@@ -274,6 +316,100 @@ typedef struct thread_job {
   char report[1024];
 } thread_job;
 
+/* Output b's logical elements, read back on stream into a malloc'ed array (the caller frees);
+ * NULL with *status set when the suite could not (never fails the test: a thread calls it). */
+static void *read_output(const check_buffer *b, void *stream, int *status) {
+  void *values = malloc((size_t)b->numel * b->element_size + 1);
+  *status = values ? DLOP_OK : DLOP_OUT_OF_MEMORY;
+  if (values == NULL || b->device.type == DLOP_DEVICE_CPU) {
+    if (values) check_buffer_extract(b, b->memory, values);
+    return values;
+  }
+  unsigned char *downloaded = malloc(b->bytes);
+  *status = downloaded ? check_copy_bytes(b->device, downloaded, b->memory, b->bytes, stream)
+                       : DLOP_OUT_OF_MEMORY;
+  if (*status == DLOP_OK) check_buffer_extract(b, downloaded, values);
+  free(downloaded);
+  if (*status == DLOP_OK) return values;
+  free(values);
+  return NULL;
+}
+
+/* Elements of values (n of dtype) that hold poison pattern `run` (check_poison_pattern). */
+static int64_t poisoned_elements(const void *values, int dtype, int64_t n, int run) {
+  unsigned char pattern[8];
+  size_t size = dlop_dtype_size((dlop_dtype)dtype);
+  check_poison_pattern(dtype, run, pattern);
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; i++)
+    count += memcmp((const unsigned char *)values + (size_t)i * size, pattern, size) == 0;
+  return count;
+}
+
+/* Before any second thread: the same runs on thread 0's tensors, on the check's own thread.
+ * When they are wrong already (an element never written, an input the run changes, results
+ * that change from run to run), the op is wrong on one thread, and blaming shared state would
+ * send its author to the wrong place: the failure says what was seen and which check covers it.
+ * work has had one run (check_run_once); its outputs were poisoned with pattern 1 before it. */
+static void rehearse_on_one_thread(const check_case *c, const char *check, check_prepared *p,
+                                   check_run_result *work, const check_run_result *expected,
+                                   void *stream) {
+  const int64_t *dims = p->shape.dims;
+  int32_t ndim = p->shape.ndim;
+  for (int run = 0; run < THREAD_RUNS; run++) {
+    char error[1024];
+    if (run > 0) {
+      int status = check_run(p, work->in, work->out, stream, error, sizeof error);
+      if (status != DLOP_OK)
+        check_fail(c, check, dims, ndim, "on one thread already, with no other thread running, "
+                   "run %d of the thunk on the same tensors failed: %s: %s (see the run checks "
+                   "above); two runs at once were not tried", run + 1, dlop_status_name(status),
+                   error[0] ? error : "(no message)");
+    }
+    for (int32_t i = 0; i < p->num_inputs; i++) {
+      unsigned char *now = check_buffer_download(&work->in[i], stream);
+      char change[1024];
+      int changed = describe_input_change(&work->in[i], work->inputs_before[i], now, change,
+                                          sizeof change);
+      free(now);
+      if (changed)
+        check_fail(c, check, dims, ndim, "on one thread already, with no other thread running, "
+                   "run %d of the thunk changed input %d: %s; the runs after it on the same "
+                   "tensors compute from other values, so this check cannot tell whether two "
+                   "runs at once are safe: inputs are read-only (inputs_untouched reports it)",
+                   run + 1, (int)i, change);
+    }
+    for (int32_t o = 0; o < p->num_outputs; o++) {
+      int status;
+      void *values = read_output(&work->out[o], stream, &status);
+      if (values == NULL)
+        check_fail(c, check, dims, ndim, "the suite could not read output %d back: %s: %s",
+                   (int)o, dlop_status_name(status), dlop_last_error());
+      char report[1024];
+      int dtype = p->outputs[o].dtype;
+      int64_t n = work->out[o].numel;
+      int64_t bad = check_compare(expected->values[o], values, dtype, n, 0, report, sizeof report);
+      int64_t unwritten = bad ? poisoned_elements(values, dtype, n, 1) : 0;
+      free(values);
+      if (unwritten)
+        check_fail(c, check, dims, ndim, "on one thread already, with no other thread running, "
+                   "%lld of %lld elements of output %d were never written by run %d (they still "
+                   "hold the poison pattern the suite filled the output with): %s; the thunk "
+                   "must write every output element (every_output_element_written reports it); "
+                   "two runs at once were not tried", (long long)unwritten, (long long)n, (int)o,
+                   run + 1, report);
+      if (bad)
+        check_fail(c, check, dims, ndim, "on one thread already, with no other thread running, "
+                   "run %d of the thunk on the same tensors gave %lld of %lld elements of "
+                   "output %d other than its first run on fresh tensors: %s; results must not "
+                   "depend on earlier runs or on what the output held "
+                   "(runs_many_times_and_after_other_thunks and deterministic_run_to_run cover "
+                   "it); two runs at once were not tried", run + 1, (long long)bad,
+                   (long long)n, (int)o, report);
+    }
+  }
+}
+
 static void *thread_body(void *argument) {
   thread_job *job = (thread_job *)argument;
   /* The thunk is shared; the workspace is per run, as a host gives it (dlop's function runner
@@ -297,31 +433,19 @@ static void *thread_body(void *argument) {
     }
     for (int32_t o = 0; o < p->num_outputs && job->mismatches == 0; o++) {
       check_buffer *b = &job->work->out[o];
-      unsigned char *downloaded = NULL;
-      void *values = malloc((size_t)b->numel * b->element_size + 1);
-      if (values != NULL && b->device.type == DLOP_DEVICE_CPU) {
-        check_buffer_extract(b, b->memory, values);
-      } else if (values != NULL && (downloaded = malloc(b->bytes)) != NULL) {
-        job->status = check_copy_bytes(b->device, downloaded, b->memory, b->bytes, job->stream);
-        if (job->status == DLOP_OK) check_buffer_extract(b, downloaded, values);
-      }
-      if (values == NULL || (b->device.type != DLOP_DEVICE_CPU && downloaded == NULL))
-        job->status = DLOP_OUT_OF_MEMORY;
-      if (job->status != DLOP_OK) {
+      void *values = read_output(b, job->stream, &job->status);
+      if (values == NULL) {
         /* the suite's own failure, not the plugin's: say so */
         snprintf(job->report, sizeof job->report, "the suite could not read output %d back "
                  "(%s: %s)", (int)o, job->status == DLOP_OUT_OF_MEMORY ? "out of host memory"
                  : "copying it from the device failed", dlop_last_error());
         job->bad_run = run;
-        free(values);
-        free(downloaded);
         break;
       }
       job->mismatches = check_compare(job->expected->values[o], values, p->outputs[o].dtype,
                                       b->numel, 0, job->report, sizeof job->report);
       job->bad_run = run;
       free(values);
-      free(downloaded);
     }
   }
   if (mine.workspace != NULL) {
@@ -343,6 +467,8 @@ START_TEST(two_threads_at_once) {
     check_require_ok(&p, check, &expected[t]);
     check_run_once(&p, CHECK_CONTIGUOUS, 40 + (uint64_t)t, 1, &work[t]);
   }
+  rehearse_on_one_thread(c, check, &p, &work[0], &expected[0], check_stream(c));
+  check_where_stage("the thunk's runs on two threads at once");
   thread_job jobs[2];
   pthread_t threads[2];
   dlop_stream *streams[2] = {NULL, NULL};
@@ -371,8 +497,9 @@ START_TEST(two_threads_at_once) {
     if (jobs[t].mismatches)
       check_fail(c, check, shape.dims, shape.ndim,
                  "thread %d's run %d, while another thread ran the same thunk on other tensors, "
-                 "gave %lld wrong elements (against the same thunk run alone): %s; a thunk's run "
-                 "must not keep per-run data in shared state without a lock",
+                 "gave %lld wrong elements (against the same thunk run alone; the same runs on "
+                 "one thread gave the right ones): %s; a thunk's run must not keep per-run data "
+                 "in shared state without a lock",
                  t, jobs[t].bad_run, (long long)jobs[t].mismatches, jobs[t].report);
   }
   check_release(&p);

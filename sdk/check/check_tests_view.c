@@ -37,7 +37,10 @@ static void call_make_view(const check_case *c, const dlop_tensor *input, int32_
   args.needs_contiguous = &needs;
   args.error = a->error;
   args.error_size = sizeof a->error;
+  dlop_type viewed_type = check_type(dlop_dtype_from_dl(input->dtype), input->ndim, input->shape, 0);
+  check_where_types("make_view", &viewed_type, 1);
   a->status = c->op->make_view(&args);
+  check_where_returned();
   a->needs_contiguous = needs;
 }
 
@@ -370,7 +373,8 @@ START_TEST(thunk_checks_not_applicable) {
   static const char *cpu_checks[] = {
       "every_output_element_written", "nothing_written_outside_outputs", "inputs_untouched",
       "runs_many_times_and_after_other_thunks", "strided_inputs", "two_threads_at_once",
-      "deterministic_run_to_run", "rejects_wrong_output_dtype", "no_host_memory_leaked"};
+      "deterministic_run_to_run", "rejects_wrong_output_dtype", "no_host_memory_leaked",
+      "values_match_reference"};
   static const char *cuda_checks[] = {"cuda_matches_cpu", "cuda_graph_capture",
                                       "device_memory_back_to_baseline"};
   for (size_t k = 0; k < sizeof cpu_checks / sizeof cpu_checks[0]; k++)

@@ -97,7 +97,9 @@ void check_prepare(const check_case *c, const char *check, const check_shape *sh
       .thunk = &p->thunk, .error = error, .error_size = sizeof error};
   error[0] = '\0';
   with_context(c, 1);
+  check_where_types("make_thunk", p->inputs, p->num_inputs);
   status = op->make_thunk(&args);
+  check_where_returned();
   with_context(c, 0);
   if (status != DLOP_OK)
     check_fail(c, check, shape->dims, shape->ndim, "make_thunk on %s failed: %s: %s",
@@ -119,7 +121,9 @@ void check_release(check_prepared *p) {
   p->workspace = NULL;
   if (p->have_thunk && p->thunk.destroy) {
     with_context(p->c, 1);
+    check_where_run("the thunk's destroy", p);
     p->thunk.destroy(p->thunk.state);
+    check_where_returned();
     with_context(p->c, 0);
   }
   p->have_thunk = 0;

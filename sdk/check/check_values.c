@@ -121,3 +121,113 @@ int64_t check_compare(const void *expected, const void *actual, int dtype, int64
   }
   return mismatches;
 }
+
+void check_store_value(void *data, int dtype, int64_t i, double v) {
+  switch (dtype) {
+    case DLOP_BOOL: ((uint8_t *)data)[i] = v != 0; break;
+    case DLOP_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
+    case DLOP_INT16: ((int16_t *)data)[i] = (int16_t)v; break;
+    case DLOP_INT32: ((int32_t *)data)[i] = (int32_t)v; break;
+    case DLOP_INT64: ((int64_t *)data)[i] = (int64_t)v; break;
+    case DLOP_UINT8: ((uint8_t *)data)[i] = (uint8_t)v; break;
+    case DLOP_FLOAT16: ((uint16_t *)data)[i] = dlop_float_to_half((float)v); break;
+    case DLOP_BFLOAT16: ((uint16_t *)data)[i] = dlop_float_to_bfloat16((float)v); break;
+    case DLOP_FLOAT32: ((float *)data)[i] = (float)v; break;
+    case DLOP_FLOAT64: ((double *)data)[i] = v; break;
+    default: break;
+  }
+}
+
+/* Element i of an integer dtype as the integer it is (check_value goes through a double). */
+static int64_t integer_value(const void *data, int dtype, int64_t i) {
+  switch (dtype) {
+    case DLOP_INT8: return ((const int8_t *)data)[i];
+    case DLOP_INT16: return ((const int16_t *)data)[i];
+    case DLOP_INT32: return ((const int32_t *)data)[i];
+    case DLOP_INT64: return ((const int64_t *)data)[i];
+    case DLOP_UINT8: return ((const uint8_t *)data)[i];
+    default: return ((const uint8_t *)data)[i]; /* bool */
+  }
+}
+
+/* v wrapped into an integer dtype of bits bits, read back as the dtype reads it. */
+static int64_t wrapped(int64_t v, int dtype) {
+  switch (dtype) {
+    case DLOP_INT8: return (int8_t)(uint8_t)(uint64_t)v;
+    case DLOP_INT16: return (int16_t)(uint16_t)(uint64_t)v;
+    case DLOP_INT32: return (int32_t)(uint32_t)(uint64_t)v;
+    case DLOP_UINT8: return (uint8_t)(uint64_t)v;
+    default: return v;
+  }
+}
+
+const char *check_reference_rule(int dtype, int tolerance_dtype, char *buffer, size_t size) {
+  if (dtype == DLOP_BOOL) {
+    snprintf(buffer, size, "as bool (nonzero is true), exactly");
+  } else if (!dlop_dtype_is_float((dlop_dtype)dtype)) {
+    snprintf(buffer, size, "as %s, exactly, modulo 2^%d (integer results wrap)",
+             dlop_dtype_name((dlop_dtype)dtype), 8 * (int)dlop_dtype_size((dlop_dtype)dtype));
+  } else {
+    double rtol, atol;
+    tolerance(tolerance_dtype, &rtol, &atol);
+    snprintf(buffer, size, "rounded to %s, within %s's tolerance (|expected - actual| <= %g + %g "
+             "|expected|)", dlop_dtype_name((dlop_dtype)dtype),
+             dlop_dtype_name((dlop_dtype)tolerance_dtype), atol, rtol);
+  }
+  return buffer;
+}
+
+int64_t check_compare_reference(const double *reference, const void *actual, int dtype,
+                                int tolerance_dtype, int64_t n, char *report, size_t report_size,
+                                int64_t *first) {
+  size_t size = dlop_dtype_size((dlop_dtype)dtype), used = 0;
+  int is_float = dlop_dtype_is_float((dlop_dtype)dtype);
+  double rtol, atol;
+  tolerance(tolerance_dtype, &rtol, &atol);
+  int64_t mismatches = 0;
+  report[0] = '\0';
+  *first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    double v = reference[i];
+    char expected[96];
+    int ok;
+    if (is_float) {
+      unsigned char held[8];
+      check_store_value(held, dtype, 0, v); /* the reference as dtype holds it */
+      double e = check_value(held, dtype, 0), a = check_value(actual, dtype, i);
+      ok = (isnan(e) && isnan(a)) || e == a ||
+           (isfinite(e) && isfinite(a) && fabs(e - a) <= atol + rtol * fabs(e));
+      snprintf(expected, sizeof expected, "%.9g", e);
+    } else if (dtype == DLOP_BOOL) {
+      int e = v != 0; /* NaN too, as NumPy's bool(nan) */
+      ok = integer_value(actual, dtype, i) == e;
+      snprintf(expected, sizeof expected, "%d", e);
+    } else if (!isfinite(v) || v != floor(v) || fabs(v) >= 9.2e18) {
+      ok = 0;
+      snprintf(expected, sizeof expected, "%.9g (which %s cannot hold)", v,
+               dlop_dtype_name((dlop_dtype)dtype));
+    } else {
+      int64_t e = wrapped((int64_t)v, dtype);
+      ok = integer_value(actual, dtype, i) == e;
+      if (e != (int64_t)v)
+        snprintf(expected, sizeof expected, "%lld (%.0f wrapped)", (long long)e, v);
+      else
+        snprintf(expected, sizeof expected, "%lld", (long long)e);
+    }
+    if (ok) continue;
+    if (*first < 0) *first = i;
+    if (++mismatches <= 4 && used < report_size) {
+      unsigned long long bits = 0;
+      memcpy(&bits, (const unsigned char *)actual + (size_t)i * size, size < 8 ? size : 8);
+      char got[64];
+      if (is_float)
+        snprintf(got, sizeof got, "%.9g", check_value(actual, dtype, i));
+      else
+        snprintf(got, sizeof got, "%lld", (long long)integer_value(actual, dtype, i));
+      used += (size_t)snprintf(report + used, report_size - used,
+                               "%s[%lld] expected %s, got %s (bits 0x%llx)",
+                               mismatches > 1 ? "; " : "", (long long)i, expected, got, bits);
+    }
+  }
+  return mismatches;
+}

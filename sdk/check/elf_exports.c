@@ -27,7 +27,8 @@ static unsigned char *read_file(const char *path, size_t *size) {
   return data;
 }
 
-int check_elf_extra_exports(const char *path, const char *entry, char *list, size_t size) {
+int check_elf_extra_exports(const char *path, const char *const *allowed, char *list,
+                            size_t size) {
   size_t length = 0, used = 0;
   unsigned char *data = read_file(path, &length);
   list[0] = '\0';
@@ -69,7 +70,10 @@ int check_elf_extra_exports(const char *path, const char *entry, char *list, siz
         continue;
       if (sym->st_name >= strtab->sh_size) continue;
       const char *name = (const char *)(data + strtab->sh_offset + sym->st_name);
-      if (strcmp(name, entry) == 0) continue;
+      int is_allowed = 0;
+      for (const char *const *a = allowed; *a != NULL && !is_allowed; a++)
+        is_allowed = strcmp(name, *a) == 0;
+      if (is_allowed) continue;
       count++;
       if (used < size)
         used += (size_t)snprintf(list + used, size - used, "%s%s", count > 1 ? ", " : "", name);

@@ -9,7 +9,10 @@
 
 #define BLAS_CPU_DTYPES (DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64))
 #define BLAS_CUDA_DTYPES DLOP_DTYPES_FLOAT
-#define BLAS_ANY_DTYPES (BLAS_CPU_DTYPES | BLAS_CUDA_DTYPES)
+/* What make_node accepts: the dtypes some device of this build declares (CUDA's only where its
+ * kernels were compiled; the descriptors in plugin.c say the same). */
+#define BLAS_CUDA_DECLARED_DTYPES (DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0u)
+#define BLAS_ANY_DTYPES (BLAS_CPU_DTYPES | BLAS_CUDA_DECLARED_DTYPES)
 
 typedef enum blas_op_kind { BLAS_DOT = 0, BLAS_MATMUL = 1, BLAS_GEMM = 2 } blas_op_kind;
 

@@ -50,7 +50,7 @@ static const int32_t gemm_inplace[] = {2};
  * spells out only what is its own: name, doc, inputs, parameters, in-place map. */
 #define BLAS_OP_COMMON(info)                                                               \
   .struct_size = sizeof(dlop_op_desc), .flags = BLAS_FLAGS, .num_outputs = 1,              \
-  .cpu_dtypes = BLAS_CPU_DTYPES, .cuda_dtypes = DLOP_HAVE_CUDA_KERNELS ? BLAS_CUDA_DTYPES : 0, \
+  .cpu_dtypes = BLAS_CPU_DTYPES, .cuda_dtypes = BLAS_CUDA_DECLARED_DTYPES,                 \
   .make_node = blas_make_node, .infer_shape = blas_infer_shape,                            \
   .make_thunk = blas_make_thunk, .op_data = (void *)&(info)
 

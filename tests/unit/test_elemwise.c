@@ -27,7 +27,7 @@ static void tt_init(tt *x, dlop_dtype dtype, int32_t ndim, const int64_t *shape,
   size_t elsize = dlop_dtype_size(dtype);
   int64_t first;
   memset(x, 0, sizeof *x);
-  memcpy(x->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim > 0) memcpy(x->shape, shape, sizeof(int64_t) * (size_t)ndim); /* 0-d: shape NULL */
   x->span = dlop_test_layout_span(ndim, shape, strides, x->strides, &first);
   if (dlop_test_numel(ndim, shape) == 0) x->span = 0; /* nothing to fill */
   x->allocation = calloc((size_t)x->span + 1, elsize);

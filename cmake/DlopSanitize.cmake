@@ -11,7 +11,8 @@ add_link_options(-fsanitize=${DLOP_SANITIZE})
 # - halt_on_error: the first finding ends the process with a non-zero status (the test fails);
 # - detect_leaks: LeakSanitizer at the exit of every process, Check's forked test processes and
 #   dlop-check's included, so a leak is an error of the test that made it (LeakSanitizer stops
-#   the process's threads with ptrace: where a container forbids that, it says so and fails);
+#   the process's threads with ptrace: where a container forbids that, every test fails saying
+#   so, and ASAN_OPTIONS=detect_leaks=0 in the environment runs the rest);
 # - CK_TIMEOUT_MULTIPLIER: Check's per-test time limits, for code that runs 2-3x slower.
 set(DLOP_SANITIZE_TEST_ENV ${PROJECT_BINARY_DIR}/sanitize_environment.cmake)
 file(WRITE ${DLOP_SANITIZE_TEST_ENV} [=[

@@ -309,8 +309,11 @@ static void run_suite(const check_slot *slots, int from, int to) {
                    WTERMSIG(status), strsignal(WTERMSIG(status)), stage, after, process, here,
                    rest);
     else if (WIFEXITED(status))
-      record_error(slot, &shared->results[k], "Early exit with return value %d%s%s: %s ended%s%s",
-                   WEXITSTATUS(status), stage, after, process, here, rest);
+      record_error(slot, &shared->results[k], "Early exit with return value %d%s%s%s: %s ended%s%s",
+                   WEXITSTATUS(status), stage, after,
+                   shared->results[k].where.sanitizer_died
+                       ? " (a sanitizer ended the process after its error report, printed above)"
+                       : "", process, here, rest);
     else
       record_error(slot, &shared->results[k], "%s was lost (wait status 0x%x)%s", process,
                    (unsigned)status, stage);

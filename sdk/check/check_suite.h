@@ -181,7 +181,7 @@ void check_release(check_prepared *p);
 typedef struct check_where {
   const char *stage;       /* NULL: nothing recorded yet */
   int32_t returned;        /* the stage's call returned (dlop-check's own code runs) */
-  int32_t reserved;
+  int32_t sanitizer_died;  /* a sanitizer reported an error and ended the process (its exit 1) */
   int32_t num_inputs;      /* types recorded in inputs; -1 before any */
   int32_t declared_inputs; /* inputs of the call (more than recorded when beyond the array) */
   dlop_type inputs[CHECK_MAX_OPERANDS + 1]; /* +1: make_node_rejects_wrong_arity's extra one */
@@ -191,6 +191,8 @@ void check_where_attach(check_where *where);
 void check_where_stage(const char *stage); /* keeps the inputs recorded last */
 /* The plugin's call returned: what follows is dlop-check's own code (until the next stage). */
 void check_where_returned(void);
+/* A sanitizer is ending the process after its report (check_sanitizer.c's death callback). */
+void check_where_sanitizer_died(void);
 void check_where_types(const char *stage, const dlop_type *inputs, int32_t num_inputs);
 /* The concrete input types of p's shape (a run, make_thunk, destroy). */
 void check_where_run(const char *stage, const check_prepared *p);
@@ -330,7 +332,18 @@ void check_compare_outputs(const check_case *c, const char *check, const check_p
                            int exact, const char *how, const char *what);
 void check_run_result_free(check_prepared *p, check_run_result *r);
 
-/* ---- host memory accounting (malloc_counter.c) ------------------------------------------- */
+/* ---- host memory accounting (malloc_counter.c) and sanitizers (check_sanitizer.c) -------- */
+
+/* Built with a sanitizer that brings its own allocator (ASan, TSan, MSan): dlop-check then
+ * defines no malloc of its own and ends its check processes without the exit-time leak report. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLOP_CHECK_SANITIZER_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define DLOP_CHECK_SANITIZER_ALLOCATOR 1
+#endif
+#endif
 
 /* Blocks and bytes allocated and not yet freed in this process, through malloc and friends. */
 void check_malloc_counts(int64_t *blocks, int64_t *bytes);

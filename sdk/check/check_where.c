@@ -38,6 +38,8 @@ void check_where_returned(void) {
   if (recording()) where_now->returned = 1;
 }
 
+void check_where_sanitizer_died(void) { where_now->sanitizer_died = 1; /* any thread */ }
+
 void check_where_types(const char *stage, const dlop_type *inputs, int32_t num_inputs) {
   if (!recording()) return;
   int32_t n = num_inputs < 0 ? 0 : num_inputs > CHECK_MAX_OPERANDS + 1 ? CHECK_MAX_OPERANDS + 1

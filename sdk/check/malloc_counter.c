@@ -6,25 +6,13 @@
  * - built with a sanitizer that brings its own allocator (AddressSanitizer, ThreadSanitizer,
  *   MemorySanitizer), a second malloc would take the allocations away from it (its checks then
  *   stop on memory it never allocated), so the count comes from the sanitizer's allocation hooks
- *   instead (__sanitizer_install_malloc_and_free_hooks): the same blocks, the same verdicts.
- * And how a check process ends (check_process_exit), which depends on the same choice. */
+ *   instead (__sanitizer_install_malloc_and_free_hooks): the same blocks, the same verdicts. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "check_suite.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define DLOP_CHECK_SANITIZER_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define DLOP_CHECK_SANITIZER_ALLOCATOR 1
-#endif
-#endif
 
 static _Atomic int64_t live_blocks, live_bytes;
 
@@ -34,15 +22,6 @@ void check_malloc_counts(int64_t *blocks, int64_t *bytes) {
 }
 
 #ifdef DLOP_CHECK_SANITIZER_ALLOCATOR
-
-void check_process_exit(int status) {
-  /* Not exit(): LeakSanitizer's exit-time report would make every check of a leaking plugin an
-   * error (and count the suite's own memory a failed assertion's longjmp skipped freeing), so
-   * verdicts would differ from other builds; no_host_memory_leaked gives the leak verdict. */
-  fflush(stdout);
-  fflush(stderr);
-  _exit(status);
-}
 
 /* <sanitizer/allocator_interface.h> declares these (clang ships it; GCC 12 does not): the
  * sanitizer runtime exports them with C linkage. */
@@ -71,8 +50,6 @@ __attribute__((constructor)) static void install_counting_hooks(void) {
 }
 
 #else
-
-void check_process_exit(int status) { exit(status); }
 
 extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t count, size_t size);

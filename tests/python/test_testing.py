@@ -11,9 +11,14 @@ import dlop
 FIXTURES = os.path.join(os.environ.get("DLOP_BUILD_DIR", ""), "tests", "compliance", "fixtures")
 
 
+def declared_cases(op):
+    """What check_values compares by default: every CPU dtype, and every CUDA one with a GPU."""
+    devices = ["cpu"] + (["cuda"] if dlop.cuda_device_count() > 0 else [])
+    return [f"{device} {d}" for device in devices for d in op.dtypes.get(device, [])]
+
+
 def test_right_references_pass_on_every_declared_dtype():
-    assert dlop.testing.check_values("add", reference=lambda a, b: a + b) == [
-        f"cpu {d}" for d in dlop.ops.add.dtypes["cpu"]]
+    assert dlop.testing.check_values("add", reference=lambda a, b: a + b) == declared_cases(dlop.ops.add)
     # where: the bool condition is found the way dlop check finds it (one input bool)
     assert "cpu bool" in dlop.testing.check_values("where", reference=np.where)
     # float16 and bfloat16 round exp's results: compared within their tolerance, not bit for bit
@@ -22,8 +27,8 @@ def test_right_references_pass_on_every_declared_dtype():
         "sum", params={"axes": (1,)}, shapes=[(2, 3, 5)],
         reference=lambda x, axes=(), keepdims=False: x.sum(
             axis=tuple(axes), keepdims=keepdims, dtype=np.int64 if x.dtype.kind in "iub" else x.dtype))
-    assert dlop.testing.check_values("matmul", reference=np.matmul, shapes=[((5, 3), (3, 7))]) == [
-        "cpu float32", "cpu float64"]
+    assert dlop.testing.check_values("matmul", reference=np.matmul, shapes=[((5, 3), (3, 7))]) == \
+        declared_cases(dlop.ops.matmul)
 
 
 def test_integer_results_are_compared_modulo_their_width():

@@ -96,6 +96,32 @@ void dlop_test_load_default(const char *plugin_path, const char *bundled) {
   DLOP_CK_OK(dlop_load_default_plugins());
 }
 
+static char capture_path[] = "/tmp/dlop_test_stderr_XXXXXX";
+static int saved_stderr = -1;
+
+void dlop_test_capture_stderr(void) {
+  fflush(stderr);
+  int fd = mkstemp(capture_path);
+  ck_assert_int_ge(fd, 0);
+  saved_stderr = dup(2);
+  dup2(fd, 2);
+  close(fd);
+}
+
+const char *dlop_test_captured_stderr(void) {
+  static char text[16384];
+  fflush(stderr);
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  FILE *file = fopen(capture_path, "r");
+  ck_assert_ptr_nonnull(file);
+  size_t length = fread(text, 1, sizeof text - 1, file);
+  text[length] = '\0';
+  fclose(file);
+  unlink(capture_path);
+  return text;
+}
+
 void dlop_test_copy_file(const char *from, const char *to) {
   FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
   ck_assert_msg(in && out, "copy %s -> %s: %s", from, to, strerror(errno));

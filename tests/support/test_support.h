@@ -36,6 +36,11 @@ void dlop_test_load_bundled_plugins(void);
  * caller's to check). */
 void dlop_test_load_default(const char *plugin_path, const char *bundled);
 
+/* stderr into a temporary file until dlop_test_captured_stderr() puts it back and returns what
+ * was written (up to 16 KiB; each test runs in its own process, so one capture at a time). */
+void dlop_test_capture_stderr(void);
+const char *dlop_test_captured_stderr(void);
+
 /* A byte-for-byte copy of the file from at to (fails the test on any error). */
 void dlop_test_copy_file(const char *from, const char *to);
 

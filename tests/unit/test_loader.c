@@ -37,34 +37,6 @@ static void expect_failure(const char *path, int expected, ...) {
   ck_assert_int_eq(dlop_op_count(), 0);
 }
 
-/* ---- stderr capture (each test runs in its own process) ---------------------------------- */
-
-static char capture_path[] = "/tmp/dlop_test_stderr_XXXXXX";
-static int saved_stderr = -1;
-
-static void capture_stderr(void) {
-  fflush(stderr);
-  int fd = mkstemp(capture_path);
-  ck_assert_int_ge(fd, 0);
-  saved_stderr = dup(2);
-  dup2(fd, 2);
-  close(fd);
-}
-
-static const char *captured_stderr(void) {
-  static char text[16384];
-  fflush(stderr);
-  dup2(saved_stderr, 2);
-  close(saved_stderr);
-  FILE *file = fopen(capture_path, "r");
-  ck_assert_ptr_nonnull(file);
-  size_t length = fread(text, 1, sizeof text - 1, file);
-  text[length] = '\0';
-  fclose(file);
-  unlink(capture_path);
-  return text;
-}
-
 /* A fresh directory holding a copy of good.so; path of the copy into plugin_path. */
 static void temp_dir_with_good(char *dir, size_t dir_size, char *plugin_path, size_t size) {
   snprintf(dir, dir_size, "/tmp/dlop_test_loader_XXXXXX");
@@ -205,9 +177,9 @@ static int occurrences(const char *text, const char *needle) {
 /* "Same major, any minor": a newer minor's unknown flag and dtype bits are masked, not fatal. */
 START_TEST(newer_minor_unknown_bits_are_masked) {
   const dlop_plugin *plugin = NULL;
-  capture_stderr();
+  dlop_test_capture_stderr();
   int status = dlop_load_plugin(FIXTURE("newer_minor_bits"), &plugin);
-  const char *warnings = captured_stderr();
+  const char *warnings = dlop_test_captured_stderr();
   ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
   ck_assert_str_eq(dlop_plugin_name(plugin), "fixture_newer_minor_bits");
   /* The op offering only the unknown dtype is left out; the other one is offered for the
@@ -376,9 +348,9 @@ END_TEST
 
 /* The fixture directory holds every broken fixture; good.so first so it owns fixture_scale. */
 START_TEST(bad_plugins_never_stop_good_ones) {
-  capture_stderr();
+  dlop_test_capture_stderr();
   dlop_test_load_default(FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, "");
-  const char *warnings = captured_stderr();
+  const char *warnings = dlop_test_captured_stderr();
   /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op */
   ck_assert_int_eq(dlop_plugin_count(), 7);
   ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
@@ -421,9 +393,9 @@ START_TEST(relative_and_empty_entries_are_ignored) {
   /* From inside the fixture directory, "", ".", "good.so" and "./good.so" would all reach
    * plugins if they were honoured; only the absolute entry may load anything. */
   ck_assert_int_eq(chdir(DLOP_TEST_FIXTURE_DIR), 0);
-  capture_stderr();
+  dlop_test_capture_stderr();
   dlop_test_load_default("::.:good.so::./older_op_struct.so:" FIXTURE("newer_minor") ":", "");
-  const char *warnings = captured_stderr();
+  const char *warnings = dlop_test_captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_str_eq(dlop_plugin_name(dlop_plugin_at(0)), "fixture_newer_minor");
   ck_assert_int_eq(dlop_load_error_count(), 0);
@@ -442,9 +414,9 @@ START_TEST(empty_plugin_path_never_means_cwd) {
 END_TEST
 
 START_TEST(missing_path_entry_is_a_load_error) {
-  capture_stderr();
+  dlop_test_capture_stderr();
   dlop_test_load_default("/nonexistent/dlop_plugins:" FIXTURE("good"), "");
-  captured_stderr();
+  dlop_test_captured_stderr();
   ck_assert_int_eq(dlop_plugin_count(), 1);
   ck_assert_int_eq(dlop_load_error_count(), 1);
   const char *line = dlop_load_error_at(0);
@@ -476,9 +448,9 @@ START_TEST(world_writable_warnings) {
   temp_dir_with_good(dir, sizeof dir, copy, sizeof copy);
   ck_assert_int_eq(chmod(copy, c->file_mode), 0);
   ck_assert_int_eq(chmod(dir, c->dir_mode), 0);
-  capture_stderr();
+  dlop_test_capture_stderr();
   int status = dlop_load_plugin(copy, NULL);
-  const char *warnings = captured_stderr();
+  const char *warnings = dlop_test_captured_stderr();
   DLOP_CK_OK(status);
   int file = c->warned && strcmp(c->warned, "plugin file") == 0;
   snprintf(mode, sizeof mode, "%04o", (unsigned)(file ? c->file_mode : c->dir_mode));

@@ -55,33 +55,6 @@ static void only_cache_entry(char *path, size_t size) {
   ck_assert_int_eq(found, 1);
 }
 
-/* stderr into a file and back (each test runs in its own process). */
-static char capture_path[] = "/tmp/dlop_test_probe_stderr_XXXXXX";
-static int saved_stderr = -1;
-
-static void capture_stderr(void) {
-  fflush(stderr);
-  int fd = mkstemp(capture_path);
-  ck_assert_int_ge(fd, 0);
-  saved_stderr = dup(2);
-  dup2(fd, 2);
-  close(fd);
-}
-
-static const char *captured_stderr(void) {
-  static char text[16384];
-  fflush(stderr);
-  dup2(saved_stderr, 2);
-  close(saved_stderr);
-  FILE *file = fopen(capture_path, "r");
-  ck_assert_ptr_nonnull(file);
-  size_t length = fread(text, 1, sizeof text - 1, file);
-  text[length] = '\0';
-  fclose(file);
-  unlink(capture_path);
-  return text;
-}
-
 /* Load path expecting a probe refusal: DLOP_LOAD_ERROR, a message starting with the path and
  * "plugin probe: " and containing what, nothing registered. */
 static void expect_refused(const char *path, const char *what) {
@@ -367,9 +340,9 @@ END_TEST
 START_TEST(unknown_mode_in_the_environment_warns_and_probes) {
   use_fresh_cache();
   setenv("DLOP_PLUGIN_PROBE", "sometimes", 1);
-  capture_stderr();
+  dlop_test_capture_stderr();
   int mode = dlop_plugin_probe();
-  const char *warnings = captured_stderr();
+  const char *warnings = dlop_test_captured_stderr();
   ck_assert_int_eq(mode, DLOP_PLUGIN_PROBE_EXTERNAL);
   ck_assert_msg(strstr(warnings, "DLOP_PLUGIN_PROBE='sometimes' is not one of off (or 0), all "
                                  "(or 1), external"),

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dlop
+from dlpack_ctypes import DELETER, DLDataType, DLDevice, DLManagedTensor, DLTensor, capsule_new
 
 TWO_32 = 2**32
 HUGE = "(4294967296, 4294967296)"
@@ -116,33 +117,6 @@ def test_reshape_target_past_int64_is_refused():
 
 # ---- imports ---------------------------------------------------------------------------------
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
-                            ("deleter", DELETER)]
-
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
-
 class ClaimingProducer:
     """A legacy DLPack producer of one float64 that claims any shape and strides."""
 
@@ -162,7 +136,7 @@ class ClaimingProducer:
         self.managed.deleter = self.deleter
 
     def __dlpack__(self, stream=None):
-        return _capsule_new(ctypes.addressof(self.managed), b"dltensor", None)
+        return capsule_new(ctypes.addressof(self.managed), b"dltensor", None)
 
     def __dlpack_device__(self):
         return (1, 0)

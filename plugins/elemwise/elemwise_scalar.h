@@ -113,11 +113,13 @@ EW_FN float ew_abs_float32(float a) { return ew_f32_from_bits(ew_f32_bits(a) & 0
 EW_FN double ew_neg_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) ^ (1ull << 63)); }
 EW_FN double ew_abs_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) & ~(1ull << 63)); }
 
-/* The math library's functions (libm on the CPU, CUDA's on the GPU: both within a few ulp, not
- * bit-identical). sigmoid(x) is 1 / (1 + e^-x), which overflows e^-x to inf below -88 (float)
- * or -709 (double) and would return 0 where the result is a subnormal (sigmoid(-90) = 8.2e-40):
- * there it is e^x, equal to it within rounding. A branch, not a select of two forms computed
- * from e^-|x|: that version ran 2x slower on the CPU. NaN takes the e^x side and stays NaN. */
+/* The math library's functions (on the CPU glibc's vector math library, libmvec, through the
+ * vectorized loops of elemwise_cpu.h; CUDA's on the GPU: each within a few ulp, not
+ * bit-identical; docs/ops.md gives the bounds). sigmoid(x) is 1 / (1 + e^-x), which overflows
+ * e^-x to inf below -88 (float) or -709 (double) and would return 0 where the result is a
+ * subnormal (sigmoid(-90) = 8.2e-40): there it is e^x, equal to it within rounding. One exp of
+ * a selected argument, then a select: a vectorized loop computes both sides of a branch, and
+ * this way one of them is an exp. NaN takes the e^x side and stays NaN. */
 EW_FN float ew_powf(float a, float b) { return powf(a, b); }
 EW_FN double ew_powd(double a, double b) { return pow(a, b); }
 EW_FN float ew_logf(float x) { return logf(x); }
@@ -126,8 +128,14 @@ EW_FN float ew_sqrtf(float x) { return sqrtf(x); }
 EW_FN double ew_sqrtd(double x) { return sqrt(x); }
 EW_FN float ew_tanhf(float x) { return tanhf(x); }
 EW_FN double ew_tanhd(double x) { return tanh(x); }
-EW_FN float ew_sigmoidf(float x) { return x >= -87.0f ? 1.0f / (1.0f + expf(-x)) : expf(x); }
-EW_FN double ew_sigmoidd(double x) { return x >= -708.0 ? 1.0 / (1.0 + exp(-x)) : exp(x); }
+EW_FN float ew_sigmoidf(float x) {
+  float e = expf(x >= -87.0f ? -x : x);
+  return x >= -87.0f ? 1.0f / (1.0f + e) : e;
+}
+EW_FN double ew_sigmoidd(double x) {
+  double e = exp(x >= -708.0 ? -x : x);
+  return x >= -708.0 ? 1.0 / (1.0 + e) : e;
+}
 
 #define EW_FLOAT_MATH(name, T, C, F)                                                         \
   EW_FN T ew_pow_##name(T a, T b) { return ew_store_##name(ew_pow##F(ew_load_##name(a), ew_load_##name(b))); } \

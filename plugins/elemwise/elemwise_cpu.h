@@ -23,6 +23,20 @@
 
 /* No attribute: for loops not worth three copies (cold or not vectorizable). */
 #define EW_CPU_PLAIN
+/* EW_CPU_HOT_<dtype>: three copies (AVX-512, AVX2, baseline) for float32 and float64, the
+ * dtypes whose throughput is measured against NumPy (bench/ops.py), one for the others: the
+ * comparison and cast files hold 60 and 100 kernels, and three copies of each would cost
+ * build time for little use. */
+#define EW_CPU_HOT_bool EW_CPU_PLAIN
+#define EW_CPU_HOT_int8 EW_CPU_PLAIN
+#define EW_CPU_HOT_int16 EW_CPU_PLAIN
+#define EW_CPU_HOT_int32 EW_CPU_PLAIN
+#define EW_CPU_HOT_int64 EW_CPU_PLAIN
+#define EW_CPU_HOT_uint8 EW_CPU_PLAIN
+#define EW_CPU_HOT_float16 EW_CPU_PLAIN
+#define EW_CPU_HOT_bfloat16 EW_CPU_PLAIN
+#define EW_CPU_HOT_float32 DLOP_CPU_MULTIVERSION
+#define EW_CPU_HOT_float64 DLOP_CPU_MULTIVERSION
 
 /* The kernel fn (z = ew_fn(x) or ew_fn(a, b)) with output type TO and input type TI. */
 #define EW_CPU_UNARY(fn, TO, TI, ATTR) DLOP_CPU_UNARY_KERNEL(fn, TO, TI, ew_##fn, ATTR)

@@ -191,13 +191,21 @@ EW_FN int64_t ew_saturate(double d, double below, double above, int64_t min, int
   if (d <= below) return min;
   return (int64_t)d;
 }
-EW_FN int8_t ew_int8_of_double(double d) { return (int8_t)ew_saturate(d, -129.0, 128.0, -128, 127); }
-EW_FN int16_t ew_int16_of_double(double d) { return (int16_t)ew_saturate(d, -32769.0, 32768.0, -32768, 32767); }
-EW_FN int32_t ew_int32_of_double(double d) {
-  return (int32_t)ew_saturate(d, -2147483649.0, 2147483648.0, INT32_MIN, INT32_MAX);
+/* The same for targets of at most 32 bits, clamped to [min, max] in double and converted to
+ * int32: the values between below and min (above and max) truncate to min (max) anyway, so
+ * this is ew_saturate's result, as a NaN select, a max, a min and a 32-bit conversion, which
+ * gcc vectorizes (maxpd, minpd, cvttpd2dq; a conversion to int64 needs AVX-512). */
+EW_FN int32_t ew_clamp_to_int32(double d, double min, double max) {
+  d = d != d ? 0.0 : d;
+  d = d > min ? d : min;
+  d = d < max ? d : max;
+  return (int32_t)d;
 }
+EW_FN int8_t ew_int8_of_double(double d) { return (int8_t)ew_clamp_to_int32(d, -128.0, 127.0); }
+EW_FN int16_t ew_int16_of_double(double d) { return (int16_t)ew_clamp_to_int32(d, -32768.0, 32767.0); }
+EW_FN int32_t ew_int32_of_double(double d) { return ew_clamp_to_int32(d, -2147483648.0, 2147483647.0); }
 EW_FN int64_t ew_int64_of_double(double d) { return ew_saturate(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); }
-EW_FN uint8_t ew_uint8_of_double(double d) { return (uint8_t)ew_saturate(d, -1.0, 256.0, 0, 255); }
+EW_FN uint8_t ew_uint8_of_double(double d) { return (uint8_t)ew_clamp_to_int32(d, 0.0, 255.0); }
 
 /* Integer to integer keeps the low bits (NumPy's wrapping casts): through the unsigned type. */
 EW_FN int8_t ew_int8_of_int(int64_t v) { return (int8_t)(uint8_t)(uint64_t)v; }
@@ -256,16 +264,45 @@ EW_FN uint16_t ew_bfloat16_of_int(int64_t v) { return ew_rne_bfloat16(ew_odd_flo
 EW_FN uint8_t ew_bool_of_int(int64_t v) { return v != 0; }
 EW_FN uint8_t ew_bool_of_double(double d) { return d != 0.0; } /* NaN is true, as in NumPy */
 
-/* The source's class picks the path: INT for bool and integers, DOUBLE for floats. */
+/* Sources of at most float's precision (float16, bfloat16, float32) take the same paths from
+ * a float, which is exact (a float widens to double exactly), so vector code keeps float lanes:
+ * the integer targets of at most 32 bits clamp in float (every bound below is a float: for
+ * int32, -2147483904 is the float next below -2^31, and f <= it is f < -2^31), the others
+ * widen to double and take the double path, so every result is the double path's. */
+EW_FN float ew_float_of_float16(uint16_t x) { return ew_load_float16(x); }
+EW_FN float ew_float_of_bfloat16(uint16_t x) { return ew_load_bfloat16(x); }
+EW_FN float ew_float_of_float32(float x) { return x; }
+EW_FN int32_t ew_clamp_float_to_int32(float f, float below, float above, int32_t min, int32_t max) {
+  int32_t i = (int32_t)((f != f || f >= above || f <= below) ? 0.0f : f);
+  i = f >= above ? max : i;
+  return f <= below ? min : i;
+}
+EW_FN int8_t ew_int8_of_float(float f) { return (int8_t)ew_clamp_float_to_int32(f, -129.0f, 128.0f, -128, 127); }
+EW_FN int16_t ew_int16_of_float(float f) {
+  return (int16_t)ew_clamp_float_to_int32(f, -32769.0f, 32768.0f, -32768, 32767);
+}
+EW_FN int32_t ew_int32_of_float(float f) {
+  return ew_clamp_float_to_int32(f, -2147483904.0f, 2147483648.0f, INT32_MIN, INT32_MAX);
+}
+EW_FN uint8_t ew_uint8_of_float(float f) { return (uint8_t)ew_clamp_float_to_int32(f, -1.0f, 256.0f, 0, 255); }
+EW_FN int64_t ew_int64_of_float(float f) { return ew_int64_of_double((double)f); }
+EW_FN uint8_t ew_bool_of_float(float f) { return f != 0.0f; } /* NaN is true, as in NumPy */
+EW_FN float ew_float32_of_float(float f) { return ew_float32_of_double((double)f); }
+EW_FN double ew_float64_of_float(float f) { return ew_float64_of_double((double)f); }
+EW_FN uint16_t ew_float16_of_float(float f) { return ew_float16_of_double((double)f); }
+EW_FN uint16_t ew_bfloat16_of_float(float f) { return ew_bfloat16_of_double((double)f); }
+
+/* The source's class picks the path: int for bool and integers, float for the floats a float
+ * holds, double for float64. */
 #define EW_SOURCE_CLASS_bool int
 #define EW_SOURCE_CLASS_int8 int
 #define EW_SOURCE_CLASS_int16 int
 #define EW_SOURCE_CLASS_int32 int
 #define EW_SOURCE_CLASS_int64 int
 #define EW_SOURCE_CLASS_uint8 int
-#define EW_SOURCE_CLASS_float16 double
-#define EW_SOURCE_CLASS_float32 double
-#define EW_SOURCE_CLASS_bfloat16 double
+#define EW_SOURCE_CLASS_float16 float
+#define EW_SOURCE_CLASS_float32 float
+#define EW_SOURCE_CLASS_bfloat16 float
 #define EW_SOURCE_CLASS_float64 double
 #define EW_CAT3_(a, b, c) a##b##c
 #define EW_CAT3(a, b, c) EW_CAT3_(a, b, c)

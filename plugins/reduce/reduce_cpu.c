@@ -381,7 +381,7 @@ int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_la
   reduce_cpu_context c;
   int status = DLOP_OK;
   int32_t threads = DLOP_HOST_HAS(host, cpu_threads) ? host->cpu_threads() : 1;
-  int64_t per_unit, count = layout->count > 0 ? layout->count : 1;
+  int64_t per_unit, work, count = layout->count > 0 ? layout->count : 1;
   memset(&c, 0, sizeof c);
   if (!reduce_cpu_runs_for(dtype, runs, lanes, &c.cls)) {
     dlop_set_error(error, error_size, "%s: no CPU kernel for dtype %s", info->name,
@@ -410,27 +410,31 @@ int reduce_cpu_run(const reduce_op_info *info, dlop_dtype dtype, const reduce_la
     const int64_t inner = layout->kept_shape[layout->kept_ndim - 1];
     c.blocks_per_row = (inner + c.lane_width - 1) / c.lane_width;
     c.units = layout->outputs / inner * c.blocks_per_row;
-    per_unit = count * c.lane_width;
+    /* the work sizes below saturate: a zero-stride view may count 2^63-1 elements */
+    if (dlop_mul_overflow(count, c.lane_width, &per_unit)) per_unit = INT64_MAX;
   } else {
     c.units = layout->outputs;
     per_unit = count;
   }
+  if (dlop_mul_overflow(c.units, per_unit, &work)) work = INT64_MAX;
   /* Few units and long reductions: split the reductions too. The partials are combined in
    * chunk order, exactly as reduce_unit_all does, so both paths give the same bits. */
   if (threads > 1 && c.chunks > 1 && c.units < 4 * (int64_t)threads &&
       DLOP_HOST_HAS(host, parallel_for)) {
     int64_t items = c.units * c.chunks, lanes_per_item = c.lane_width > 0 ? c.lane_width : 1;
-    c.partials = (reduce_value *)malloc(sizeof(reduce_value) * (size_t)(items * lanes_per_item));
+    int64_t values = 0; /* fewer than 4 * threads units: no overflow of items */
+    if (!dlop_mul_overflow(items, lanes_per_item, &values) &&
+        values <= (int64_t)(SIZE_MAX / sizeof(reduce_value)))
+      c.partials = (reduce_value *)malloc(sizeof(reduce_value) * (size_t)values);
     if (c.partials == NULL) {
-      dlop_set_error(error, error_size, "%s: out of memory for %lld partial results", info->name,
-                     (long long)(items * lanes_per_item));
+      dlop_set_error(error, error_size, "%s: out of memory for %lld x %lld partial results",
+                     info->name, (long long)items, (long long)lanes_per_item);
       return DLOP_OUT_OF_MEMORY;
     }
     status = host->parallel_for(items, 1, chunks_body, &c);
     if (status == DLOP_OK) finish_chunks(&c);
     free(c.partials);
-  } else if (threads > 1 && DLOP_HOST_HAS(host, parallel_for) &&
-             c.units * per_unit > REDUCE_CPU_CHUNK) {
+  } else if (threads > 1 && DLOP_HOST_HAS(host, parallel_for) && work > REDUCE_CPU_CHUNK) {
     int64_t grain = REDUCE_CPU_CHUNK / per_unit;
     if (grain < REDUCE_CPU_OUTPUT_GRAIN && c.lane_width == 0) grain = REDUCE_CPU_OUTPUT_GRAIN;
     if (grain < 1) grain = 1;

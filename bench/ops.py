@@ -90,8 +90,35 @@ class Case:
     dtypes: tuple | None = None  # None: every dtype of the device
 
 
+# Host inputs are drawn once per size and reused by every case and dtype that asks for the same
+# range (at 2^26 a draw costs as much as timing a row): key (n, low, high, k-th draw of a case).
+_VALUES: dict = {}
+_DRAWS = [0]
+
+
 def uniform(rng, n, low=-5.0, high=5.0):
-    return rng.uniform(low, high, n)
+    key = (n, low, high, _DRAWS[0])
+    _DRAWS[0] += 1
+    if key not in _VALUES:
+        _VALUES[key] = rng.uniform(low, high, n)
+    return _VALUES[key]
+
+
+def derived(name, fn, *arrays):
+    """fn(*arrays), kept with the inputs it came from (for the GPU's cache of device copies,
+    keyed by data address, every input must live in _VALUES)."""
+    key = (name,) + tuple(a.__array_interface__["data"][0] for a in arrays)
+    if key not in _VALUES:
+        _VALUES[key] = fn(*arrays)
+    return _VALUES[key]
+
+
+def integers(rng, n, low, high):
+    key = (n, "integers", low, high, _DRAWS[0])
+    _DRAWS[0] += 1
+    if key not in _VALUES:
+        _VALUES[key] = rng.integers(low, high, n).astype(np.float64)
+    return _VALUES[key]
 
 
 def shape3(n: int) -> tuple:
@@ -116,7 +143,7 @@ def binary(label, op, numpy_fn, torch_fn, check="exact", a_range=(-5, 5), b_rang
            integral=False):
     def make(rng, n, dtype):
         if integral:  # integer-valued floats, so that equal and not_equal see both answers
-            a, b = rng.integers(-8, 8, n).astype(np.float64), rng.integers(-8, 8, n).astype(np.float64)
+            a, b = integers(rng, n, -8, 8), integers(rng, n, -8, 8)
         else:
             a, b = uniform(rng, n, *a_range), uniform(rng, n, *b_range)
         out_dtype = "bool" if integral else None
@@ -135,7 +162,7 @@ def numpy_sigmoid(x, out):
 def where_case():
     def make(rng, n, dtype):
         x, y = uniform(rng, n), uniform(rng, n)
-        return Setup([x > y, x, y], lambda c, a, b: dlop.ops.where(c, a, b),
+        return Setup([derived("x > y", np.greater, x, y), x, y], lambda c, a, b: dlop.ops.where(c, a, b),
                      lambda c, a, b, out: np.where(c, a, b),
                      lambda c, a, b, out: torch_mod().where(c, a, b, out=out), ((n,), None))
     return Case("elemwise", "where(c, x, y) (NumPy allocates)", "where", make)
@@ -370,11 +397,19 @@ class CudaSide:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        self.cache = {}  # device copies of the host inputs, for the current size
 
     def dtype(self, name):
         return {"bool": self.torch.bool, "int32": self.torch.int32}.get(name) or getattr(self.torch, name)
 
     def array(self, values, dtype, transposed=False):
+        # every input's data lives in _VALUES for the size, so its address names its contents
+        key = (values.__array_interface__["data"][0], values.shape, values.strides, dtype, transposed)
+        if key not in self.cache:
+            self.cache[key] = self.upload(values, dtype, transposed)
+        return self.cache[key]
+
+    def upload(self, values, dtype, transposed):
         torch = self.torch
         if values.dtype in (np.bool_, np.int32):
             a = torch.from_numpy(values).cuda()
@@ -472,6 +507,9 @@ def measure(args) -> list[dict]:
     rng = np.random.default_rng(16)
     for log2 in args.sizes:
         n = 1 << log2
+        _VALUES.clear()  # one size's inputs at a time
+        if side.name == "cuda":
+            side.cache.clear()
         for case in all_cases():
             if not selected(case, args.ops):
                 continue
@@ -480,6 +518,7 @@ def measure(args) -> list[dict]:
                     continue
                 if case.group == "blas" and side.name == "cpu" and dtype not in ("float32", "float64"):
                     continue
+                _DRAWS[0] = 0
                 setup = case.make(rng, n, dtype)
                 try:
                     row = run_case(side, case, setup, dtype, n, args)
@@ -588,7 +627,9 @@ def main() -> int:
     if args.sizes is None:
         args.sizes = [16, 20] if args.quick else (CPU_SIZES if args.device == "cpu" else GPU_SIZES)
     args.dtypes = args.dtypes or (CPU_DTYPES if args.device == "cpu" else GPU_DTYPES)
-    args.seconds = args.seconds if args.seconds is not None else (0.05 if args.quick else 0.2)
+    gpu = args.device == "cuda"  # GPU timings are steadier: shorter samples suffice
+    args.seconds = args.seconds if args.seconds is not None else (
+        (0.02 if gpu else 0.05) if args.quick else (0.1 if gpu else 0.2))
     args.samples = args.samples if args.samples is not None else (3 if args.quick else 5)
 
     if args.device == "cuda":

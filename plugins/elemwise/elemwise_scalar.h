@@ -193,8 +193,8 @@ EW_FN int64_t ew_saturate(double d, double below, double above, int64_t min, int
 }
 /* The same for targets of at most 32 bits, clamped to [min, max] in double and converted to
  * int32: the values between below and min (above and max) truncate to min (max) anyway, so
- * this is ew_saturate's result, as a NaN select, a max, a min and a 32-bit conversion, which
- * gcc vectorizes (maxpd, minpd, cvttpd2dq; a conversion to int64 needs AVX-512). */
+ * this is ew_saturate's result, as selects and a 32-bit conversion, which gcc vectorizes
+ * (cvttpd2dq; a conversion to int64 needs AVX-512). */
 EW_FN int32_t ew_clamp_to_int32(double d, double min, double max) {
   d = d != d ? 0.0 : d;
   d = d > min ? d : min;

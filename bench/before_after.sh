@@ -7,7 +7,9 @@
 # thunk and function paths) and bench/elemwise_cpu.py; GPU, where nvidia-smi sees one:
 # dlop-bench-gpu, bench/elementwise_gpu.py and bench/python_calls.py. Every output goes to $DLOP_AB_OUT (default
 # build/before-after) as <program>.<before|after>.<round>.txt; DLOP_ELEMWISE_CPU_ARGS is passed
-# to elemwise_cpu.py (e.g. "--seconds 0.15" for a shorter run).
+# to elemwise_cpu.py (e.g. "--seconds 0.15" for a shorter run). With DLOP_OPS_ARGS set (even
+# empty) bench/ops.py runs too, with those arguments (e.g. "--ops tanh,reduce --sizes 16 20"),
+# and writes ops.<side>.<round>.json.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=$(cd "${1:?usage: bench/before_after.sh BASE_SOURCE}" && pwd)
@@ -36,6 +38,10 @@ for round in $(seq 1 "$rounds"); do
       >"$out/bench-cpu.$tag.txt" 2>&1
     DLOP_PLUGIN_PATH= PYTHONPATH="$b/python" "$python" "$root/bench/elemwise_cpu.py" \
       ${DLOP_ELEMWISE_CPU_ARGS:-} >"$out/elemwise-cpu.$tag.txt" 2>&1
+    if [ -n "${DLOP_OPS_ARGS+set}" ]; then
+      DLOP_PLUGIN_PATH= PYTHONPATH="$b/python" "$python" "$root/bench/ops.py" $DLOP_OPS_ARGS \
+        --json "$out/ops.$tag.json" >"$out/ops.$tag.txt" 2>&1
+    fi
     if [ "$gpu" = 1 ]; then
       "$b/bin/dlop-bench-gpu" >"$out/bench-gpu.$tag.txt" 2>&1
       DLOP_PLUGIN_PATH= PYTHONPATH="$b/python" "$python" "$root/bench/elementwise_gpu.py" \

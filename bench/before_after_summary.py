@@ -2,20 +2,34 @@
 """before_after_summary.py DIR — the table of bench/before_after.sh: for every point measured in
 both trees, the median over rounds of before and after, and after/before of the time (below 1:
 the change made it faster). Reads dlop-bench lines (seconds=), elemwise_cpu.py's table (dlop
-µs), elementwise_gpu.py's rows (time relative to the device copy's) and python_calls.py's rows (µs per call, the other libraries too: their
+µs), bench/ops.py's --json rows (dlop seconds), elementwise_gpu.py's rows (time relative to the device copy's) and python_calls.py's rows (µs per call, the other libraries too: their
 change between rounds is the machine's noise)."""
 from __future__ import annotations
 
 import collections
+import json
+import math
 import pathlib
 import re
 import statistics
 import sys
 
 
+def ops_points(path: pathlib.Path):
+    """(key, seconds) of every checked dlop row of bench/ops.py's --json file."""
+    for row in json.loads(path.read_text()).get("rows", []):
+        if row.get("check") == "ok":
+            key = f"ops: {row['case']} {row['dtype']} 2^{int(math.log2(row['n']))} threads={row.get('threads')}"
+            yield key, row["dlop_s"]
+
+
 def points(path: pathlib.Path):
     """(key, seconds) for every timed dlop point in one output file."""
     program = path.name.split(".")[0]
+    if program == "ops":
+        if path.suffix == ".json":
+            yield from ops_points(path)
+        return
     section = ""
     for line in path.read_text(errors="replace").splitlines():
         if line.startswith("dlop-bench "):
@@ -43,7 +57,7 @@ def points(path: pathlib.Path):
 def main() -> int:
     folder = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build/before-after")
     times = collections.defaultdict(lambda: {"before": [], "after": []})
-    for path in sorted(folder.glob("*.txt")):
+    for path in sorted(list(folder.glob("*.txt")) + list(folder.glob("ops.*.json"))):
         side = path.name.split(".")[1]
         for key, seconds in points(path):
             times[key][side].append(seconds)

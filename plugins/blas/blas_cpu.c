@@ -1,6 +1,7 @@
 /* blas_cpu.c — the CPU backend of the blas ops: row-major GEMMs through the process's CBLAS
  * library (cblas_sgemm/cblas_dgemm, one call per batch element: the library parallelizes each
- * call itself), and the strided copies that lay out operands BLAS cannot read. */
+ * call itself; one row or column of output goes to its dot or gemv), and the strided copies
+ * that lay out operands BLAS cannot read. */
 #include <limits.h>
 #include <string.h>
 
@@ -39,10 +40,69 @@ static int fits_int(const blas_thunk_state *s, const dlop_run_args *args, const 
   return 1;
 }
 
+/* A GEMM with one row or one column of output as a dot or a matrix-vector product (BLAS 1 and
+ * 2): 1 when it ran, 0 when the library lacks the function (the GEMM runs instead).
+ * Row-major op(A) is m x k: element (r, p) at a[r * lda + p], or a[p * lda + r] transposed;
+ * op(B) is k x n likewise; C is m x n with ldc. */
+static int cpu_vector_product(const blas_thunk_state *s, const blas_gemm_call *c, int64_t i) {
+  const blas_cpu_library *lib = s->cpu;
+  const int k = (int)c->k, lda = (int)c->lda, ldb = (int)c->ldb, ldc = (int)c->ldc;
+  const int a_step = c->trans_a ? lda : 1;  /* along p in row 0 of op(A) */
+  const int b_step = c->trans_b ? 1 : ldb;  /* along p in column 0 of op(B) */
+  const int single = c->dtype == DLOP_FLOAT32;
+  const char *a = (const char *)c->a + i * c->stride_a * (single ? 4 : 8);
+  const char *b = (const char *)c->b + i * c->stride_b * (single ? 4 : 8);
+  char *out = (char *)c->c + i * c->stride_c * (single ? 4 : 8);
+  if (c->m == 1 && c->n == 1) { /* a dot; beta 0 does not read C */
+    if (single ? lib->sdot == NULL : lib->ddot == NULL) return 0;
+    if (single) {
+      float dot = lib->sdot(k, (const float *)a, a_step, (const float *)b, b_step);
+      float *y = (float *)out;
+      *y = c->beta == 0 ? (float)c->alpha * dot : (float)c->alpha * dot + (float)c->beta * *y;
+    } else {
+      double dot = lib->ddot(k, (const double *)a, a_step, (const double *)b, b_step);
+      double *y = (double *)out;
+      *y = c->beta == 0 ? c->alpha * dot : c->alpha * dot + c->beta * *y;
+    }
+    return 1;
+  }
+  if (single ? lib->sgemv == NULL : lib->dgemv == NULL) return 0;
+  if (c->beta == 0) { /* y is not to be read: some gemvs scale it by 0, which keeps a NaN */
+    const int64_t count = c->n == 1 ? c->m : c->n, step = c->n == 1 ? c->ldc : 1;
+    for (int64_t r = 0; r < count; r++) {
+      if (single) ((float *)out)[r * step] = 0.0f;
+      else ((double *)out)[r * step] = 0.0;
+    }
+  }
+  if (c->n == 1) { /* y (m) = op(A) x, x = column 0 of op(B), y = column 0 of C */
+    int trans = c->trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS;
+    int rows = c->trans_a ? k : (int)c->m, cols = c->trans_a ? (int)c->m : k;
+    if (single)
+      lib->sgemv(CBLAS_ROW_MAJOR, trans, rows, cols, (float)c->alpha, (const float *)a, lda,
+                 (const float *)b, b_step, (float)c->beta, (float *)out, ldc);
+    else
+      lib->dgemv(CBLAS_ROW_MAJOR, trans, rows, cols, c->alpha, (const double *)a, lda,
+                 (const double *)b, b_step, c->beta, (double *)out, ldc);
+  } else { /* m == 1: y (n) = op(B)^T x, x = row 0 of op(A), y = row 0 of C */
+    int trans = c->trans_b ? CBLAS_NO_TRANS : CBLAS_TRANS;
+    int rows = c->trans_b ? (int)c->n : k, cols = c->trans_b ? k : (int)c->n;
+    if (single)
+      lib->sgemv(CBLAS_ROW_MAJOR, trans, rows, cols, (float)c->alpha, (const float *)b, ldb,
+                 (const float *)a, a_step, (float)c->beta, (float *)out, 1);
+    else
+      lib->dgemv(CBLAS_ROW_MAJOR, trans, rows, cols, c->alpha, (const double *)b, ldb,
+                 (const double *)a, a_step, c->beta, (double *)out, 1);
+  }
+  return 1;
+}
+
 static int cpu_gemm(const blas_thunk_state *s, const dlop_run_args *args, const blas_gemm_call *c) {
   if (!fits_int(s, args, c)) return DLOP_UNSUPPORTED;
   int ta = c->trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS, tb = c->trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS;
+  int vector = (c->m == 1 || c->n == 1) && c->k > 0 &&
+               (c->dtype == DLOP_FLOAT32 || c->dtype == DLOP_FLOAT64);
   for (int64_t i = 0; i < c->batch_count; i++) {
+    if (vector && cpu_vector_product(s, c, i)) continue;
     if (c->dtype == DLOP_FLOAT32) {
       const float *a = (const float *)c->a + i * c->stride_a, *b = (const float *)c->b + i * c->stride_b;
       float *out = (float *)c->c + i * c->stride_c;

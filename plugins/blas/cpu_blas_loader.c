@@ -78,6 +78,10 @@ static int try_library(const char *path, size_t *used, int first) {
   }
   library.sgemm = sgemm;
   library.dgemm = dgemm;
+  library.sdot = (blas_cblas_sdot_fn)dlsym(handle, "cblas_sdot");
+  library.ddot = (blas_cblas_ddot_fn)dlsym(handle, "cblas_ddot");
+  library.sgemv = (blas_cblas_sgemv_fn)dlsym(handle, "cblas_sgemv");
+  library.dgemv = (blas_cblas_dgemv_fn)dlsym(handle, "cblas_dgemv");
   library.path = path;
   library_loaded = 1;
   warn_if_generic_core(handle, path);

@@ -1,6 +1,6 @@
 /* elemwise_cpu_arith.c — the CPU kernels of the binary arithmetic ops: add, sub, mul, maximum,
  * minimum for every numeric dtype, div and pow for the floats (elemwise_scalar.h says what each
- * does to one element; elemwise_cpu.h gives the loops). */
+ * does to one element; elemwise_cpu.h gives the loops, pow's the staged vector-math one). */
 #include "elemwise_cpu.h"
 
 #define ARITH_CHEAP(name, T, DT)                                   \
@@ -11,10 +11,12 @@
   EW_CPU_BINARY(minimum_##name, T, T, DLOP_CPU_MULTIVERSION)
 EW_CPU_NUMERIC_DTYPES(ARITH_CHEAP)
 
-#define ARITH_FLOAT(name, T, DT)                                   \
-  EW_CPU_BINARY(div_##name, T, T, DLOP_CPU_MULTIVERSION)           \
-  EW_CPU_BINARY(pow_##name, T, T, EW_CPU_PLAIN)
-EW_CPU_FLOAT_DTYPES(ARITH_FLOAT)
+#define ARITH_DIV(name, T, DT) EW_CPU_BINARY(div_##name, T, T, DLOP_CPU_MULTIVERSION)
+EW_CPU_FLOAT_DTYPES(ARITH_DIV)
+
+#define ARITH_POW(name, T, C, F, DIRECT) \
+  EW_CPU_MATH_BINARY(pow_##name, T, C, ew_pow##F, ew_load_##name, ew_store_##name, DIRECT)
+EW_CPU_MATH_DTYPES(ARITH_POW)
 
 #define ARITH_ENTRY_CHEAP(name, T, DT)                                                       \
   [EW_ADD][DT] = add_##name, [EW_SUB][DT] = sub_##name, [EW_MUL][DT] = mul_##name,           \

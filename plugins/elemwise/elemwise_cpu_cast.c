@@ -1,12 +1,13 @@
 /* elemwise_cpu_cast.c — the CPU kernels of cast, one per (from, to) pair of dtypes, around
  * elemwise_scalar.h's ew_cast_<from>_<to> (the same code the CUDA kernels run, so both devices
  * agree bit for bit). A cast to the same dtype copies bits (elemwise_kernel_dtypes picks the
- * same-size integer kernel). */
+ * same-size integer kernel). Casts from float32 and float64 get three copies (AVX-512, AVX2,
+ * baseline; EW_CPU_HOT_<dtype>), the others the baseline. */
 #include "elemwise_cpu.h"
 
 #define CAST_KERNEL(from, TF, DTF, to, TT, DTT)                                              \
   EW_CAST_ONE(from, TF, to, TT)                                                              \
-  EW_CPU_UNARY(cast_##from##_##to, TT, TF, EW_CPU_PLAIN)
+  EW_CPU_UNARY(cast_##from##_##to, TT, TF, EW_CPU_HOT_##from)
 #define CAST_ENTRY(from, TF, DTF, to, TT, DTT) [DTF][DTT] = cast_##from##_##to,
 
 /* Expand the pairs by hand-listed sources: the preprocessor cannot nest an X-macro in itself. */

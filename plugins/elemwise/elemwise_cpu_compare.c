@@ -1,21 +1,21 @@
 /* elemwise_cpu_compare.c — the CPU kernels of the comparisons (bool results, every dtype) and of
- * where(condition, x, y). Built for the baseline CPU only (still vectorized by gcc -O3): they
- * are not hot enough to pay for three copies of 70 kernels. */
+ * where(condition, x, y): three copies (AVX-512, AVX2, baseline) for float32 and float64, the
+ * baseline (still vectorized by gcc -O3) for the rest (EW_CPU_HOT_<dtype>). */
 #include "elemwise_cpu.h"
 
-#define COMPARE(name, T, DT)                                      \
-  EW_CPU_BINARY(equal_##name, uint8_t, T, EW_CPU_PLAIN)           \
-  EW_CPU_BINARY(not_equal_##name, uint8_t, T, EW_CPU_PLAIN)       \
-  EW_CPU_BINARY(less_##name, uint8_t, T, EW_CPU_PLAIN)            \
-  EW_CPU_BINARY(less_equal_##name, uint8_t, T, EW_CPU_PLAIN)      \
-  EW_CPU_BINARY(greater_##name, uint8_t, T, EW_CPU_PLAIN)         \
-  EW_CPU_BINARY(greater_equal_##name, uint8_t, T, EW_CPU_PLAIN)
+#define COMPARE(name, T, DT)                                                \
+  EW_CPU_BINARY(equal_##name, uint8_t, T, EW_CPU_HOT_##name)                 \
+  EW_CPU_BINARY(not_equal_##name, uint8_t, T, EW_CPU_HOT_##name)             \
+  EW_CPU_BINARY(less_##name, uint8_t, T, EW_CPU_HOT_##name)                  \
+  EW_CPU_BINARY(less_equal_##name, uint8_t, T, EW_CPU_HOT_##name)            \
+  EW_CPU_BINARY(greater_##name, uint8_t, T, EW_CPU_HOT_##name)               \
+  EW_CPU_BINARY(greater_equal_##name, uint8_t, T, EW_CPU_HOT_##name)
 EW_CPU_ALL_DTYPES(COMPARE)
 
 /* where copies x's or y's element bits unchanged; any nonzero condition byte is true. */
 #define WHERE(name, T, DT)                                                                   \
-  static void where_##name##_contiguous(T *z, const uint8_t *c, const T *x, const T *y,      \
-                                        int64_t n) {                                         \
+  EW_CPU_HOT_##name static void where_##name##_contiguous(T *z, const uint8_t *c, const T *x, \
+                                                          const T *y, int64_t n) {          \
     _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = c[i] ? x[i] : y[i];          \
   }                                                                                          \
   static void where_##name(char *const *p, const int64_t *s, int64_t n, const void *params) { \

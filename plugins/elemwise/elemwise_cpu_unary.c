@@ -1,5 +1,6 @@
 /* elemwise_cpu_unary.c — the CPU kernels of the unary ops: neg and abs for every numeric dtype,
- * log, sqrt, tanh and sigmoid for the floats (the math library's functions). */
+ * sqrt for the floats (vectorized, exact), and log, tanh and sigmoid for the floats through the
+ * staged vector loops of elemwise_cpu.h (glibc's vector math). */
 #include "elemwise_cpu.h"
 
 #define UNARY_CHEAP(name, T, DT)                                   \
@@ -7,12 +8,14 @@
   EW_CPU_UNARY(abs_##name, T, T, DLOP_CPU_MULTIVERSION)
 EW_CPU_NUMERIC_DTYPES(UNARY_CHEAP)
 
-#define UNARY_FLOAT(name, T, DT)                                   \
-  EW_CPU_UNARY(sqrt_##name, T, T, DLOP_CPU_MULTIVERSION)           \
-  EW_CPU_UNARY(log_##name, T, T, EW_CPU_PLAIN)                     \
-  EW_CPU_UNARY(tanh_##name, T, T, EW_CPU_PLAIN)                    \
-  EW_CPU_UNARY(sigmoid_##name, T, T, EW_CPU_PLAIN)
-EW_CPU_FLOAT_DTYPES(UNARY_FLOAT)
+#define UNARY_SQRT(name, T, DT) EW_CPU_UNARY(sqrt_##name, T, T, DLOP_CPU_MULTIVERSION)
+EW_CPU_FLOAT_DTYPES(UNARY_SQRT)
+
+#define UNARY_MATH(name, T, C, F, DIRECT)                                                    \
+  EW_CPU_MATH_UNARY(log_##name, T, C, ew_log##F, ew_load_##name, ew_store_##name, DIRECT)   \
+  EW_CPU_MATH_UNARY(tanh_##name, T, C, ew_tanh##F, ew_load_##name, ew_store_##name, DIRECT) \
+  EW_CPU_MATH_UNARY(sigmoid_##name, T, C, ew_sigmoid##F, ew_load_##name, ew_store_##name, DIRECT)
+EW_CPU_MATH_DTYPES(UNARY_MATH)
 
 #define UNARY_ENTRY_CHEAP(name, T, DT) \
   [EW_NEG - EW_NEG][DT] = neg_##name, [EW_ABS - EW_NEG][DT] = abs_##name,

@@ -113,11 +113,13 @@ EW_FN float ew_abs_float32(float a) { return ew_f32_from_bits(ew_f32_bits(a) & 0
 EW_FN double ew_neg_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) ^ (1ull << 63)); }
 EW_FN double ew_abs_float64(double a) { return ew_f64_from_bits(ew_f64_bits(a) & ~(1ull << 63)); }
 
-/* The math library's functions (libm on the CPU, CUDA's on the GPU: both within a few ulp, not
- * bit-identical). sigmoid(x) is 1 / (1 + e^-x), which overflows e^-x to inf below -88 (float)
- * or -709 (double) and would return 0 where the result is a subnormal (sigmoid(-90) = 8.2e-40):
- * there it is e^x, equal to it within rounding. A branch, not a select of two forms computed
- * from e^-|x|: that version ran 2x slower on the CPU. NaN takes the e^x side and stays NaN. */
+/* The math library's functions (on the CPU glibc's vector math library, libmvec, through the
+ * vectorized loops of elemwise_cpu.h; CUDA's on the GPU: each within a few ulp, not
+ * bit-identical; docs/ops.md gives the bounds). sigmoid(x) is 1 / (1 + e^-x), which overflows
+ * e^-x to inf below -88 (float) or -709 (double) and would return 0 where the result is a
+ * subnormal (sigmoid(-90) = 8.2e-40): there it is e^x, equal to it within rounding. One exp of
+ * a selected argument, then a select: a vectorized loop computes both sides of a branch, and
+ * this way one of them is an exp. NaN takes the e^x side and stays NaN. */
 EW_FN float ew_powf(float a, float b) { return powf(a, b); }
 EW_FN double ew_powd(double a, double b) { return pow(a, b); }
 EW_FN float ew_logf(float x) { return logf(x); }
@@ -126,8 +128,14 @@ EW_FN float ew_sqrtf(float x) { return sqrtf(x); }
 EW_FN double ew_sqrtd(double x) { return sqrt(x); }
 EW_FN float ew_tanhf(float x) { return tanhf(x); }
 EW_FN double ew_tanhd(double x) { return tanh(x); }
-EW_FN float ew_sigmoidf(float x) { return x >= -87.0f ? 1.0f / (1.0f + expf(-x)) : expf(x); }
-EW_FN double ew_sigmoidd(double x) { return x >= -708.0 ? 1.0 / (1.0 + exp(-x)) : exp(x); }
+EW_FN float ew_sigmoidf(float x) {
+  float e = expf(x >= -87.0f ? -x : x);
+  return x >= -87.0f ? 1.0f / (1.0f + e) : e;
+}
+EW_FN double ew_sigmoidd(double x) {
+  double e = exp(x >= -708.0 ? -x : x);
+  return x >= -708.0 ? 1.0 / (1.0 + e) : e;
+}
 
 #define EW_FLOAT_MATH(name, T, C, F)                                                         \
   EW_FN T ew_pow_##name(T a, T b) { return ew_store_##name(ew_pow##F(ew_load_##name(a), ew_load_##name(b))); } \
@@ -183,13 +191,21 @@ EW_FN int64_t ew_saturate(double d, double below, double above, int64_t min, int
   if (d <= below) return min;
   return (int64_t)d;
 }
-EW_FN int8_t ew_int8_of_double(double d) { return (int8_t)ew_saturate(d, -129.0, 128.0, -128, 127); }
-EW_FN int16_t ew_int16_of_double(double d) { return (int16_t)ew_saturate(d, -32769.0, 32768.0, -32768, 32767); }
-EW_FN int32_t ew_int32_of_double(double d) {
-  return (int32_t)ew_saturate(d, -2147483649.0, 2147483648.0, INT32_MIN, INT32_MAX);
+/* The same for targets of at most 32 bits, clamped to [min, max] in double and converted to
+ * int32: the values between below and min (above and max) truncate to min (max) anyway, so
+ * this is ew_saturate's result, as selects and a 32-bit conversion, which gcc vectorizes
+ * (cvttpd2dq; a conversion to int64 needs AVX-512). */
+EW_FN int32_t ew_clamp_to_int32(double d, double min, double max) {
+  d = d != d ? 0.0 : d;
+  d = d > min ? d : min;
+  d = d < max ? d : max;
+  return (int32_t)d;
 }
+EW_FN int8_t ew_int8_of_double(double d) { return (int8_t)ew_clamp_to_int32(d, -128.0, 127.0); }
+EW_FN int16_t ew_int16_of_double(double d) { return (int16_t)ew_clamp_to_int32(d, -32768.0, 32767.0); }
+EW_FN int32_t ew_int32_of_double(double d) { return ew_clamp_to_int32(d, -2147483648.0, 2147483647.0); }
 EW_FN int64_t ew_int64_of_double(double d) { return ew_saturate(d, -0x1p63, 0x1p63, INT64_MIN, INT64_MAX); }
-EW_FN uint8_t ew_uint8_of_double(double d) { return (uint8_t)ew_saturate(d, -1.0, 256.0, 0, 255); }
+EW_FN uint8_t ew_uint8_of_double(double d) { return (uint8_t)ew_clamp_to_int32(d, 0.0, 255.0); }
 
 /* Integer to integer keeps the low bits (NumPy's wrapping casts): through the unsigned type. */
 EW_FN int8_t ew_int8_of_int(int64_t v) { return (int8_t)(uint8_t)(uint64_t)v; }
@@ -248,16 +264,45 @@ EW_FN uint16_t ew_bfloat16_of_int(int64_t v) { return ew_rne_bfloat16(ew_odd_flo
 EW_FN uint8_t ew_bool_of_int(int64_t v) { return v != 0; }
 EW_FN uint8_t ew_bool_of_double(double d) { return d != 0.0; } /* NaN is true, as in NumPy */
 
-/* The source's class picks the path: INT for bool and integers, DOUBLE for floats. */
+/* Sources of at most float's precision (float16, bfloat16, float32) take the same paths from
+ * a float, which is exact (a float widens to double exactly), so vector code keeps float lanes:
+ * the integer targets of at most 32 bits clamp in float (every bound below is a float: for
+ * int32, -2147483904 is the float next below -2^31, and f <= it is f < -2^31), the others
+ * widen to double and take the double path, so every result is the double path's. */
+EW_FN float ew_float_of_float16(uint16_t x) { return ew_load_float16(x); }
+EW_FN float ew_float_of_bfloat16(uint16_t x) { return ew_load_bfloat16(x); }
+EW_FN float ew_float_of_float32(float x) { return x; }
+EW_FN int32_t ew_clamp_float_to_int32(float f, float below, float above, int32_t min, int32_t max) {
+  int32_t i = (int32_t)((f != f || f >= above || f <= below) ? 0.0f : f);
+  i = f >= above ? max : i;
+  return f <= below ? min : i;
+}
+EW_FN int8_t ew_int8_of_float(float f) { return (int8_t)ew_clamp_float_to_int32(f, -129.0f, 128.0f, -128, 127); }
+EW_FN int16_t ew_int16_of_float(float f) {
+  return (int16_t)ew_clamp_float_to_int32(f, -32769.0f, 32768.0f, -32768, 32767);
+}
+EW_FN int32_t ew_int32_of_float(float f) {
+  return ew_clamp_float_to_int32(f, -2147483904.0f, 2147483648.0f, INT32_MIN, INT32_MAX);
+}
+EW_FN uint8_t ew_uint8_of_float(float f) { return (uint8_t)ew_clamp_float_to_int32(f, -1.0f, 256.0f, 0, 255); }
+EW_FN int64_t ew_int64_of_float(float f) { return ew_int64_of_double((double)f); }
+EW_FN uint8_t ew_bool_of_float(float f) { return f != 0.0f; } /* NaN is true, as in NumPy */
+EW_FN float ew_float32_of_float(float f) { return ew_float32_of_double((double)f); }
+EW_FN double ew_float64_of_float(float f) { return ew_float64_of_double((double)f); }
+EW_FN uint16_t ew_float16_of_float(float f) { return ew_float16_of_double((double)f); }
+EW_FN uint16_t ew_bfloat16_of_float(float f) { return ew_bfloat16_of_double((double)f); }
+
+/* The source's class picks the path: int for bool and integers, float for the floats a float
+ * holds, double for float64. */
 #define EW_SOURCE_CLASS_bool int
 #define EW_SOURCE_CLASS_int8 int
 #define EW_SOURCE_CLASS_int16 int
 #define EW_SOURCE_CLASS_int32 int
 #define EW_SOURCE_CLASS_int64 int
 #define EW_SOURCE_CLASS_uint8 int
-#define EW_SOURCE_CLASS_float16 double
-#define EW_SOURCE_CLASS_float32 double
-#define EW_SOURCE_CLASS_bfloat16 double
+#define EW_SOURCE_CLASS_float16 float
+#define EW_SOURCE_CLASS_float32 float
+#define EW_SOURCE_CLASS_bfloat16 float
 #define EW_SOURCE_CLASS_float64 double
 #define EW_CAT3_(a, b, c) a##b##c
 #define EW_CAT3(a, b, c) EW_CAT3_(a, b, c)

@@ -260,7 +260,8 @@ __device__ __forceinline__ A compensated(A acc, A compensation) {
  * end of the output's elements at x. U loads in flight per thread, 32 bytes' worth (at most
  * 16): the kernel holds 4 blocks per SM at its register count, and an H200 needs about 30 KB
  * in flight per SM to stream at full bandwidth. Each group of U is combined, then accumulated.
- * One reduced dim (the usual case) walks a pointer; more take reduced_offset's divisions. */
+ * One reduced dim (the usual case) walks a pointer; more take reduced_offset's divisions,
+ * element by element. */
 template <int Op, typename T, typename A>
 __device__ __forceinline__ A column_share(const T *x, const reduce_layout &l, int64_t first,
                                           int64_t end, int64_t step) {
@@ -281,16 +282,7 @@ __device__ __forceinline__ A column_share(const T *x, const reduce_layout &l, in
     }
     for (; r < end; r += step, p += stride)
       acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(p)), &compensation);
-  } else {
-    for (; r + (U - 1) * step < end; r += U * step) {
-      A v[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) v[u] = load_acc<A>(__ldg(x + reduced_offset(l, r + u * step)));
-      A part = v[0];
-#pragma unroll
-      for (int u = 1; u < U; u++) part = combine<Op, A>(part, v[u]);
-      acc = accumulate<Op, A>(acc, part, &compensation);
-    }
+  } else { /* reduced dims that do not merge: rare, kept compact (no unrolled divisions) */
     for (; r < end; r += step)
       acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(x + reduced_offset(l, r))), &compensation);
   }

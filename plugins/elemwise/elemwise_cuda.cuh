@@ -1,7 +1,20 @@
 /* elemwise_cuda.cuh — what the elemwise plugin's .cu files share: the macros that wrap
  * elemwise_scalar.h's element functions into functors and, through the kit's kernel macros,
  * into extern "C" kernels named dlop_elemwise_<op>_{contiguous,rows,strided}_<dtype> (the
- * specs in plugin.c name them for the SDK's elementwise thunk). */
+ * specs in plugin.c name them for the SDK's elementwise thunk).
+ *
+ * Kernel choice (the SDK's launch picks among an op's kernels by layout): every op has a
+ * contiguous kernel of 16-byte vector loads and stores (streaming, one step per thread on a
+ * grid that covers the tensor), the strided kernel for anything else, and the binary
+ * arithmetic ops a 2-d rows kernel for a broadcast row, column or scalar. Ops whose element
+ * function costs more than its loads (log, tanh, sigmoid, pow) load two vectors per step so
+ * one's arithmetic overlaps the other's load (as the seed exp does: 97.6% of a copy on an H200
+ * against 92.6% with one). Ops whose operands differ in size (comparisons, where, cast) step
+ * by one 16-byte vector of the output and load each input's matching elements in as few
+ * aligned vector loads as they fill. The element functions are the CPU's (elemwise_scalar.h):
+ * float16 and bfloat16 compute in float32, float32 in float32 with CUDA's full-precision
+ * functions (logf, tanhf, expf, powf: no --use_fast_math, no __expf-style intrinsics), float64
+ * in double. */
 #ifndef DLOP_ELEMWISE_CUDA_CUH
 #define DLOP_ELEMWISE_CUDA_CUH
 
@@ -35,27 +48,157 @@
   EW_CUDA_FUNCTOR2(op##_##name, TO, TI)                                                      \
   DLOP_CUDA_BINARY_STRIDED(dlop_elemwise_##op, name, TO, TI, op##_##name##_f)
 
-/* Cheap unary ops: also a contiguous kernel of one 16-byte vector per thread. */
-#define EW_CUDA_UNARY_VECTOR(op, name, T)                                                    \
+/* Unary ops of one dtype: also a contiguous kernel of U 16-byte vectors per thread and step
+ * (plugin.c's contiguous-vectors column says the same U). */
+#define EW_CUDA_UNARY_VECTOR(op, name, T, U)                                                 \
   EW_CUDA_STRIDED1(op, name, T, T)                                                           \
-  DLOP_CUDA_UNARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, 1)
+  DLOP_CUDA_UNARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, U)
 
 /* Cheap binary ops: also the kit's contiguous kernel (streaming 16-byte vectors, one per
  * thread: 99-100% of a device copy for multiply_them on an H200) and its 2-d rows kernel
  * (the operand kinds fixed at compile time: 96-99% of a copy for float16 on an H200, where the
  * 1-d rows kernel held 90-93%). */
-#define EW_CUDA_BINARY_VECTOR(op, name, T)                                                   \
+#define EW_CUDA_BINARY_VECTOR(op, name, T, U)                                                \
   EW_CUDA_STRIDED2(op, name, T, T)                                                           \
-  DLOP_CUDA_BINARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, 1)               \
+  DLOP_CUDA_BINARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, U)               \
   DLOP_CUDA_BINARY_ROWS_2D(dlop_elemwise_##op, name, T, op##_##name##_f)
 
-/* where: any nonzero condition byte takes x; the element's bits are copied unchanged, and only
- * the element taken is read. */
+/* ---- contiguous kernels of operands of different sizes --------------------------------- */
+/* A thread's step is one 16-byte vector of the output, W = 16 / sizeof(TO) elements, and the
+ * W matching elements of each input: 16-byte loads when they fill one or more (a float64
+ * comparison: 8 per input), else one 8-, 4- or 2-byte load (a where's condition, a cast to a
+ * wider type). The launch sizes the grid to one step per thread (the spec's contiguous
+ * vectors is 1: 16 / sizeof(TO) elements per thread). When every pointer is 16-byte aligned
+ * so is each step's load of each operand (its offset is a multiple of its size, up to 16);
+ * otherwise the kernel goes element by element. All loads and stores stream (evict-first). */
+template <typename T, int W>
+struct ew_cuda_pack {
+  T e[W];
+};
+
+template <typename T, int W>
+__device__ __forceinline__ ew_cuda_pack<T, W> ew_cuda_load_pack(const T *p) {
+  constexpr int bytes = W * (int)sizeof(T);
+  ew_cuda_pack<T, W> v;
+  if constexpr (bytes >= 16) {
+#pragma unroll
+    for (int k = 0; k < bytes / 16; k++) {
+      const int4 raw = __ldcs(reinterpret_cast<const int4 *>(p) + k);
+      memcpy(reinterpret_cast<char *>(v.e) + 16 * k, &raw, 16);
+    }
+  } else if constexpr (bytes == 8) {
+    const unsigned long long raw = __ldcs(reinterpret_cast<const unsigned long long *>(p));
+    memcpy(v.e, &raw, 8);
+  } else if constexpr (bytes == 4) {
+    const unsigned int raw = __ldcs(reinterpret_cast<const unsigned int *>(p));
+    memcpy(v.e, &raw, 4);
+  } else {
+    static_assert(bytes == 2, "a pack is 2 bytes or more (W >= 2)");
+    const unsigned short raw = __ldcs(reinterpret_cast<const unsigned short *>(p));
+    memcpy(v.e, &raw, 2);
+  }
+  return v;
+}
+
+/* The output's pack: always one 16-byte vector. */
+template <typename T, int W>
+__device__ __forceinline__ void ew_cuda_store_pack(T *p, const ew_cuda_pack<T, W> &v) {
+  static_assert(W * sizeof(T) == 16, "an output pack is one 16-byte vector");
+  int4 raw;
+  memcpy(&raw, v.e, 16);
+  __stcs(reinterpret_cast<int4 *>(p), raw);
+}
+
+/* y = f(x), TI -> TO (a cast) */
+template <typename TO, typename TI, typename F>
+__device__ __forceinline__ void ew_cuda_mixed_unary_contiguous(const TI *__restrict__ x,
+                                                               TO *__restrict__ y, int64_t n, F f) {
+  constexpr int W = 16 / sizeof(TO);
+  if (dlop_cuda_aligned16(x) && dlop_cuda_aligned16(y)) {
+    const int64_t steps = n / W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, steps) {
+      const ew_cuda_pack<TI, W> a = ew_cuda_load_pack<TI, W>(x + i * W);
+      ew_cuda_pack<TO, W> r;
+#pragma unroll
+      for (int k = 0; k < W; k++) r.e[k] = f(a.e[k]);
+      ew_cuda_store_pack<TO, W>(y + i * W, r);
+    }
+    const int64_t tail = steps * W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) y[tail + i] = f(x[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) y[i] = f(x[i]);
+  }
+}
+
+/* z = f(a, b), TI, TI -> TO (a comparison) */
+template <typename TO, typename TI, typename F>
+__device__ __forceinline__ void ew_cuda_mixed_binary_contiguous(const TI *__restrict__ a,
+                                                                const TI *__restrict__ b,
+                                                                TO *__restrict__ z, int64_t n, F f) {
+  constexpr int W = 16 / sizeof(TO);
+  if (dlop_cuda_aligned16(a) && dlop_cuda_aligned16(b) && dlop_cuda_aligned16(z)) {
+    const int64_t steps = n / W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, steps) {
+      const ew_cuda_pack<TI, W> x = ew_cuda_load_pack<TI, W>(a + i * W);
+      const ew_cuda_pack<TI, W> y = ew_cuda_load_pack<TI, W>(b + i * W);
+      ew_cuda_pack<TO, W> r;
+#pragma unroll
+      for (int k = 0; k < W; k++) r.e[k] = f(x.e[k], y.e[k]);
+      ew_cuda_store_pack<TO, W>(z + i * W, r);
+    }
+    const int64_t tail = steps * W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = f(a[tail + i], b[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) z[i] = f(a[i], b[i]);
+  }
+}
+
+/* z = c ? x : y with a bool condition (where): both values are loaded, the chosen one's bits
+ * are stored unchanged. */
+template <typename T>
+__device__ __forceinline__ void ew_cuda_where_contiguous(const uint8_t *__restrict__ c,
+                                                         const T *__restrict__ x,
+                                                         const T *__restrict__ y,
+                                                         T *__restrict__ z, int64_t n) {
+  constexpr int W = 16 / sizeof(T);
+  if (dlop_cuda_aligned16(c) && dlop_cuda_aligned16(x) && dlop_cuda_aligned16(y) &&
+      dlop_cuda_aligned16(z)) {
+    const int64_t steps = n / W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, steps) {
+      const ew_cuda_pack<uint8_t, W> k = ew_cuda_load_pack<uint8_t, W>(c + i * W);
+      const ew_cuda_pack<T, W> a = ew_cuda_load_pack<T, W>(x + i * W);
+      const ew_cuda_pack<T, W> b = ew_cuda_load_pack<T, W>(y + i * W);
+      ew_cuda_pack<T, W> r;
+#pragma unroll
+      for (int e = 0; e < W; e++) r.e[e] = k.e[e] ? a.e[e] : b.e[e];
+      ew_cuda_store_pack<T, W>(z + i * W, r);
+    }
+    const int64_t tail = steps * W;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) z[tail + i] = c[tail + i] ? x[tail + i] : y[tail + i];
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) z[i] = c[i] ? x[i] : y[i];
+  }
+}
+
+/* A comparison's kernels: strided and contiguous (bool output). */
+#define EW_CUDA_COMPARE(op, name, T)                                                         \
+  EW_CUDA_STRIDED2(op, name, uint8_t, T)                                                     \
+  extern "C" __global__ void dlop_elemwise_##op##_contiguous_##name(                         \
+      const T *a, const T *b, uint8_t *z, int64_t n, op##_##name##_f f) {                    \
+    ew_cuda_mixed_binary_contiguous<uint8_t, T>(a, b, z, n, f);                              \
+  }
+
+/* where: any nonzero condition byte takes x; the element's bits are copied unchanged. The
+ * strided kernel reads only the element taken. */
 #define EW_CUDA_WHERE(name, T)                                                               \
   extern "C" __global__ void dlop_elemwise_where_strided_##name(                             \
       const uint8_t *c, const T *x, const T *y, T *z, int64_t n, dlop_nd_offsets o,          \
       dlop_cuda_no_params) {                                                                 \
     DLOP_CUDA_STRIDED_LOOP(n, o, z[off[0]] = c[off[1]] ? x[off[2]] : y[off[3]])              \
+  }                                                                                          \
+  extern "C" __global__ void dlop_elemwise_where_contiguous_##name(                          \
+      const uint8_t *c, const T *x, const T *y, T *z, int64_t n, dlop_cuda_no_params) {      \
+    ew_cuda_where_contiguous<T>(c, x, y, z, n);                                              \
   }
 
 #endif

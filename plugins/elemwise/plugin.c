@@ -17,10 +17,11 @@ DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_cast_fatbin);
 #define NUMERIC ELEMWISE_NUMERIC
 #define ALL DLOP_DTYPES_ALL
 
-/* CUDA kernels beyond "strided": the cheap ops also have a vectorized contiguous one (the last
- * but one column: its 16-byte vectors per thread, or 0 for none) and the binary ones a 2-d rows
- * one (matrix with a broadcast row, column or scalar); the others send every layout to the
- * strided kernel, whose 1-d case needs no division. */
+/* CUDA kernels beyond "strided": every op has a vectorized contiguous one (the last but one
+ * column: its 16-byte vectors per thread and step, 2 for the ops whose arithmetic outweighs a
+ * load; for comparisons, where and cast the step is one vector of the output), and the binary
+ * arithmetic ones a 2-d rows one (matrix with a broadcast row, column or scalar); other
+ * layouts go to the strided kernel, whose 1-d case needs no division (elemwise_cuda.cuh). */
 #define ROWS_2D DLOP_ELEMENTWISE_ROWS_2D
 #define NO_ROWS DLOP_ELEMENTWISE_NO_ROWS
 
@@ -54,21 +55,21 @@ static const elemwise_op_info infos[EW_OP_COUNT] = {
     INFO(EW_MAXIMUM, "maximum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
     INFO(EW_MINIMUM, "minimum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
     INFO(EW_DIV, "div", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_POW, "pow", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 0, NO_ROWS),
+    INFO(EW_POW, "pow", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 2, ROWS_2D),
     INFO(EW_NEG, "neg", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
     INFO(EW_ABS, "abs", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
-    INFO(EW_LOG, "log", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
+    INFO(EW_LOG, "log", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
     INFO(EW_SQRT, "sqrt", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 1, NO_ROWS),
-    INFO(EW_TANH, "tanh", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
-    INFO(EW_SIGMOID, "sigmoid", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 0, NO_ROWS),
-    INFO(EW_EQUAL, "equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_NOT_EQUAL, "not_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_LESS, "less", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_LESS_EQUAL, "less_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_GREATER, "greater", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_GREATER_EQUAL, "greater_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_WHERE, "where", EW_KIND_WHERE, 3, ALL, CPU_COMPARE, COMPARE, 0, NO_ROWS),
-    INFO(EW_CAST, "cast", EW_KIND_CAST, 1, ALL, CPU_CAST, CAST, 0, NO_ROWS),
+    INFO(EW_TANH, "tanh", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
+    INFO(EW_SIGMOID, "sigmoid", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
+    INFO(EW_EQUAL, "equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_NOT_EQUAL, "not_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_LESS, "less", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_LESS_EQUAL, "less_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_GREATER, "greater", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_GREATER_EQUAL, "greater_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_WHERE, "where", EW_KIND_WHERE, 3, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
+    INFO(EW_CAST, "cast", EW_KIND_CAST, 1, ALL, CPU_CAST, CAST, 1, NO_ROWS),
 };
 
 /* Element k of the output reads only element k of each input (the host reuses an input only

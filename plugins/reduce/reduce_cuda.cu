@@ -1,7 +1,17 @@
 /* reduce_cuda.cu — the CUDA kernels of sum (and mean), max and min, named
- * dlop_reduce_{rows,block,columns,finish}_{sum,max,min}_<dtype>. Deterministic: no atomics;
- * each output's elements go to fixed threads in a fixed order and meet in a fixed tree.
- * reduce_cuda_plan.h picks the kernel; nvcc embeds this file as dlop_reduce_reduce_cuda_fatbin. */
+ * dlop_reduce_{rows,block,columns,finish,columns_finish}_{sum,max,min}_<dtype>. Deterministic:
+ * no atomics; each output's elements go to fixed threads in a fixed order and meet in a fixed
+ * tree. reduce_cuda_plan.h picks the kernel and splits the work; nvcc embeds this file as
+ * dlop_reduce_reduce_cuda_fatbin.
+ *   rows     a warp per output; contiguous reductions in 16-byte vectors (the last axis);
+ *   block    a block per (output, part) in 16-byte vectors, finish combining the parts (every
+ *            axis, a long last axis);
+ *   columns  a block per strip of consecutive outputs: a warp reads 32 adjacent outputs of one
+ *            row (coalesced), the block's thread groups take every 8th row (or more groups when
+ *            outputs are few), 32 bytes of loads in flight per thread, float sums Kahan-compensated
+ *            per thread, the groups meet in a tree; columns_finish combines the parts of a
+ *            reduction split further (a first or middle axis: sum over axis 0 of 8192 x 8192
+ *            takes 256 strips in 4 parts). */
 #include <dlop/kit/cuda_kernel_util.cuh>
 
 #include <math.h>
@@ -72,28 +82,45 @@ __device__ __forceinline__ void store(void *out, int64_t offset, A v, int mean, 
     ((T *)out)[offset] = from_acc<T, A>(v);
 }
 
-__device__ __forceinline__ int64_t reduced_offset(const reduce_layout &l, int64_t r) {
-  if (l.reduced_ndim == 1) return r * l.reduced_strides[0];
+/* The offsets of reduction element r and of output m: one division per dim but the outermost
+ * (whose index is what remains), 32-bit when the count fits (several times cheaper than a
+ * 64-bit one, and the columns kernel does this once per thread and strip). */
+template <typename Index>
+__device__ __forceinline__ int64_t reduced_offset_as(const reduce_layout &l, Index r) {
   int64_t offset = 0;
-  for (int d = l.reduced_ndim - 1; d >= 0; d--) {
-    const int64_t size = l.reduced_shape[d], q = r / size;
-    offset += (r - q * size) * l.reduced_strides[d];
+  for (int d = l.reduced_ndim - 1; d > 0; d--) {
+    const Index size = (Index)l.reduced_shape[d], q = r / size;
+    offset += (int64_t)(r - q * size) * l.reduced_strides[d];
     r = q;
   }
-  return offset;
+  return offset + (int64_t)r * l.reduced_strides[0];
 }
 
-__device__ __forceinline__ void kept_offsets(const reduce_layout &l, int64_t m, int64_t *in,
-                                             int64_t *out) {
+__device__ __forceinline__ int64_t reduced_offset(const reduce_layout &l, int64_t r) {
+  if (l.reduced_ndim == 1) return r * l.reduced_strides[0];
+  if (l.count <= (int64_t)UINT32_MAX) return reduced_offset_as<uint32_t>(l, (uint32_t)r);
+  return reduced_offset_as<uint64_t>(l, (uint64_t)r);
+}
+
+template <typename Index>
+__device__ __forceinline__ void kept_offsets_as(const reduce_layout &l, Index m, int64_t *in,
+                                                int64_t *out) {
   int64_t a = 0, b = 0;
-  for (int d = l.kept_ndim - 1; d >= 0; d--) {
-    const int64_t size = l.kept_shape[d], q = m / size, i = m - q * size;
+  for (int d = l.kept_ndim - 1; d > 0; d--) {
+    const Index size = (Index)l.kept_shape[d], q = m / size;
+    const int64_t i = (int64_t)(m - q * size);
     a += i * l.kept_in_strides[d];
     b += i * l.kept_out_strides[d];
     m = q;
   }
-  *in = a;
-  *out = b;
+  *in = a + (int64_t)m * l.kept_in_strides[0];
+  *out = b + (int64_t)m * l.kept_out_strides[0];
+}
+
+__device__ __forceinline__ void kept_offsets(const reduce_layout &l, int64_t m, int64_t *in,
+                                             int64_t *out) {
+  if (l.outputs <= (int64_t)UINT32_MAX) kept_offsets_as<uint32_t>(l, (uint32_t)m, in, out);
+  else kept_offsets_as<uint64_t>(l, (uint64_t)m, in, out);
 }
 
 __device__ __forceinline__ bool reduced_contiguous(const reduce_layout &l) {
@@ -126,32 +153,33 @@ __device__ __forceinline__ A block_reduce(A v) {
   return v;
 }
 
-/* This thread's share of n contiguous elements: groups of one 16-byte vector's worth, group g
- * to thread g % block, in order. Vector loads when x is 16-byte aligned, scalar ones
- * otherwise, in the same order, so alignment never changes the result. */
+/* Thread `thread` of `threads`' share of n contiguous elements: groups of one 16-byte vector's
+ * worth, group g to thread g % threads, in order. Vector loads when x is 16-byte aligned,
+ * scalar ones otherwise, in the same order, so alignment never changes the result. */
 template <int Op, typename T, typename A>
-__device__ __forceinline__ A contiguous_share(const T *x, int64_t n, A acc) {
+__device__ __forceinline__ A contiguous_share(const T *x, int64_t n, A acc, int thread, int threads) {
   typedef dlop_cuda_vec16<T> V;
   const int64_t groups = n / V::width;
   if (dlop_cuda_aligned16(x)) {
     const V *xv = reinterpret_cast<const V *>(x);
 #pragma unroll 4
-    for (int64_t g = threadIdx.x; g < groups; g += REDUCE_CUDA_BLOCK) {
+    for (int64_t g = thread; g < groups; g += threads) {
       const V v = dlop_cuda_load_streaming(xv + g);
 #pragma unroll
       for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v.e[k]));
     }
   } else {
-    for (int64_t g = threadIdx.x; g < groups; g += REDUCE_CUDA_BLOCK)
+    for (int64_t g = thread; g < groups; g += threads)
 #pragma unroll
       for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(x[g * V::width + k]));
   }
-  if (threadIdx.x == groups % REDUCE_CUDA_BLOCK)
+  if (thread == groups % threads)
     for (int64_t i = groups * V::width; i < n; i++) acc = combine<Op, A>(acc, load_acc<A>(x[i]));
   return acc;
 }
 
-/* A warp per output (short reductions): lane l takes elements l, l + 32, ... */
+/* A warp per output (short reductions): contiguous ones in 16-byte vectors (vector v to lane
+ * v % 32), strided ones element by element (lane l takes elements l, l + 32, ...). */
 template <int Op, typename T>
 __device__ void rows_body(const T *in, void *out, const reduce_layout &l, int mean) {
   typedef typename acc_of<T>::type A;
@@ -164,8 +192,11 @@ __device__ void rows_body(const T *in, void *out, const reduce_layout &l, int me
     kept_offsets(l, m, &in_offset, &out_offset);
     const T *x = in + in_offset;
     A acc = identity<Op, A>();
-    for (int64_t r = lane; r < l.count; r += 32)
-      acc = combine<Op, A>(acc, load_acc<A>(x[contiguous ? r : reduced_offset(l, r)]));
+    if (contiguous)
+      acc = contiguous_share<Op, T, A>(x, l.count, acc, lane, 32);
+    else
+      for (int64_t r = lane; r < l.count; r += 32)
+        acc = combine<Op, A>(acc, load_acc<A>(x[reduced_offset(l, r)]));
     acc = warp_reduce<Op, A>(acc);
     if (lane == 0) store<Op, T, A>(out, out_offset, acc, mean, l.count);
   }
@@ -193,7 +224,7 @@ __device__ void block_body(const T *in, void *out, void *partials, const reduce_
     const T *x = in + in_offset;
     A acc = identity<Op, A>();
     if (contiguous) {
-      acc = contiguous_share<Op, T, A>(x + begin, end - begin, acc);
+      acc = contiguous_share<Op, T, A>(x + begin, end - begin, acc, threadIdx.x, REDUCE_CUDA_BLOCK);
     } else {
       for (int64_t r = begin + threadIdx.x; r < end; r += REDUCE_CUDA_BLOCK)
         acc = combine<Op, A>(acc, load_acc<A>(x[reduced_offset(l, r)]));
@@ -206,31 +237,109 @@ __device__ void block_body(const T *in, void *out, void *partials, const reduce_
   }
 }
 
-/* A thread per output (many outputs along a contiguous kept dim, strided reduction: adjacent
- * threads read adjacent elements). Float sums add blocks of 256 elements with Kahan's
- * compensation, so a long column keeps float accuracy without a tree. */
+/* Kahan's compensated addition of part into a thread's running float sum (so a long column
+ * keeps float accuracy without a tree; the result is acc - *compensation), combine otherwise.
+ * A compensation that is not finite (an infinite or NaN total, inf - inf) is dropped, so
+ * infinities and NaN come out as a plain sum gives them. */
+template <int Op, typename A>
+__device__ __forceinline__ A accumulate(A acc, A part, A *compensation) {
+  if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) {
+    const A y = part - *compensation, t = acc + y, lost = (t - acc) - y;
+    *compensation = isfinite(lost) ? lost : (A)0;
+    return t;
+  } else {
+    return combine<Op, A>(acc, part);
+  }
+}
+
+template <int Op, typename A>
+__device__ __forceinline__ A compensated(A acc, A compensation) {
+  if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) return acc - compensation;
+  else return acc;
+}
+
+/* One thread's rows of one output of the columns kernel: rows first, first + step, ... below
+ * end of the output's elements at x. U loads in flight per thread, 32 bytes' worth (at most
+ * 16): the kernel holds 4 blocks per SM at its register count, and an H200 needs about 30 KB
+ * in flight per SM to stream at full bandwidth. Each group of U is combined, then accumulated.
+ * One reduced dim (the usual case) walks a pointer; more take reduced_offset's divisions,
+ * element by element. */
+template <int Op, typename T, typename A>
+__device__ __forceinline__ A column_share(const T *x, const reduce_layout &l, int64_t first,
+                                          int64_t end, int64_t step) {
+  constexpr int U = sizeof(T) >= 8 ? 4 : sizeof(T) == 4 ? 8 : 16;
+  A acc = identity<Op, A>(), compensation = (A)0;
+  int64_t r = first;
+  if (l.reduced_ndim == 1) {
+    const int64_t stride = l.reduced_strides[0] * step;
+    const T *p = x + first * l.reduced_strides[0];
+    for (; r + (U - 1) * step < end; r += U * step) {
+      A v[U];
+#pragma unroll
+      for (int u = 0; u < U; u++, p += stride) v[u] = load_acc<A>(__ldg(p));
+      A part = v[0];
+#pragma unroll
+      for (int u = 1; u < U; u++) part = combine<Op, A>(part, v[u]);
+      acc = accumulate<Op, A>(acc, part, &compensation);
+    }
+    for (; r < end; r += step, p += stride)
+      acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(p)), &compensation);
+  } else { /* reduced dims that do not merge: rare, kept compact (no unrolled divisions) */
+    for (; r < end; r += step)
+      acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(x + reduced_offset(l, r))), &compensation);
+  }
+  return compensated<Op, A>(acc, compensation);
+}
+
+/* A block per (strip of tile_columns consecutive outputs, part): reduce_cuda_column_work_of
+ * gives each thread its output and rows; the strip's thread groups meet in a fixed tree
+ * (group g takes in group g + half); with one part group 0 writes the outputs, otherwise
+ * partials[part * outputs + output] (columns_finish_body combines them). Adjacent threads
+ * have adjacent outputs, so every load of a warp reads consecutive elements of a row. */
 template <int Op, typename T>
-__device__ void columns_body(const T *in, void *out, const reduce_layout &l, int mean) {
+__device__ void columns_body(const T *in, void *out, void *partials, const reduce_layout &l,
+                             int64_t parts, int32_t tile_columns, int mean) {
   typedef typename acc_of<T>::type A;
+  __shared__ A slots[REDUCE_CUDA_BLOCK];
+  const int64_t items = (l.outputs + tile_columns - 1) / tile_columns * parts;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    reduce_cuda_column_work w;
+    reduce_cuda_column_work_of(&l, parts, tile_columns, item, (int32_t)threadIdx.x, &w);
+    const bool active = w.output < l.outputs;
+    int64_t in_offset = 0, out_offset = 0;
+    A acc = identity<Op, A>();
+    if (active) {
+      kept_offsets(l, w.output, &in_offset, &out_offset);
+      acc = column_share<Op, T, A>(in + in_offset, l, w.first, w.end, w.step);
+    }
+    slots[threadIdx.x] = acc;
+    __syncthreads();
+    for (int64_t half = w.step / 2; half > 0; half /= 2) {
+      if (w.group < half)
+        slots[threadIdx.x] = combine<Op, A>(slots[threadIdx.x], slots[threadIdx.x + half * tile_columns]);
+      __syncthreads();
+    }
+    if (w.group == 0 && active) {
+      if (parts == 1) store<Op, T, A>(out, out_offset, slots[threadIdx.x], mean, l.count);
+      else ((A *)partials)[w.part * l.outputs + w.output] = slots[threadIdx.x];
+    }
+    __syncthreads(); /* the next strip reuses the slots */
+  }
+}
+
+/* The columns kernel's second pass: a thread per output combines its parts' partials in part
+ * order (float sums compensated, as within a thread). */
+template <int Op, typename T>
+__device__ void columns_finish_body(const void *partials, void *out, const reduce_layout &l,
+                                    int64_t parts, int mean) {
+  typedef typename acc_of<T>::type A;
+  const A *p = (const A *)partials;
   for (int64_t m = dlop_cuda_thread_index(); m < l.outputs; m += dlop_cuda_thread_count()) {
     int64_t in_offset, out_offset;
     kept_offsets(l, m, &in_offset, &out_offset);
-    const T *x = in + in_offset;
     A acc = identity<Op, A>(), compensation = (A)0;
-    for (int64_t begin = 0; begin < l.count; begin += 256) {
-      const int64_t end = begin + 256 < l.count ? begin + 256 : l.count;
-      A part = identity<Op, A>();
-      for (int64_t r = begin; r < end; r++)
-        part = combine<Op, A>(part, load_acc<A>(__ldg(x + reduced_offset(l, r))));
-      if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) {
-        const A y = part - compensation, t = acc + y;
-        compensation = (t - acc) - y;
-        acc = t;
-      } else {
-        acc = combine<Op, A>(acc, part);
-      }
-    }
-    store<Op, T, A>(out, out_offset, acc, mean, l.count);
+    for (int64_t j = 0; j < parts; j++) acc = accumulate<Op, A>(acc, p[j * l.outputs + m], &compensation);
+    store<Op, T, A>(out, out_offset, compensated<Op, A>(acc, compensation), mean, l.count);
   }
 }
 
@@ -264,8 +373,14 @@ __device__ void finish_body(const void *partials, void *out, const reduce_layout
     block_body<OP, T>(in, out, partials, l, parts, mean);                                    \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
-      dlop_reduce_columns_##op##_##name(const T *in, void *out, reduce_layout l, int mean) { \
-    columns_body<OP, T>(in, out, l, mean);                                                   \
+      dlop_reduce_columns_##op##_##name(const T *in, void *out, void *partials, reduce_layout l, \
+                                        int64_t parts, int32_t tile_columns, int mean) {     \
+    columns_body<OP, T>(in, out, partials, l, parts, tile_columns, mean);                    \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+      dlop_reduce_columns_finish_##op##_##name(const void *partials, void *out, reduce_layout l, \
+                                               int64_t parts, int mean) {                    \
+    columns_finish_body<OP, T>(partials, out, l, parts, mean);                               \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
       dlop_reduce_finish_##op##_##name(const void *partials, void *out, reduce_layout l,     \

@@ -1,7 +1,19 @@
 /* reduce_cuda_plan.h — which CUDA kernel reduces a layout and with what grid, shared by the
- * thunk (host C) and reduce_cuda.cu (the constants). The choice depends only on the layout,
- * never on timing, and each output's summation order depends only on the plan, so results
- * are bit-identical run to run. */
+ * thunk (host C), reduce_cuda.cu (the constants and the columns kernel's work split) and the
+ * unit test that checks the split covers every element once. The choice depends only on the
+ * layout and the device's SM count, never on timing, and each output's summation order
+ * depends only on the plan, so results are bit-identical run to run.
+ *
+ * The kernels, by layout (reduce_layout.h):
+ *   rows     a warp per output: reductions along a contiguous (or the finest) dim of at most
+ *            REDUCE_CUDA_ROWS_MAX_COUNT elements (the last axis);
+ *   block    a block per (output, part), two passes with finish when few outputs share long
+ *            reductions (every axis, a long last axis);
+ *   columns  a strip of consecutive outputs per block, looping over the rows with coalesced
+ *            loads, the rows split over the block's thread groups and, when the strips alone
+ *            do not fill the GPU, over parts whose partials columns_finish combines (a first
+ *            or middle axis: the kept dims step through memory more finely than the reduced
+ *            ones). */
 #ifndef DLOP_REDUCE_CUDA_PLAN_H
 #define DLOP_REDUCE_CUDA_PLAN_H
 
@@ -9,51 +21,112 @@
 
 #include "reduce_layout.h"
 
-/* Threads per block of every reduce kernel (the block tree below assumes 256 = 8 warps). */
+#ifdef __CUDACC__
+#define REDUCE_CUDA_PLAN_FN static __host__ __device__ __forceinline__
+#else
+#define REDUCE_CUDA_PLAN_FN static inline
+#endif
+
+/* Threads per block of every reduce kernel (the block tree assumes 256 = 8 warps). */
 #define REDUCE_CUDA_BLOCK 256
-/* Partials of a two-pass reduction: at most this many blocks write one accumulator each
- * (8 bytes covers float, double and int64) into the thunk's fixed workspace. */
+/* Partials of a two-pass reduction, one accumulator each (8 bytes covers float, double and
+ * int64), in the thunk's fixed workspace: the block kernel uses at most
+ * REDUCE_CUDA_MAX_PARTIALS of them, the columns kernel at most REDUCE_CUDA_MAX_COLUMN_PARTIALS
+ * (outputs times parts; 8192 columns in 4 parts fill it). */
 #define REDUCE_CUDA_MAX_PARTIALS 1024
-#define REDUCE_CUDA_WORKSPACE_BYTES (REDUCE_CUDA_MAX_PARTIALS * 8)
+#define REDUCE_CUDA_MAX_COLUMN_PARTIALS 32768
+#define REDUCE_CUDA_WORKSPACE_BYTES (REDUCE_CUDA_MAX_COLUMN_PARTIALS * 8)
 /* Reductions up to this long go to the rows kernel (a warp per output). */
 #define REDUCE_CUDA_ROWS_MAX_COUNT 2048
 /* Elements per block of the first pass at least (so a block's loads amortize its tree). */
 #define REDUCE_CUDA_MIN_PART 16384
-/* Outputs from which a strided reduction with a contiguous kept dim goes to the columns
- * kernel (a thread per output, coalesced along the kept dim). */
-#define REDUCE_CUDA_COLUMNS_MIN_OUTPUTS 4096
+/* Columns kernel: the threads it aims for per SM (a full SM: 8 blocks of 256), the rows one
+ * thread sums at least before the rows are split further (so the split's tree and partials
+ * stay cheap against the loads), and the thread groups a strip splits its rows over when there
+ * are outputs enough for 32-wide strips. */
+#define REDUCE_CUDA_COLUMNS_THREADS_PER_SM 2048
+#define REDUCE_CUDA_COLUMNS_MIN_ROWS 16
+#define REDUCE_CUDA_COLUMNS_MAX_GROUPS 8
 
 enum {
   REDUCE_CUDA_ROWS_KERNEL = 0,
   REDUCE_CUDA_BLOCK_KERNEL = 1,
   REDUCE_CUDA_COLUMNS_KERNEL = 2,
   REDUCE_CUDA_FINISH_KERNEL = 3,
-  REDUCE_CUDA_KERNEL_KINDS = 4
+  REDUCE_CUDA_COLUMNS_FINISH_KERNEL = 4,
+  REDUCE_CUDA_KERNEL_KINDS = 5
 };
 
 typedef struct reduce_cuda_plan {
   int kind;
-  int64_t parts;          /* block kernel: blocks per output (partials when > 1) */
+  int64_t parts;          /* block and columns kernels: parts per output (partials when > 1) */
+  int32_t tile_columns;   /* columns kernel: outputs per block, a power of two dividing 256;
+                           * the block's 256 / tile_columns thread groups split the rows */
   uint32_t blocks;        /* grid of the first kernel (grid-stride loops cover the rest) */
   uint32_t finish_blocks; /* grid of the finish kernel when parts > 1 */
 } reduce_cuda_plan;
 
-static inline uint32_t reduce_cuda_blocks(int64_t items, uint32_t max_blocks) {
+REDUCE_CUDA_PLAN_FN int64_t reduce_cuda_magnitude(int64_t v) { return v < 0 ? -v : v; }
+
+REDUCE_CUDA_PLAN_FN uint32_t reduce_cuda_blocks(int64_t items, uint32_t max_blocks) {
   if (items < 1) return 1;
   return items > (int64_t)max_blocks ? max_blocks : (uint32_t)items;
 }
 
-static inline void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
-                                         uint32_t max_blocks) {
+/* The columns kernel fits when consecutive outputs lie closer in memory than consecutive
+ * elements of one reduction (the last kept dim's stride below the finest reduced one: a first
+ * or middle axis, a transposed last axis), and for reductions of at most one element (a copy:
+ * a thread per output). Not for one output: the block kernel splits that over the GPU. */
+REDUCE_CUDA_PLAN_FN int reduce_cuda_use_columns(const reduce_layout *l) {
+  if (l->outputs <= 1) return 0;
+  if (l->count <= 1) return 1;
+  return reduce_cuda_magnitude(l->kept_in_strides[l->kept_ndim - 1]) <
+         reduce_cuda_magnitude(l->reduced_strides[l->reduced_ndim - 1]);
+}
+
+/* Columns kernel: strips of tile_columns consecutive outputs, each block thread group taking
+ * every groups-th row of its part. The rows are split S ways (groups times parts) so that the
+ * GPU holds REDUCE_CUDA_COLUMNS_THREADS_PER_SM threads per SM, no further than
+ * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; up to 8 groups inside a block (a warp still
+ * reads 32 consecutive outputs), the rest as parts, within the partials the workspace holds.
+ * Fewer outputs than a strip: narrower strips and more groups, so no thread idles while rows
+ * remain. */
+REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const reduce_layout *l,
+                                                  uint32_t max_blocks, uint32_t sm_count) {
+  const int64_t m = l->outputs, r = l->count;
+  const int64_t threads = (int64_t)(sm_count > 0 ? sm_count : 1) * REDUCE_CUDA_COLUMNS_THREADS_PER_SM;
+  int64_t splits = threads / m + (threads % m != 0), most = r / REDUCE_CUDA_COLUMNS_MIN_ROWS;
+  int64_t groups = 1, columns, parts, tiles;
+  if (splits > most) splits = most;
+  if (splits < 1) splits = 1;
+  while (groups < splits && groups < REDUCE_CUDA_COLUMNS_MAX_GROUPS) groups *= 2;
+  columns = REDUCE_CUDA_BLOCK / groups;
+  while (columns > 1 && columns / 2 >= m && groups * 2 <= r) {
+    columns /= 2;
+    groups *= 2;
+  }
+  parts = splits / groups + (splits % groups != 0);
+  if (parts > REDUCE_CUDA_MAX_COLUMN_PARTIALS / m) parts = REDUCE_CUDA_MAX_COLUMN_PARTIALS / m;
+  if (parts < 1) parts = 1;
+  tiles = m / columns + (m % columns != 0);
+  plan->kind = REDUCE_CUDA_COLUMNS_KERNEL;
+  plan->parts = parts;
+  plan->tile_columns = (int32_t)columns;
+  plan->blocks = reduce_cuda_blocks(tiles * parts, max_blocks);
+  plan->finish_blocks = reduce_cuda_blocks(m / REDUCE_CUDA_BLOCK + (m % REDUCE_CUDA_BLOCK != 0), max_blocks);
+}
+
+/* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's. */
+REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
+                                               uint32_t max_blocks, uint32_t sm_count) {
   /* counts up to 2^63-1 (a zero-stride view): rounded up by division, never by adding */
   const int64_t m = l->outputs, r = l->count;
   const int warps = REDUCE_CUDA_BLOCK / 32;
   plan->parts = 1;
+  plan->tile_columns = 0;
   plan->finish_blocks = 1;
-  if (l->kept_in_strides[l->kept_ndim - 1] == 1 && l->reduced_strides[l->reduced_ndim - 1] != 1 &&
-      m >= REDUCE_CUDA_COLUMNS_MIN_OUTPUTS) {
-    plan->kind = REDUCE_CUDA_COLUMNS_KERNEL;
-    plan->blocks = reduce_cuda_blocks(m / REDUCE_CUDA_BLOCK + (m % REDUCE_CUDA_BLOCK != 0), max_blocks);
+  if (reduce_cuda_use_columns(l)) {
+    reduce_cuda_plan_columns(plan, l, max_blocks, sm_count);
   } else if (r <= REDUCE_CUDA_ROWS_MAX_COUNT) {
     plan->kind = REDUCE_CUDA_ROWS_KERNEL;
     plan->blocks = reduce_cuda_blocks(m / warps + (m % warps != 0), max_blocks);
@@ -68,6 +141,38 @@ static inline void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_la
     plan->blocks = reduce_cuda_blocks(m * plan->parts, max_blocks);
     plan->finish_blocks = reduce_cuda_blocks(m, max_blocks);
   }
+}
+
+/* The columns kernel's work of one thread: block item `item` (0 <= item < tiles * parts, tiles
+ * = outputs / tile_columns rounded up) and thread `thread` of REDUCE_CUDA_BLOCK. The thread
+ * sums output `output` (none when output >= outputs: a strip's spare columns) over rows first,
+ * first + step, ... below end, and its group `group` meets the strip's other groups in a tree;
+ * part `part` of parts covers a fixed slice of the rows. */
+typedef struct reduce_cuda_column_work {
+  int64_t output, part, first, end, step;
+  int32_t column, group;
+} reduce_cuda_column_work;
+
+REDUCE_CUDA_PLAN_FN void reduce_cuda_column_work_of(const reduce_layout *l, int64_t parts,
+                                                    int32_t tile_columns, int64_t item,
+                                                    int32_t thread, reduce_cuda_column_work *w) {
+  /* one part (most plans): no 64-bit divisions, which a thread of the kernel does per strip */
+  int64_t begin = 0, end = l->count;
+  w->part = 0;
+  if (parts > 1) {
+    const int64_t tiles = l->outputs / tile_columns + (l->outputs % tile_columns != 0);
+    const int64_t slice = l->count / parts + (l->count % parts != 0);
+    w->part = item / tiles;
+    item -= w->part * tiles;
+    begin = w->part * slice < l->count ? w->part * slice : l->count;
+    end = begin + slice < l->count ? begin + slice : l->count;
+  }
+  w->column = thread % tile_columns;
+  w->group = thread / tile_columns;
+  w->output = item * tile_columns + w->column;
+  w->first = begin + w->group;
+  w->end = end;
+  w->step = REDUCE_CUDA_BLOCK / tile_columns;
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* reduce_thunk.c — make_thunk and run for the reduce ops: checks the tensors, collapses the
- * layout (reduce_layout.c) and runs the CPU kernel (reduce_cpu.c) or picks and launches the
- * CUDA kernels of reduce_cuda.cu (rows, block, columns, and finish for two-pass reductions). */
+ * layout (reduce_layout.c) and runs the CPU kernel (reduce_cpu.c) or picks (reduce_cuda_plan.h)
+ * and launches the CUDA kernels of reduce_cuda.cu (rows, block, columns, and finish or
+ * columns_finish for two-pass reductions). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,8 +18,9 @@ typedef struct reduce_state {
   dlop_type input, output;
   dlop_device device;
   void *module;                    /* CUDA only */
-  void *kernels[REDUCE_CUDA_KERNEL_KINDS]; /* CUDA only: rows, block, columns, finish */
-  uint32_t max_blocks;             /* CUDA only */
+  void *kernels[REDUCE_CUDA_KERNEL_KINDS]; /* CUDA only: rows, block, columns, finish,
+                                            columns_finish */
+  uint32_t max_blocks, sm_count;   /* CUDA only */
 } reduce_state;
 
 static void reduce_destroy(void *state) {
@@ -103,7 +105,7 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
                    "%s: no CUDA stream given (thunks never use the default stream)", name);
     return DLOP_INVALID_ARGUMENT;
   }
-  reduce_cuda_plan_make(&plan, &layout, s->max_blocks);
+  reduce_cuda_plan_make(&plan, &layout, s->max_blocks, s->sm_count);
   if (plan.parts > 1 && (args->workspace == NULL || args->workspace_bytes < REDUCE_CUDA_WORKSPACE_BYTES)) {
     dlop_set_error(args->error, args->error_size,
                    "%s: a two-pass reduction needs the thunk's %zu-byte workspace, got %zu bytes at %p",
@@ -121,6 +123,15 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
       status = reduce_launch(s, REDUCE_CUDA_FINISH_KERNEL, plan.finish_blocks, finish_args,
                              args->stream, args);
     }
+  } else if (plan.kind == REDUCE_CUDA_COLUMNS_KERNEL) {
+    void *kernel_args[] = {(void *)&input, &output, &partials, &layout, &plan.parts,
+                           &plan.tile_columns, &mean};
+    status = reduce_launch(s, REDUCE_CUDA_COLUMNS_KERNEL, plan.blocks, kernel_args, args->stream, args);
+    if (status == DLOP_OK && plan.parts > 1) {
+      void *finish_args[] = {&partials, &output, &layout, &plan.parts, &mean};
+      status = reduce_launch(s, REDUCE_CUDA_COLUMNS_FINISH_KERNEL, plan.finish_blocks, finish_args,
+                             args->stream, args);
+    }
   } else {
     void *kernel_args[] = {(void *)&input, &output, &layout, &mean};
     status = reduce_launch(s, plan.kind, plan.blocks, kernel_args, args->stream, args);
@@ -129,7 +140,8 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
 }
 
 static int reduce_prepare_cuda(reduce_state *s, const dlop_thunk_args *args) {
-  static const char *const kinds[REDUCE_CUDA_KERNEL_KINDS] = {"rows", "block", "columns", "finish"};
+  static const char *const kinds[REDUCE_CUDA_KERNEL_KINDS] = {"rows", "block", "columns", "finish",
+                                                               "columns_finish"};
   const dlop_host_api *host = reduce_host();
   const unsigned char *fatbin = DLOP_FATBIN(dlop_reduce_reduce_cuda_fatbin);
   const char *op = s->info->kind == REDUCE_MAX ? "max" : s->info->kind == REDUCE_MIN ? "min" : "sum";
@@ -149,6 +161,7 @@ static int reduce_prepare_cuda(reduce_state *s, const dlop_thunk_args *args) {
   status = dlop_cuda_max_blocks(host, args->device.id, &s->max_blocks, s->info->name, args->error,
                                 args->error_size);
   if (status != DLOP_OK) return status;
+  s->sm_count = s->max_blocks / DLOP_CUDA_BLOCKS_PER_SM; /* what dlop_cuda_max_blocks multiplied */
   status = host->cuda_module_load(args->device.id, fatbin, &s->module, args->error, args->error_size);
   for (k = 0; k < REDUCE_CUDA_KERNEL_KINDS && status == DLOP_OK; k++) {
     char kernel[96];

@@ -1,8 +1,8 @@
 /* test_elemwise_cuda.c — the elemwise plugin on CUDA against its CPU results (the CPU kernels
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
- * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels,
- * misaligned too), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels of
+ * every op, misaligned too), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
 #include <stdio.h>
@@ -230,15 +230,18 @@ START_TEST(test_comparisons_and_where) {
   static const char *const names[] = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
   for (int op = 0; op < 6; op++)
     for (size_t d = 0; d < sizeof ALL / sizeof ALL[0]; d++)
-      for (int p = 0; p < NUM_PAIRS; p += (p == 0 ? 2 : 1)) {
+      for (int p = 0; p < NUM_PAIRS; p++) { /* BIG_MISALIGNED too: the contiguous kernel's scalar path */
         dlop_dtype dtypes[2] = {ALL[d], ALL[d]};
         parity(names[op], NULL, 2, dtypes, PAIRS[p], 13u * (uint64_t)op + 3u * d + (uint64_t)p, 0.0);
       }
   static const layout COND = {2, {3, 1}, {-2, 0}, 0};
+  /* contiguous (vector and, misaligned condition or value, scalar paths), broadcasts */
   static const layout *const where_layouts[][3] = {{&BIG, &BIG, &BIG}, {&COND, &ROW4, &SCALAR},
-                                                   {&COLUMN, &WIDE, &ROW}};
+                                                   {&COLUMN, &WIDE, &ROW},
+                                                   {&BIG_MISALIGNED, &BIG, &BIG},
+                                                   {&BIG, &BIG_MISALIGNED, &BIG}};
   for (size_t d = 0; d < sizeof ALL / sizeof ALL[0]; d++)
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 5; l++) {
       dlop_dtype dtypes[3] = {DLOP_BOOL, ALL[d], ALL[d]};
       const layout *const *ls = where_layouts[l];
       if (l == 2) { /* condition (257, 1), x (257, 96), y (96,) */
@@ -257,7 +260,9 @@ START_TEST(test_cast_table) {
   for (size_t f = 0; f < sizeof ALL / sizeof ALL[0]; f++)
     for (size_t t = 0; t < sizeof ALL / sizeof ALL[0]; t++) {
       const layout *big[1] = {&BIG}, *neg[1] = {&NEG_BIG}, *scalar[1] = {&SCALAR};
+      const layout *misaligned[1] = {&BIG_MISALIGNED};
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], big, 11u * f + t, 0.0);
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], misaligned, 11u * f + t + 3, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], neg, 11u * f + t + 1, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], scalar, 11u * f + t + 2, 0.0);
     }

@@ -1,6 +1,11 @@
 /* test_reduce_cuda.c — the reduce plugin on CUDA against its CPU results: every op and dtype
  * over axes and keepdims, strided, negative-stride and broadcast inputs, empty axes, 0-d, long
- * reductions (a 2^24 + 7 full sum: the two-pass path), columns, and bit-identical reruns.
+ * reductions (a 2^24 + 7 full sum: the two-pass path), columns, and bit-identical reruns. The
+ * columns kernel (first and middle axes) and the rows kernel's vector loads get every op and
+ * dtype on integer-valued data, whose sums are exact in any order, so CUDA must equal the CPU
+ * bit for bit (a lost or doubled element shows), with NaN and infinities mixed in, over odd,
+ * tiny, empty, transposed, negative-stride and broadcast layouts; and long float32 columns
+ * against a double reference within a few ulps of their sum of magnitudes.
  * Without a usable GPU it prints why and exits 77 (skipped); DLOP_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
 #include <stdio.h>
@@ -137,6 +142,182 @@ START_TEST(test_layouts_and_sizes) {
 }
 END_TEST
 
+/* ---- the columns kernel and the rows kernel's vectors: exact comparisons ------------------ */
+
+/* Integer values in [-8, 8] ([0, 16] for uint8): every sum of them is exact in the accumulator
+ * (float32 holds integers to 2^24) whatever the order, and a mean or a 16-bit float output
+ * rounds that one exact value on both devices. With specials, float inputs also get NaN, +inf
+ * and -inf at scattered elements: outputs then hold NaN, infinities or exact values on both
+ * devices alike (NaN propagates through max and min, inf - inf is NaN in a sum). */
+static void fill_exact(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, int specials) {
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0; i < n; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    int value = (int)((state >> 33) % 17);
+    dlop_test_set(data, dtype, i, dtype == DLOP_UINT8 ? (double)value : (double)(value - 8));
+  }
+  if (specials && dlop_dtype_is_float(dtype))
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t h = (uint64_t)i * 2654435761u % 1009;
+      if (h == 3) dlop_test_set(data, dtype, i, NAN);
+      else if (h == 5 || h == 6) dlop_test_set(data, dtype, i, INFINITY);
+      else if (h == 7) dlop_test_set(data, dtype, i, -INFINITY);
+    }
+}
+
+static void check_exact(const reduce_case *c, uint64_t seed, int specials) {
+  int64_t strides[4], first, n_cpu, n_cuda;
+  int64_t span = dlop_test_layout_span(c->ndim, c->shape, dlop_test_strides_given(c->ndim, c->strides),
+                                       strides, &first);
+  void *data = malloc((size_t)(span > 0 ? span : 1) * dlop_dtype_size(c->dtype));
+  ck_assert_ptr_nonnull(data);
+  fill_exact(data, c->dtype, span, seed, specials);
+  dlop_dtype out_dtype;
+  double *cpu = run_on(c, CPU, data, span, first, strides, &n_cpu, &out_dtype, 0);
+  double *cuda = run_on(c, CUDA, data, span, first, strides, &n_cuda, &out_dtype, 1);
+  ck_assert_int_eq(n_cpu, n_cuda);
+  for (int64_t m = 0; m < n_cpu; m++) {
+    int ok = (isnan(cpu[m]) && isnan(cuda[m])) || cpu[m] == cuda[m];
+    ck_assert_msg(ok, "%s %s shape (%lld, %lld, %lld, %lld) strides (%lld, %lld, %lld, %lld) axes "
+                  "(%lld, %lld) naxes %d%s: [%lld] cpu %.17g, cuda %.17g",
+                  c->op, dlop_dtype_name(c->dtype), (long long)c->shape[0], (long long)c->shape[1],
+                  (long long)c->shape[2], (long long)c->shape[3], (long long)strides[0],
+                  (long long)strides[1], (long long)strides[2], (long long)strides[3],
+                  (long long)c->axes[0], (long long)c->axes[1], (int)c->naxes,
+                  specials ? " with NaN and inf" : "", (long long)m, cpu[m], cuda[m]);
+  }
+  free(cpu);
+  free(cuda);
+  free(data);
+}
+
+/* Layouts of the columns kernel (reduce_cuda_plan.h: consecutive outputs closer in memory than
+ * consecutive reduced elements) and of short contiguous reductions (the rows kernel). */
+typedef struct axis_layout {
+  int32_t ndim;
+  int64_t shape[4];
+  int64_t strides[4];
+  int32_t naxes;
+  int64_t axes[2];
+  int keepdims;
+} axis_layout;
+
+static const axis_layout COLUMN_LAYOUTS[] = {
+    {2, {4096, 300}, {0}, 1, {0}, 0},           /* first axis: strips in 32 parts */
+    {2, {1000, 2048}, {0}, 1, {0}, 0},          /* first axis, wide: 64 strips in 16 parts */
+    {2, {(1 << 18) + 3, 3}, {0}, 1, {0}, 0},    /* three long columns: 4-wide strips, 64 groups */
+    {2, {7, 33}, {0}, 1, {0}, 1},               /* odd and tiny, keepdims */
+    {3, {5, 1001, 37}, {0}, 1, {1}, 0},         /* middle axis, odd sizes */
+    {3, {64, 512, 256}, {0}, 1, {1}, 0},        /* middle axis: 512 strips in 3 parts */
+    {3, {300, 3, 4}, {0}, 1, {1}, 0},           /* middle axis, short: a thread per output */
+    {3, {9, 4099, 3}, {0}, 1, {1}, 1},          /* middle axis, narrow, keepdims */
+    {3, {40, 60, 50}, {0}, 2, {0, 1}, 0},       /* first two axes */
+    {4, {3, 70, 5, 40}, {0}, 2, {0, 2}, 0},     /* two reduced dims that do not merge */
+    {2, {40, 50}, {-100, 2}, 1, {0}, 0},        /* negative and gapped strides */
+    {2, {700, 300}, {1, 700}, 1, {1}, 0},       /* a transposed matrix's last axis */
+    {2, {1000, 64}, {1, 0}, 1, {0}, 0},         /* broadcast outputs (stride 0) */
+    {2, {1, 5000}, {0}, 1, {0}, 0},             /* a 1-element reduction: a copy */
+    {2, {5000, 1}, {0}, 1, {0}, 0},             /* one output (the block kernel) */
+    {2, {1, 1}, {0}, 1, {0}, 0},                /* one element */
+    {3, {64, 64, 256}, {0}, 1, {2}, 0},         /* last axis, aligned rows: vector loads */
+    {2, {64, 257}, {0}, 1, {1}, 0},             /* last axis, rows mostly misaligned */
+    {3, {65, 33, 255}, {0}, 1, {2}, 1},         /* last axis, odd, keepdims */
+};
+#define NUM_COLUMN_LAYOUTS ((int)(sizeof COLUMN_LAYOUTS / sizeof COLUMN_LAYOUTS[0]))
+
+static reduce_case case_of(const char *op, dlop_dtype dtype, const axis_layout *a) {
+  reduce_case c;
+  memset(&c, 0, sizeof c);
+  c.op = op;
+  c.dtype = dtype;
+  c.ndim = a->ndim;
+  memcpy(c.shape, a->shape, sizeof c.shape);
+  memcpy(c.strides, a->strides, sizeof c.strides);
+  c.naxes = a->naxes;
+  c.axes[0] = a->axes[0];
+  c.axes[1] = a->axes[1];
+  c.keepdims = a->keepdims;
+  return c;
+}
+
+START_TEST(test_columns_every_op_and_dtype) {
+  dlop_test_load_bundled_plugins();
+  for (int l = 0; l < NUM_COLUMN_LAYOUTS; l++)
+    for (size_t o = 0; o < 4; o++)
+      for (size_t t = 0; t < 9; t++) {
+        if (strcmp(ops[o], "mean") == 0 && !dlop_dtype_is_float(numeric[t])) continue;
+        reduce_case c = case_of(ops[o], numeric[t], &COLUMN_LAYOUTS[l]);
+        check_exact(&c, 1000u + 37u * (uint64_t)l + 7u * t + o, 0);
+      }
+}
+END_TEST
+
+START_TEST(test_columns_nan_and_inf) {
+  static const dlop_dtype floats[] = {DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+  dlop_test_load_bundled_plugins();
+  for (int l = 0; l < NUM_COLUMN_LAYOUTS; l++)
+    for (size_t o = 0; o < 4; o++)
+      for (size_t t = 0; t < 4; t++) {
+        reduce_case c = case_of(ops[o], floats[t], &COLUMN_LAYOUTS[l]);
+        check_exact(&c, 5000u + 37u * (uint64_t)l + 7u * t + o, 1);
+      }
+}
+END_TEST
+
+/* Empty reductions along a first or middle axis: sum 0 and mean NaN for every output. */
+START_TEST(test_columns_empty) {
+  static const axis_layout empty[] = {{2, {0, 77}, {0}, 1, {0}, 0}, {3, {4, 0, 9}, {0}, 1, {1}, 1}};
+  dlop_test_load_bundled_plugins();
+  for (int l = 0; l < 2; l++)
+    for (size_t t = 0; t < 9; t++) {
+      reduce_case c = case_of("sum", numeric[t], &empty[l]);
+      check_exact(&c, 77u + t, 0);
+      if (!dlop_dtype_is_float(numeric[t])) continue;
+      c.op = "mean";
+      check_exact(&c, 78u + t, 0);
+    }
+}
+END_TEST
+
+/* Long float32 columns (parts and the finish pass) against a double reference: within 4 ulps
+ * of the column's sum of magnitudes (each thread's sum is compensated, the parts too). */
+START_TEST(test_columns_float32_accuracy) {
+  static const int64_t shapes[][2] = {{1 << 20, 3}, {8192, 1024}, {3001, 4099}};
+  static const char *const mean_or_sum[] = {"sum", "mean"};
+  dlop_test_load_bundled_plugins();
+  for (int s = 0; s < 3; s++)
+    for (int o = 0; o < 2; o++) {
+      const int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+      reduce_case c = {mean_or_sum[o], DLOP_FLOAT32, 2, {rows, cols}, {0}, 1, {0}, 0};
+      int64_t strides[4] = {cols, 1}, outputs;
+      float *data = malloc((size_t)n * sizeof(float));
+      double *expected = calloc((size_t)cols, sizeof(double)), *magnitude = calloc((size_t)cols, sizeof(double));
+      ck_assert(data && expected && magnitude);
+      dlop_test_fill_random(data, DLOP_FLOAT32, n, 900u + (uint64_t)s, -2.0, 2.0);
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < cols; k++) {
+          expected[k] += data[r * cols + k];
+          magnitude[k] += fabs(data[r * cols + k]);
+        }
+      dlop_dtype out_dtype;
+      double *cuda = run_on(&c, CUDA, data, n, 0, strides, &outputs, &out_dtype, 1);
+      ck_assert_int_eq(outputs, cols);
+      for (int64_t k = 0; k < cols; k++) {
+        double divisor = o ? (double)rows : 1.0;
+        double tol = 4.0 * 0x1p-24 * magnitude[k] / divisor;
+        ck_assert_msg(fabs(cuda[k] - expected[k] / divisor) <= tol,
+                      "%s float32 (%lld, %lld) axis 0: [%lld] cuda %.9g, expected %.9g (tol %g)",
+                      c.op, (long long)rows, (long long)cols, (long long)k, cuda[k],
+                      expected[k] / divisor, tol);
+      }
+      free(cuda);
+      free(expected);
+      free(magnitude);
+      free(data);
+    }
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("reduce_cuda");
@@ -144,6 +325,10 @@ int main(void) {
   dlop_test_add_tests(tc,
                       test_ops_dtypes_axes,
                       test_layouts_and_sizes,
+                      test_columns_every_op_and_dtype,
+                      test_columns_nan_and_inf,
+                      test_columns_empty,
+                      test_columns_float32_accuracy,
                       NULL);
   return dlop_test_run_suite(suite);
 }

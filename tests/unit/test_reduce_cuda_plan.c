@@ -1,0 +1,221 @@
+/* test_reduce_cuda_plan.c — the reduce plugin's CUDA kernel choice and work split
+ * (plugins/reduce/reduce_cuda_plan.h), on the CPU: which kernel each axis case gets, and that
+ * the columns kernel's split (strips, thread groups, parts) gives every (output, element) pair
+ * to exactly one thread, keeps its partials inside the workspace and its tree well formed, for
+ * first, middle, last and all axes, odd, tiny, empty, transposed, negative-stride and
+ * broadcast layouts. The kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+/* The plugin's layout code and plan, compiled into this test (the plugin exports neither). */
+#include "../../plugins/reduce/reduce_cuda_plan.h"
+#include "../../plugins/reduce/reduce_layout.c"
+
+/* an H200: 132 SMs, and the elementwise kit's cap of 128 blocks per SM */
+#define SMS 132u
+#define MAX_BLOCKS (SMS * 128u)
+
+typedef struct plan_case {
+  int32_t ndim;
+  int64_t shape[4];
+  int64_t strides[4]; /* elements; all zero: C-contiguous */
+  uint32_t mask;      /* reduced axes */
+} plan_case;
+
+static void layout_of(const plan_case *c, reduce_layout *l) {
+  int64_t in_shape[4], in_strides[4], out_shape[4];
+  int32_t d, o = 0;
+  int given = 0;
+  dlop_tensor in, out;
+  memset(&in, 0, sizeof in);
+  memset(&out, 0, sizeof out);
+  for (d = 0; d < c->ndim; d++) given |= c->strides[d] != 0;
+  for (d = 0; d < c->ndim; d++) {
+    in_shape[d] = c->shape[d];
+    in_strides[d] = c->strides[d];
+    if (!(c->mask & (1u << d))) out_shape[o++] = c->shape[d];
+  }
+  in.ndim = c->ndim;
+  in.shape = in_shape;
+  in.strides = given ? in_strides : NULL;
+  out.ndim = o;
+  out.shape = out_shape;
+  out.strides = NULL;
+  reduce_layout_init(l, &in, &out, c->mask);
+}
+
+/* Every (output, element) pair of a columns plan goes to exactly one thread of one block item;
+ * the tree, the partials and the grid are within bounds. (Plain ifs in the loops: a Check
+ * assertion that passes still reports to the parent process, far too slow per element.) */
+static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *p, const char *what) {
+  const int64_t tiles = (l->outputs + p->tile_columns - 1) / p->tile_columns;
+  const int64_t groups = REDUCE_CUDA_BLOCK / p->tile_columns;
+  const int64_t count = l->count > 0 ? l->count : 1;
+  unsigned char *seen = calloc((size_t)(l->outputs * count), 1);
+  char problem[200] = "";
+  ck_assert_ptr_nonnull(seen);
+  ck_assert_msg(p->tile_columns >= 1 && p->tile_columns <= REDUCE_CUDA_BLOCK &&
+                    (p->tile_columns & (p->tile_columns - 1)) == 0,
+                "%s: tile_columns %d is not a power of two in [1, 256]", what, (int)p->tile_columns);
+  ck_assert_msg(p->parts >= 1 && (p->parts == 1 || l->outputs * p->parts <= REDUCE_CUDA_MAX_COLUMN_PARTIALS),
+                "%s: %lld parts of %lld outputs overflow the workspace", what, (long long)p->parts,
+                (long long)l->outputs);
+  ck_assert_msg(p->blocks >= 1 && p->blocks <= MAX_BLOCKS, "%s: %u blocks", what, p->blocks);
+  for (int64_t item = 0; item < tiles * p->parts && !problem[0]; item++)
+    for (int32_t t = 0; t < REDUCE_CUDA_BLOCK && !problem[0]; t++) {
+      reduce_cuda_column_work w;
+      reduce_cuda_column_work_of(l, p->parts, p->tile_columns, item, t, &w);
+      if (w.step != groups || w.group < 0 || w.group >= groups || w.column != t % p->tile_columns ||
+          w.part < 0 || w.part >= p->parts || w.output < 0) {
+        snprintf(problem, sizeof problem, "item %lld thread %d: step %lld group %d column %d part %lld",
+                 (long long)item, (int)t, (long long)w.step, (int)w.group, (int)w.column,
+                 (long long)w.part);
+        break;
+      }
+      if (w.output >= l->outputs) continue; /* a strip's spare column: combines identities */
+      for (int64_t r = w.first; r < w.end; r += w.step) {
+        if (r < 0 || r >= l->count) {
+          snprintf(problem, sizeof problem, "row %lld of %lld", (long long)r, (long long)l->count);
+          break;
+        }
+        if (seen[w.output * count + r]++ != 0) {
+          snprintf(problem, sizeof problem, "output %lld element %lld summed twice (item %lld thread %d)",
+                   (long long)w.output, (long long)r, (long long)item, (int)t);
+          break;
+        }
+      }
+    }
+  for (int64_t i = 0; i < l->outputs * l->count && !problem[0]; i++)
+    if (seen[i] != 1)
+      snprintf(problem, sizeof problem, "output %lld element %lld never summed",
+               (long long)(i / l->count), (long long)(i % l->count));
+  free(seen);
+  ck_assert_msg(problem[0] == '\0', "%s: %s", what, problem);
+}
+
+static reduce_cuda_plan plan_of(const plan_case *c, reduce_layout *l, uint32_t sms) {
+  reduce_cuda_plan p;
+  layout_of(c, l);
+  reduce_cuda_plan_make(&p, l, sms * 128u, sms);
+  return p;
+}
+
+/* The axis cases of the benchmark: a first or middle axis goes to the columns kernel, the
+ * last axis to rows or block, every axis to block. */
+START_TEST(test_kernel_by_axis) {
+  reduce_layout l;
+  const plan_case first = {2, {8192, 8192}, {0}, 1u};
+  reduce_cuda_plan p = plan_of(&first, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 32); /* a warp reads 32 adjacent columns of a row */
+  ck_assert_int_eq(p.parts, 4);         /* 256 strips, 4 parts: 1024 blocks for 132 SMs */
+  ck_assert_uint_eq(p.blocks, 1024);
+  const plan_case last = {2, {8192, 8192}, {0}, 2u};
+  ck_assert_int_eq(plan_of(&last, &l, SMS).kind, REDUCE_CUDA_BLOCK_KERNEL);
+  const plan_case last_short = {3, {256, 256, 256}, {0}, 4u};
+  ck_assert_int_eq(plan_of(&last_short, &l, SMS).kind, REDUCE_CUDA_ROWS_KERNEL);
+  const plan_case all = {2, {8192, 8192}, {0}, 3u};
+  ck_assert_int_eq(plan_of(&all, &l, SMS).kind, REDUCE_CUDA_BLOCK_KERNEL);
+  const plan_case middle = {3, {256, 512, 256}, {0}, 2u};
+  p = plan_of(&middle, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 32);
+  ck_assert_int_eq(p.parts, 1); /* 65536 outputs in 8-group strips fill the GPU */
+  const plan_case first_two = {3, {64, 64, 1000}, {0}, 3u};
+  ck_assert_int_eq(plan_of(&first_two, &l, SMS).kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  /* a transposed matrix's last axis steps through memory like a first axis */
+  const plan_case transposed = {2, {1000, 3000}, {1, 1000}, 2u};
+  ck_assert_int_eq(plan_of(&transposed, &l, SMS).kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  const plan_case transposed_first = {2, {1000, 3000}, {1, 1000}, 1u};
+  ck_assert_int_ne(plan_of(&transposed_first, &l, SMS).kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  /* a sum over a size-1 axis is a copy: a thread per output */
+  const plan_case copy = {2, {1, 5000}, {0}, 1u};
+  p = plan_of(&copy, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 256);
+}
+END_TEST
+
+/* Few outputs and long columns: narrow strips, many groups, many parts; many outputs and short
+ * columns: a thread per output. */
+START_TEST(test_columns_shape_of_split) {
+  reduce_layout l;
+  const plan_case narrow = {2, {1 << 20, 3}, {0}, 1u};
+  reduce_cuda_plan p = plan_of(&narrow, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 4);
+  ck_assert_int_gt(p.parts, 1);
+  const plan_case many_short = {3, {4096, 3, 1024}, {0}, 2u};
+  p = plan_of(&many_short, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 256); /* 4M outputs fill the GPU one thread each */
+  ck_assert_int_eq(p.parts, 1);
+  const plan_case few_short = {3, {64, 3, 1024}, {0}, 2u};
+  p = plan_of(&few_short, &l, SMS);
+  ck_assert_int_eq(p.kind, REDUCE_CUDA_COLUMNS_KERNEL);
+  ck_assert_int_eq(p.tile_columns, 256); /* 3 rows are under REDUCE_CUDA_COLUMNS_MIN_ROWS: not split */
+  ck_assert_int_eq(p.parts, 1);
+}
+END_TEST
+
+/* Exhaustive coverage of the split over layouts of every kind, on a large GPU and on one SM
+ * (where the grid-stride loop over items and a single strip matter). */
+START_TEST(test_columns_split_covers_each_element_once) {
+  static const plan_case cases[] = {
+      {2, {4096, 300}, {0}, 1u},           /* first axis, parts > 1 */
+      {2, {1000, 8192}, {0}, 1u},          /* first axis, wide */
+      {2, {100003, 2}, {0}, 1u},           /* two columns, long */
+      {2, {7, 33}, {0}, 1u},               /* odd and tiny */
+      {2, {1, 77}, {0}, 1u},               /* one row: a copy */
+      {2, {0, 77}, {0}, 1u},               /* empty reduction */
+      {3, {5, 1001, 37}, {0}, 2u},         /* middle axis, odd */
+      {3, {300, 3, 4}, {0}, 2u},           /* middle axis, short */
+      {3, {9, 4099, 3}, {0}, 2u},          /* middle axis, narrow */
+      {3, {40, 60, 50}, {0}, 3u},          /* first two axes */
+      {3, {17, 23, 64}, {0}, 5u},          /* axes 0 and 2 */
+      {2, {40, 50}, {-100, 2}, 1u},        /* negative and gapped strides */
+      {2, {64, 1000}, {0, 1}, 1u},         /* a sum over a broadcast axis (stride 0) */
+      {2, {1000, 64}, {1, 0}, 1u},         /* broadcast outputs (stride 0) */
+      {2, {700, 300}, {1, 700}, 2u},       /* transposed last axis */
+      {4, {3, 70, 5, 40}, {0}, 5u},        /* two reduced dims that do not merge */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1) {
+      reduce_layout l;
+      char what[64];
+      reduce_cuda_plan p = plan_of(&cases[i], &l, sms);
+      snprintf(what, sizeof what, "case %zu on %u SMs", i, sms);
+      if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
+      check_columns_split(&l, &p, what);
+    }
+}
+END_TEST
+
+/* Each case above that should reach the columns kernel does (so the coverage test ran it). */
+START_TEST(test_columns_cases_reach_columns) {
+  static const plan_case cases[] = {
+      {2, {4096, 300}, {0}, 1u}, {2, {7, 33}, {0}, 1u}, {3, {5, 1001, 37}, {0}, 2u},
+      {3, {300, 3, 4}, {0}, 2u}, {2, {40, 50}, {-100, 2}, 1u}, {2, {1000, 64}, {1, 0}, 1u},
+      {4, {3, 70, 5, 40}, {0}, 5u}, {2, {0, 77}, {0}, 1u},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    reduce_layout l;
+    ck_assert_msg(plan_of(&cases[i], &l, SMS).kind == REDUCE_CUDA_COLUMNS_KERNEL, "case %zu", i);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *suite = suite_create("reduce_cuda_plan");
+  TCase *tc = dlop_test_tcase(suite, "plan", 60, NULL, NULL);
+  dlop_test_add_tests(tc,
+                      test_kernel_by_axis,
+                      test_columns_shape_of_split,
+                      test_columns_split_covers_each_element_once,
+                      test_columns_cases_reach_columns,
+                      NULL);
+  return dlop_test_run_suite(suite);
+}

@@ -44,7 +44,8 @@ static void layout_of(const plan_case *c, reduce_layout *l) {
   out.ndim = o;
   out.shape = out_shape;
   out.strides = NULL;
-  reduce_layout_init(l, &in, &out, c->mask);
+  char error[160] = "";
+  ck_assert_int_eq(reduce_layout_init(l, &in, &out, c->mask, "sum", error, sizeof error), DLOP_OK);
 }
 
 /* Every (output, element) pair of a columns plan goes to exactly one thread of one block item;

@@ -58,9 +58,12 @@ static dlop__pool_block *claim_outstanding(host_thread_cache *cache, void *point
   for (int i = 0; i < THREAD_CACHE_SLOTS; i++) {
     if (atomic_load_explicit(&cache->keys[i], memory_order_relaxed) != pointer) continue;
     dlop__pool_block *block = atomic_load_explicit(&cache->slots[i], memory_order_acquire);
-    /* Only the owner fills a slot, and it writes the key first: a non-NULL block here is the
-     * one the key names. The swap decides between two threads freeing it at once. */
-    if (block != NULL &&
+    /* The key may be stale: another thread reads it while the owner refills the slot (key,
+     * then block) with a block of another pointer, so the block itself must name pointer.
+     * Reading block->pointer is safe: the block is in a slot, hence in use, and blocks are only
+     * destroyed under the pool's lock, which a thread claiming from another's cache holds (the
+     * owner claims only what it holds itself). The swap decides between two claims at once. */
+    if (block != NULL && block->pointer == pointer &&
         atomic_compare_exchange_strong_explicit(&cache->slots[i], &block, NULL,
                                                 memory_order_acq_rel, memory_order_relaxed))
       return block;

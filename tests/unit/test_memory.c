@@ -246,7 +246,7 @@ START_TEST(test_threads) {
   for (int i = 0; i < 4; i++) {
     void *result;
     pthread_join(threads[i], &result);
-    ck_assert_msg(result == NULL, "thread %d failed: %s", i, dlop_last_error());
+    ck_assert_msg(result == NULL, "thread %d: %s", i, result ? (const char *)result : "");
   }
   dlop_memory_stats after = stats_now();
   ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
@@ -367,16 +367,18 @@ typedef struct exchange {
 
 static void *swapper(void *argument) {
   exchange *x = argument;
-  for (int i = 0; i < 3000; i++) {
+  for (int i = 0; i < 20000; i++) {
     void *mine;
-    if (dlop_memory_alloc(cpu, 64 + (size_t)(i % 4) * 600, NULL, &mine) != DLOP_OK) return (void *)1;
+    if (dlop_memory_alloc(cpu, 64 + (size_t)(i % 4) * 600, NULL, &mine) != DLOP_OK)
+      return (void *)"dlop_memory_alloc failed";
     memset(mine, 0x5A, 64);
     void *theirs = atomic_exchange(&x->mailbox[i % 16], mine);
     if (theirs == NULL) continue;
     for (int b = 0; b < 64; b++)
-      if (((unsigned char *)theirs)[b] != 0x5A) return (void *)1;
+      if (((unsigned char *)theirs)[b] != 0x5A)
+        return (void *)"a block held by this thread was handed to another holder";
     memset(theirs, 0, 64); /* a second holder of this block would now see its pattern broken */
-    if (dlop_memory_free(cpu, theirs, NULL) != DLOP_OK) return (void *)1;
+    if (dlop_memory_free(cpu, theirs, NULL) != DLOP_OK) return (void *)"dlop_memory_free failed";
   }
   return NULL;
 }
@@ -385,9 +387,9 @@ START_TEST(test_thread_cache_many_threads_free_each_others_blocks) {
   dlop_memory_stats before = stats_now();
   exchange x;
   memset(&x, 0, sizeof x);
-  pthread_t threads[4];
-  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, swapper, &x), 0);
-  for (int i = 0; i < 4; i++) {
+  pthread_t threads[8];
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(pthread_create(&threads[i], NULL, swapper, &x), 0);
+  for (int i = 0; i < 8; i++) {
     void *result;
     pthread_join(threads[i], &result);
     ck_assert_msg(result == NULL, "thread %d failed: %s", i, dlop_last_error());

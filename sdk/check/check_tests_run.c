@@ -560,19 +560,31 @@ START_TEST(no_host_memory_leaked) {
   /* A first cycle warms up what is made once per process (thread pool, caches, streams). */
   check_run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
   check_run_result_free(&p, &r);
-  for (int cycle = 0; cycle < 3; cycle++) {
+  /* The counts are the process's, every thread's. On CUDA the driver's own threads allocate on
+   * their own schedule (a block of 88 bytes showed up once in 2732 checks on the H200 and never
+   * again on rerun), so there a leak must show in every cycle; a thunk that leaks does so each
+   * time. On the CPU every thread is the host's or the plugin's: any cycle that leaks fails. */
+  const int cycles = 3, every_cycle = c->device.type == DLOP_DEVICE_CUDA;
+  int leaking = 0;
+  int64_t first_blocks = 0, first_bytes = 0;
+  for (int cycle = 0; cycle < cycles; cycle++) {
     int64_t blocks_before, bytes_before, blocks_after, bytes_after;
     check_malloc_counts(&blocks_before, &bytes_before);
     check_run_fresh(c, check, &shape, 1, CHECK_CONTIGUOUS, 60, 0, &p, &r);
     check_run_result_free(&p, &r);
     check_malloc_counts(&blocks_after, &bytes_after);
-    if (blocks_after > blocks_before)
+    if (blocks_after <= blocks_before) continue;
+    if (leaking++ == 0) {
+      first_blocks = blocks_after - blocks_before;
+      first_bytes = bytes_after - bytes_before;
+    }
+    if (!every_cycle || leaking == cycles)
       check_fail(c, check, shape.dims, shape.ndim,
                  "make_thunk, a run and destroy left %lld host block%s (%lld bytes) allocated "
-                 "(cycle %d after a warm-up); destroy must free everything make_thunk and the "
-                 "runs allocated", (long long)(blocks_after - blocks_before),
-                 blocks_after - blocks_before == 1 ? "" : "s",
-                 (long long)(bytes_after - bytes_before), cycle + 1);
+                 "(cycle %d after a warm-up%s); destroy must free everything make_thunk and the "
+                 "runs allocated", (long long)first_blocks, first_blocks == 1 ? "" : "s",
+                 (long long)first_bytes, cycle + 1 - (leaking - 1),
+                 every_cycle ? ", and in every later cycle" : "");
   }
 }
 END_TEST

@@ -48,11 +48,14 @@ int dlop__c_compiler_available(char *why, size_t why_size);
  * keeps it in memory only). Entries are written to a temporary file and renamed, carry their
  * key and a checksum, and a corrupt or truncated entry is recompiled and replaced. */
 typedef struct dlop__jit_stats {
-  int64_t compiles;        /* compiler runs (NVRTC and C) */
+  int64_t compiles;        /* compiler runs (NVRTC and C), failed ones included */
   int64_t memory_hits;     /* requests served from memory */
   int64_t disk_hits;       /* requests served from disk */
   int64_t corrupt_entries; /* disk entries found corrupt and replaced */
   double compile_seconds;  /* wall time spent compiling */
+  /* added with the implementation: */
+  int64_t compile_errors;  /* compiler runs that failed (the source did not compile) */
+  double disk_hit_seconds; /* wall time spent reading, verifying and loading disk hits */
 } dlop__jit_stats;
 void dlop__jit_get_stats(dlop__jit_stats *stats);
 

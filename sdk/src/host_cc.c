@@ -100,6 +100,19 @@ static void find_compiler(void) {
              chosen ? "DLOP_CC=" : "", name, hint);
     return;
   }
+  /* The compiler runs in its work directory: a relative path must not change meaning there.
+   * Absolute, but symbolic links kept: ccache and the like go by the name they are run as. */
+  if (compiler_path[0] != '/') {
+    char here[PATH_MAX], relative[PATH_MAX];
+    memcpy(relative, compiler_path, sizeof relative);
+    if (getcwd(here, sizeof here) == NULL ||
+        snprintf(compiler_path, sizeof compiler_path, "%s/%s", here, relative) >=
+            (int)sizeof compiler_path) {
+      snprintf(compiler_message, sizeof compiler_message,
+               "the C compiler %s: cannot make its path absolute (%s)", relative, strerror(errno));
+      return;
+    }
+  }
   char version[512], machine[256], how[768];
   if (!ask_compiler("--version", version, sizeof version, how, sizeof how)) {
     snprintf(compiler_message, sizeof compiler_message,
@@ -238,7 +251,7 @@ static int build(const dlop__jit_key *key, const char *source, const char *const
                           work, strerror(errno));
   char source_path[PATH_MAX + 32], output_path[PATH_MAX + 32];
   snprintf(source_path, sizeof source_path, "%s/" SOURCE_NAME, work);
-  int in_cache = dlop__jit_entry_temp_path(key, DLOP__JIT_SHARED_OBJECT, output_path,
+  int in_cache = dlop__jit_entry_temp_file(key, DLOP__JIT_SHARED_OBJECT, output_path,
                                            sizeof output_path) == 0;
   if (!in_cache) snprintf(output_path, sizeof output_path, "%s/dlop_jit.so", work);
   int status = DLOP_OK;

@@ -17,13 +17,17 @@
  * architecture and compiler version; *image is malloc'ed (free it), *image_bytes its size, and
  * *is_ptx tells which it is. A compile error returns DLOP_INVALID_ARGUMENT with the compiler's
  * log (line numbers of source as given); a missing libnvrtc returns DLOP_NOT_FOUND naming the
- * sonames tried and DLOP_NVRTC_LIBRARY. */
+ * sonames tried and DLOP_NVRTC_LIBRARY. An architecture older than every one NVRTC knows is
+ * DLOP_UNSUPPORTED; an option naming the architecture (-arch, --gpu-architecture) is refused
+ * with DLOP_INVALID_ARGUMENT, since the host chooses it. */
 int dlop__nvrtc_compile(int32_t arch, const char *source, const char *const *options,
                         int32_t num_options, void **image, size_t *image_bytes, int *is_ptx,
                         char *error, size_t error_size);
 
 /* Compile for device device_id's architecture and load the image as the host API's
- * cuda_module_load does (release it with that table's cuda_module_unload). */
+ * cuda_module_load does (release it with that table's cuda_module_unload). The same request
+ * again gives the same module with one more reference. Needs the device (DLOP_NO_DEVICE
+ * without it). Kernels are found by name: declare them extern "C". */
 int dlop__cuda_compile_module(int32_t device_id, const char *source, const char *const *options,
                               int32_t num_options, void **module, char *error, size_t error_size);
 
@@ -32,8 +36,13 @@ int dlop__nvrtc_available(char *why, size_t why_size);
 
 /* ---- C through the host's C compiler -----------------------------------------------------
  * DLOP_CC names the compiler (default "cc"); the source is compiled to a shared object
- * (position independent, optimized, the host's vector ISA as the plugins' kernels use it) in
- * the cache and loaded with dlopen. Modules are reference counted per cache key. */
+ * (`-O2 -fPIC -shared OPTIONS... -lm`: the baseline ISA of the host's ABI, as the plugins'
+ * kernels are built, unless options add -march=..., -fno-math-errno and the like) in the cache
+ * and loaded with dlopen. A source the compiler rejects returns DLOP_INVALID_ARGUMENT with what
+ * it printed (its line numbers are those of source, named dlop_jit.c); a missing compiler
+ * DLOP_NOT_FOUND naming DLOP_CC. Modules are reference counted per cache key: each successful
+ * dlop__c_compile takes one reference, dlop__c_module_release drops it, and the last one
+ * unloads the module (its functions must not be called after that). */
 typedef struct dlop__c_module dlop__c_module;
 int dlop__c_compile(const char *source, const char *const *options, int32_t num_options,
                     dlop__c_module **module, char *error, size_t error_size);

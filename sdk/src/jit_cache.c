@@ -270,8 +270,7 @@ int dlop__jit_entry_read(const dlop__jit_key *key, dlop__jit_kind kind, void **p
 
 static atomic_uint temp_counter;
 
-int dlop__jit_entry_temp_path(const dlop__jit_key *key, dlop__jit_kind kind, char *path,
-                              size_t size) {
+static int temp_path(const dlop__jit_key *key, dlop__jit_kind kind, char *path, size_t size) {
   const char *root = dlop__jit_cache_dir();
   if (root[0] == '\0') return -1;
   unsigned serial = atomic_fetch_add(&temp_counter, 1);
@@ -279,6 +278,18 @@ int dlop__jit_entry_temp_path(const dlop__jit_key *key, dlop__jit_kind kind, cha
   int written = snprintf(path, size, "%s/.%s.%s.%ld.%u.tmp", root, key->hex, extension(kind),
                          (long)getpid(), serial);
   return written > 0 && (size_t)written < size ? 0 : -1;
+}
+
+int dlop__jit_entry_temp_file(const dlop__jit_key *key, dlop__jit_kind kind, char *path,
+                              size_t size) {
+  if (temp_path(key, kind, path, size) != 0) return -1;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    warn_memory_only("cannot create %s (%s)", path, strerror(errno));
+    return -1;
+  }
+  close(fd);
+  return 0;
 }
 
 static int write_all(int fd, const void *data, size_t bytes) {
@@ -305,11 +316,11 @@ static int install(const dlop__jit_key *key, dlop__jit_kind kind, const char *te
 
 int dlop__jit_entry_write(const dlop__jit_key *key, dlop__jit_kind kind, const void *payload,
                           size_t bytes) {
-  char temp_path[PATH_MAX];
-  if (dlop__jit_entry_temp_path(key, kind, temp_path, sizeof temp_path) != 0) return -1;
-  int fd = open(temp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  char temporary[PATH_MAX];
+  if (temp_path(key, kind, temporary, sizeof temporary) != 0) return -1;
+  int fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    warn_memory_only("cannot create %s (%s)", temp_path, strerror(errno));
+    warn_memory_only("cannot create %s (%s)", temporary, strerror(errno));
     return -1;
   }
   uint8_t checksum[DLOP__SHA256_BYTES], trailer[TRAILER_BYTES];
@@ -322,12 +333,12 @@ int dlop__jit_entry_write(const dlop__jit_key *key, dlop__jit_kind kind, const v
     code = errno;
   }
   if (failed) {
-    unlink(temp_path);
-    warn_memory_only("cannot write %s (%s)", temp_path, strerror(code));
+    unlink(temporary);
+    warn_memory_only("cannot write %s (%s)", temporary, strerror(code));
     return -1;
   }
-  if (install(key, kind, temp_path) != 0) {
-    unlink(temp_path);
+  if (install(key, kind, temporary) != 0) {
+    unlink(temporary);
     return -1;
   }
   return 0;

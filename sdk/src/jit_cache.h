@@ -56,9 +56,10 @@ int dlop__jit_entry_read(const dlop__jit_key *key, dlop__jit_kind kind, void **p
 int dlop__jit_entry_write(const dlop__jit_key *key, dlop__jit_kind kind, const void *payload,
                           size_t bytes);
 
-/* For a compiler that writes its output file itself (the C compiler): a fresh temporary path
- * in the cache directory (0), or -1 when there is no writable one (warned about once). */
-int dlop__jit_entry_temp_path(const dlop__jit_key *key, dlop__jit_kind kind, char *path,
+/* For a compiler that writes its output file itself (the C compiler): a fresh, empty
+ * temporary file in the cache directory, created here so that the directory is known to be
+ * writable (0), or -1 when there is no writable one (warned about once). */
+int dlop__jit_entry_temp_file(const dlop__jit_key *key, dlop__jit_kind kind, char *path,
                               size_t size);
 /* Append the trailer to the file at temp_path (a temporary path from above) and rename it over
  * key's entry. 0, or -1 (warned about once): temp_path is then left for the caller, who may

@@ -3,6 +3,7 @@
  * links), a syntax error's message with the compiler's line numbers, no shell between dlop and
  * the compiler, DLOP_CC naming a missing compiler, modules counted per key and unloaded with
  * their last reference, and bad arguments. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,31 @@ static const char adder_source[] =
     "int dlop_test_add(int a, int b) { return a + b + OFFSET; }\n"
     "double dlop_test_hypot(double a, double b) { return sqrt(a * a + b * b); }\n";
 static const char *const adder_options[] = {"-DOFFSET=100", "-fno-math-errno"};
+
+/* In a child with DLOP_CC=./mycc: 0 when it compiles and its identity names <here>/./mycc. */
+static int compile_with_relative_compiler(void *argument) {
+  const char *here = argument;
+  char why[2048] = "", error[4096] = "";
+  if (!dlop__c_compiler_available(why, sizeof why)) {
+    fprintf(stderr, "%s\n", why);
+    return 1;
+  }
+  char expected[128];
+  snprintf(expected, sizeof expected, "%s/./mycc\n", here);
+  if (strncmp(why, expected, strlen(expected)) != 0) {
+    fprintf(stderr, "identity %s, expected it to start with %s\n", why, expected);
+    return 2;
+  }
+  dlop__c_module *module = NULL;
+  if (dlop__c_compile(adder_source, adder_options, 2, &module, error, sizeof error) != DLOP_OK) {
+    fprintf(stderr, "%s\n", error);
+    return 3;
+  }
+  int (*add)(int, int) = (int (*)(int, int))dlop__c_module_symbol(module, "dlop_test_add");
+  int right = add(1, 2) == 103;
+  dlop__c_module_release(module);
+  return right ? 0 : 4;
+}
 
 START_TEST(compiles_loads_and_calls_a_function) {
   dlop_test_fresh_cache();
@@ -134,6 +160,43 @@ START_TEST(compiler_identity_names_its_path_and_version) {
 }
 END_TEST
 
+START_TEST(a_relative_compiler_path_still_names_the_compiler) {
+  /* The compiler runs in a work directory of its own: ./mycc must mean this directory's. */
+  char here[64];
+  snprintf(here, sizeof here, "/tmp/dlop_test_jit_cc_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(here));
+  char link[128];
+  snprintf(link, sizeof link, "%s/mycc", here);
+  char cc[PATH_MAX] = "";
+  ck_assert_ptr_nonnull(getenv("PATH"));
+  char *directories = strdup(getenv("PATH"));
+  for (char *dir = strtok(directories, ":"); dir != NULL && cc[0] == '\0'; dir = strtok(NULL, ":")) {
+    snprintf(cc, sizeof cc, "%s/cc", dir);
+    if (access(cc, X_OK) != 0) cc[0] = '\0';
+  }
+  free(directories);
+  ck_assert_msg(cc[0] != '\0', "no cc on PATH=%s", getenv("PATH"));
+  ck_assert_int_eq(symlink(cc, link), 0);
+  ck_assert_int_eq(chdir(here), 0);
+  setenv("DLOP_CC", "./mycc", 1);
+  dlop_test_fresh_cache();
+  ck_assert_int_eq(compile_with_relative_compiler(here), 0);
+  unlink(link);
+}
+END_TEST
+
+START_TEST(native_code_compiles_and_runs) {
+  dlop_test_fresh_cache();
+  const char *options[] = {"-DOFFSET=1", "-march=native"};
+  char error[4096] = "";
+  dlop__c_module *module = NULL;
+  DLOP_CK_OK(dlop__c_compile(adder_source, options, 2, &module, error, sizeof error));
+  int (*add)(int, int) = (int (*)(int, int))dlop__c_module_symbol(module, "dlop_test_add");
+  ck_assert_int_eq(add(1, 1), 3);
+  dlop__c_module_release(module);
+}
+END_TEST
+
 START_TEST(modules_are_counted_per_key_and_unloaded_with_the_last) {
   dlop_test_fresh_cache();
   char error[4096] = "";
@@ -209,7 +272,8 @@ int main(void) {
   dlop_test_add_tests(compiler, missing_compiler_is_not_found,
                       compiler_missing_from_path_is_not_found,
                       a_compiler_named_with_arguments_is_explained,
-                      compiler_identity_names_its_path_and_version, bad_arguments_are_named,
-                      NULL);
+                      compiler_identity_names_its_path_and_version,
+                      a_relative_compiler_path_still_names_the_compiler, native_code_compiles_and_runs,
+                      bad_arguments_are_named, NULL);
   return dlop_test_run_suite(suite);
 }

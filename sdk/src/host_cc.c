@@ -59,10 +59,12 @@ static int ask_compiler(const char *flag, char *line, size_t size, char *how, si
   char *argv[] = {compiler_path, (char *)flag, NULL};
   dlop__process_result result;
   dlop__process_run(compiler_path, argv, NULL, &result);
-  int ok = dlop__process_succeeded(&result);
   const char *output = result.output ? result.output : "";
   size_t length = strcspn(output, "\n");
   snprintf(line, size, "%.*s", (int)length, output);
+  /* With SIGCHLD ignored the exit status is lost: an answer is then taken as success. */
+  int ok = dlop__process_succeeded(&result) ||
+           (result.started && !result.status_known && line[0] != '\0');
   if (!ok) {
     char described[160];
     dlop__process_describe(&result, described, sizeof described);
@@ -293,9 +295,9 @@ static int build(const dlop__jit_key *key, const char *source, const char *const
     while (length > 0 && (output[length - 1] == '\n' || output[length - 1] == ' ')) length--;
     /* A source the compiler rejects is the caller's error; a compiler that crashed or could
      * not start is not. */
-    int code = !result.started ? DLOP_NOT_FOUND
-               : result.exited ? DLOP_INVALID_ARGUMENT
-                               : DLOP_INTERNAL;
+    int code = !result.started                             ? DLOP_NOT_FOUND
+               : result.exited || !result.status_known ? DLOP_INVALID_ARGUMENT
+                                                       : DLOP_INTERNAL;
     status = dlop__jit_fail(code, error,
                             error_size, "the C compiler %s failed on the source (%s)%s%.*s",
                             compiler_path, how, length ? "; its output:\n" : "", (int)length,

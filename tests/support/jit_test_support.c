@@ -1,21 +1,41 @@
 /* jit_test_support.c — see jit_test_support.h. */
-#include "jit_test_support.h"
-
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jit_test_support.h"
 #include "test_support.h"
 
 static char cache_root[64];
+static pid_t cache_owner;
+
+static int remove_one(const char *path, const struct stat *info, int flag, struct FTW *walk) {
+  (void)info;
+  (void)walk;
+  if (flag == FTW_DP) rmdir(path);
+  else unlink(path);
+  return 0;
+}
+
+/* At the test process's exit (Check ends each test with exit): the directory goes, whether the
+ * test passed or failed. Children forked by the tests leave with _exit and keep it. */
+static void remove_cache(void) {
+  if (getpid() == cache_owner && cache_root[0] != '\0')
+    nftw(cache_root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 const char *dlop_test_fresh_cache(void) {
+  if (cache_root[0] != '\0') remove_cache();
   snprintf(cache_root, sizeof cache_root, "/tmp/dlop_test_jit_cache_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(cache_root));
   setenv("DLOP_CACHE_DIR", cache_root, 1);
+  if (cache_owner == 0) atexit(remove_cache);
+  cache_owner = getpid();
   return cache_root;
 }
 

@@ -9,7 +9,8 @@
 #include "dlop.h"
 
 /* A new empty directory under /tmp made DLOP_CACHE_DIR for this test's process (call before
- * the first compilation); returns it. Entries then lie in "<it>/jit". */
+ * the first compilation); returns it. Entries then lie in "<it>/jit". It is removed when the
+ * test's process exits, or when this is called again. */
 const char *dlop_test_fresh_cache(void);
 /* The files in the cache's jit directory whose names end with suffix ("" for all), hidden
  * (temporary) ones counted only when with_hidden; the last one's path into path (may be NULL). */

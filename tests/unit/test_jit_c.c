@@ -4,6 +4,8 @@
  * the compiler, DLOP_CC naming a missing compiler, modules counted per key and unloaded with
  * their last reference, and bad arguments. */
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +184,7 @@ START_TEST(a_relative_compiler_path_still_names_the_compiler) {
   dlop_test_fresh_cache();
   ck_assert_int_eq(compile_with_relative_compiler(here), 0);
   unlink(link);
+  rmdir(here);
 }
 END_TEST
 
@@ -240,6 +243,79 @@ START_TEST(memory_only_builds_outside_the_cache_and_leaves_nothing) {
 }
 END_TEST
 
+START_TEST(a_program_that_is_no_compiler_is_not_found) {
+  setenv("DLOP_CC", "/bin/false", 1);
+  char error[4096] = "";
+  dlop__c_module *module = NULL;
+  ck_assert_int_eq(dlop__c_compile(adder_source, adder_options, 2, &module, error, sizeof error),
+                   DLOP_NOT_FOUND);
+  ck_assert_msg(strstr(error, "the C compiler DLOP_CC=/bin/false (/bin/false) did not answer "
+                              "--version (exit status 1") != NULL,
+                "%s", error);
+}
+END_TEST
+
+START_TEST(compiles_with_sigchld_ignored) {
+  /* A host that ignores SIGCHLD has its children reaped by the kernel: no exit status. */
+  signal(SIGCHLD, SIG_IGN);
+  dlop_test_fresh_cache();
+  char error[4096] = "";
+  dlop__c_module *module = NULL;
+  DLOP_CK_OK(dlop__c_compile(adder_source, adder_options, 2, &module, error, sizeof error));
+  int (*add)(int, int) = (int (*)(int, int))dlop__c_module_symbol(module, "dlop_test_add");
+  ck_assert_int_eq(add(0, 0), 100);
+  dlop__c_module_release(module);
+  ck_assert_int_eq(dlop__c_compile("int broken(void) { return }\n", NULL, 0, &module, error,
+                                   sizeof error),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(error, "an unknown exit status") != NULL &&
+                    strstr(error, "dlop_jit.c:1:") != NULL,
+                "%s", error);
+}
+END_TEST
+
+typedef struct thread_request {
+  dlop__c_module *module;
+  int status;
+} thread_request;
+
+static pthread_barrier_t start_together;
+
+static void *compile_in_thread(void *argument) {
+  thread_request *request = argument;
+  char error[4096];
+  pthread_barrier_wait(&start_together);
+  request->status = dlop__c_compile(adder_source, adder_options, 2, &request->module, error,
+                                    sizeof error);
+  return NULL;
+}
+
+START_TEST(threads_asking_at_once_share_one_module) {
+  dlop_test_fresh_cache();
+  enum { THREADS = 4 };
+  pthread_t threads[THREADS];
+  thread_request requests[THREADS];
+  memset(requests, 0, sizeof requests);
+  pthread_barrier_init(&start_together, NULL, THREADS);
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, compile_in_thread, &requests[i]), 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+  dlop_jit_stats stats = dlop_test_jit_stats();
+  ck_assert_uint_eq(stats.compiles, 1);
+  ck_assert_uint_eq(stats.memory_hits, THREADS - 1);
+  for (int i = 0; i < THREADS; i++) {
+    ck_assert_int_eq(requests[i].status, DLOP_OK);
+    ck_assert_ptr_eq(requests[i].module, requests[0].module);
+  }
+  /* One reference each: the module stays loaded until the last is dropped. */
+  int (*add)(int, int) = (int (*)(int, int))dlop__c_module_symbol(requests[0].module, "dlop_test_add");
+  for (int i = 0; i < THREADS - 1; i++) dlop__c_module_release(requests[i].module);
+  ck_assert_int_eq(add(1, 1), 102);
+  dlop__c_module_release(requests[THREADS - 1].module);
+  pthread_barrier_destroy(&start_together);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_named) {
   char error[512] = "";
   dlop__c_module *module = NULL;
@@ -267,13 +343,14 @@ int main(void) {
                       syntax_error_gives_the_compilers_message_and_line,
                       no_shell_between_dlop_and_the_compiler,
                       modules_are_counted_per_key_and_unloaded_with_the_last,
-                      memory_only_builds_outside_the_cache_and_leaves_nothing, NULL);
+                      memory_only_builds_outside_the_cache_and_leaves_nothing,
+                      compiles_with_sigchld_ignored, threads_asking_at_once_share_one_module, NULL);
   TCase *compiler = dlop_test_tcase(suite, "compiler", 0, NULL, NULL);
   dlop_test_add_tests(compiler, missing_compiler_is_not_found,
                       compiler_missing_from_path_is_not_found,
                       a_compiler_named_with_arguments_is_explained,
                       compiler_identity_names_its_path_and_version,
                       a_relative_compiler_path_still_names_the_compiler, native_code_compiles_and_runs,
-                      bad_arguments_are_named, NULL);
+                      a_program_that_is_no_compiler_is_not_found, bad_arguments_are_named, NULL);
   return dlop_test_run_suite(suite);
 }

@@ -39,7 +39,7 @@ __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",
     "asarray", "function", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
-    "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count",
+    "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "jit_stats",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",
     "NoDeviceError", "DeviceMismatchError", "UnsupportedError", "PluginError", "KernelError",
     "OutOfMemoryError", "ScalarOverflowError",
@@ -90,3 +90,15 @@ def synchronize(device: str = "cuda") -> None:
     producers here too.
     """
     _C.synchronize(device)
+
+
+def jit_stats() -> dict:
+    """What run-time compilation (NVRTC for CUDA, the host's C compiler) did in this process.
+
+    A dict: ``compiles`` (compiler runs, failed ones included), ``compile_errors``,
+    ``memory_hits`` and ``disk_hits`` (requests served without compiling), ``corrupt_entries``
+    (disk entries found damaged, compiled again and replaced), ``compile_seconds`` and
+    ``disk_hit_seconds`` (wall time), and ``cache_dir``, the directory of the disk cache
+    (None when there is none: ``DLOP_CACHE_DIR=""``, or a directory that cannot be used).
+    """
+    return _C.jit_stats()

@@ -1,6 +1,7 @@
 /* module.c — dlop._C: multi-phase initialization (PEP 489), the module state every part reads
  * through its type or module, and the extension's one stream per CUDA device. */
 #include <stdio.h>
+#include <string.h>
 
 #include "module.h"
 
@@ -107,6 +108,42 @@ static PyObject *py_stream_handle(PyObject *module, PyObject *text) {
   return PyLong_FromVoidPtr(stream ? dlop_stream_handle(stream) : NULL);
 }
 
+/* Set key of dict to value, dropping the reference to value; -1 on failure. */
+static int set_item(PyObject *dict, const char *key, PyObject *value) {
+  if (value == NULL) return -1;
+  int result = PyDict_SetItemString(dict, key, value);
+  Py_DECREF(value);
+  return result;
+}
+
+/* jit_stats() -> dict: run-time compilation's counters (dlop_jit_stats_get) and cache_dir. */
+static PyObject *py_jit_stats(PyObject *module, PyObject *unused) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  dlop_jit_stats stats;
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  int status = dlop_jit_stats_get(&stats);
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  char directory[4096];
+  status = dlop_jit_cache_directory(directory, sizeof directory);
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  PyObject *result = PyDict_New();
+  if (result == NULL) return NULL;
+  if (set_item(result, "compiles", PyLong_FromUnsignedLongLong(stats.compiles)) < 0 ||
+      set_item(result, "compile_errors", PyLong_FromUnsignedLongLong(stats.compile_errors)) < 0 ||
+      set_item(result, "memory_hits", PyLong_FromUnsignedLongLong(stats.memory_hits)) < 0 ||
+      set_item(result, "disk_hits", PyLong_FromUnsignedLongLong(stats.disk_hits)) < 0 ||
+      set_item(result, "corrupt_entries", PyLong_FromUnsignedLongLong(stats.corrupt_entries)) < 0 ||
+      set_item(result, "compile_seconds", PyFloat_FromDouble(stats.compile_seconds)) < 0 ||
+      set_item(result, "disk_hit_seconds", PyFloat_FromDouble(stats.disk_hit_seconds)) < 0 ||
+      set_item(result, "cache_dir",
+               directory[0] ? PyUnicode_DecodeFSDefault(directory) : Py_NewRef(Py_None)) < 0) {
+    Py_DECREF(result);
+    return NULL;
+  }
+  return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"version", py_version, METH_NOARGS, "The libdlop version string."},
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS,
@@ -125,6 +162,9 @@ static PyMethodDef module_methods[] = {
     {"check_shape", dlop_py_check_shape, METH_VARARGS,
      "check_shape(what, dtype, shape): raise ShapeError, naming what, unless shape (ints and "
      "None) is a static shape a dlop array of dtype can have."},
+    {"jit_stats", py_jit_stats, METH_NOARGS,
+     "Run-time compilation's counters for this process and its disk cache directory (see "
+     "dlop.jit_stats)."},
     {"asarray", (PyCFunction)(void (*)(void))dlop_py_asarray, METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, device=None, dtype=None) -> Array (see dlop.asarray)."},
     {NULL, NULL, 0, NULL}};

@@ -11,6 +11,7 @@
 #include "cuda_driver.h"
 #include "host_services.h"
 #include "internal.h"
+#include "jit.h"
 
 /* Copy libdlop's last error into a plugin's buffer and pass the status on. */
 static int report(int status, char *error, size_t error_size) {
@@ -271,6 +272,15 @@ static int dlop__host_cuda_stream_synchronize(void *stream) {
   return dlop__cuda_restore_after(&scope, status);
 }
 
+/* ---- run-time compilation (ABI 1.2): NVRTC behind the cache, jit.h ------------------------ */
+
+static int dlop__host_cuda_compile(int32_t device_id, const char *source,
+                                   const char *const *options, int32_t num_options, void **module,
+                                   char *error, size_t error_size) {
+  return dlop__cuda_compile_module(device_id, source, options, num_options, module, error,
+                                   error_size);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static const dlop_host_api host_api = {
@@ -291,6 +301,7 @@ static const dlop_host_api host_api = {
     .cuda_stream_synchronize = dlop__host_cuda_stream_synchronize,
     .cublas_handle = dlop__cublas_handle,
     .cublas_symbol = dlop__cublas_symbol,
+    .cuda_compile = dlop__host_cuda_compile,
 };
 
 const dlop_host_api *dlop__host_api(void) { return &host_api; }

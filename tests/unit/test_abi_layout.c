@@ -46,7 +46,7 @@ PIN(dlop_param_decl, reserved, 12);
 PIN(dlop_param_decl, doc, 16);
 PIN(dlop_param_decl, default_value, 24);
 
-SIZE(dlop_op_desc, 112);
+SIZE(dlop_op_desc, 120);
 PIN(dlop_op_desc, struct_size, 0);
 PIN(dlop_op_desc, flags, 4);
 PIN(dlop_op_desc, name, 8);
@@ -66,6 +66,30 @@ PIN(dlop_op_desc, make_thunk, 88);
 PIN(dlop_op_desc, op_data, 96);
 /* ABI 1.1 appended make_view; 1.0 plugins' descriptors end at op_data (104 bytes). */
 PIN(dlop_op_desc, make_view, 104);
+/* ABI 1.2 appended scalar_body; 1.1 plugins' descriptors end at make_view (112 bytes). */
+PIN(dlop_op_desc, scalar_body, 112);
+
+/* ABI 1.2: the scalar_body stage's arguments. */
+SIZE(dlop_scalar_body_args, 128);
+PIN(dlop_scalar_body_args, struct_size, 0);
+PIN(dlop_scalar_body_args, reserved, 4);
+PIN(dlop_scalar_body_args, op, 8);
+PIN(dlop_scalar_body_args, params, 16);
+PIN(dlop_scalar_body_args, num_params, 24);
+PIN(dlop_scalar_body_args, num_inputs, 28);
+PIN(dlop_scalar_body_args, inputs, 32);
+PIN(dlop_scalar_body_args, outputs, 40);
+PIN(dlop_scalar_body_args, num_outputs, 48);
+PIN(dlop_scalar_body_args, flags, 52);
+PIN(dlop_scalar_body_args, code, 56);
+PIN(dlop_scalar_body_args, code_buffer, 64);
+PIN(dlop_scalar_body_args, code_buffer_size, 72);
+PIN(dlop_scalar_body_args, prelude, 80);
+PIN(dlop_scalar_body_args, prelude_name, 88);
+PIN(dlop_scalar_body_args, input_compute_dtypes, 96);
+PIN(dlop_scalar_body_args, output_compute_dtypes, 104);
+PIN(dlop_scalar_body_args, error, 112);
+PIN(dlop_scalar_body_args, error_size, 120);
 
 /* ABI 1.1: the make_view stage's arguments. */
 SIZE(dlop_view_args, 104);
@@ -136,7 +160,7 @@ PIN(dlop_thunk_args, thunk, 64);
 PIN(dlop_thunk_args, error, 72);
 PIN(dlop_thunk_args, error_size, 80);
 
-SIZE(dlop_host_api, 128);
+SIZE(dlop_host_api, 136);
 PIN(dlop_host_api, struct_size, 0);
 PIN(dlop_host_api, abi_version, 4);
 PIN(dlop_host_api, log, 8);
@@ -154,6 +178,7 @@ PIN(dlop_host_api, cuda_memset_async, 96);
 PIN(dlop_host_api, cuda_stream_synchronize, 104);
 PIN(dlop_host_api, cublas_handle, 112);
 PIN(dlop_host_api, cublas_symbol, 120);
+PIN(dlop_host_api, cuda_compile, 128); /* ABI 1.2 */
 
 SIZE(dlop_plugin_desc, 48);
 PIN(dlop_plugin_desc, struct_size, 0);
@@ -206,9 +231,10 @@ START_TEST(test_host_table_is_complete) {
   /* Every slot of this ABI version is filled. */
   const void *const *slots = (const void *const *)((const char *)host + offsetof(dlop_host_api, log));
   size_t count = (sizeof(dlop_host_api) - offsetof(dlop_host_api, log)) / sizeof(void *);
-  ck_assert_uint_eq(count, 15);
+  ck_assert_uint_eq(count, 16);
   for (size_t i = 0; i < count; i++) ck_assert_msg(slots[i] != NULL, "host API slot %zu is NULL", i);
   ck_assert(DLOP_HOST_HAS(host, cublas_symbol));
+  ck_assert(DLOP_HOST_HAS(host, cuda_compile));
 }
 END_TEST
 

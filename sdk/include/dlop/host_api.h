@@ -70,6 +70,15 @@ typedef struct dlop_host_api {
   int (*cublas_handle)(int32_t device_id, void *stream, void **handle, char *error,
                        size_t error_size);
   void *(*cublas_symbol)(const char *name);
+  /* ---- since ABI 1.2: run-time compilation (NVRTC, loaded by the host at first use) ----
+   * Compiles CUDA C source for the device's architecture (a cubin; PTX where the GPU is newer
+   * than the compiler) and loads it as cuda_module_load does: release it with
+   * cuda_module_unload. Results are cached by content (source, options, architecture,
+   * compiler version) in memory and on disk, so a plugin may call it from make_thunk on every
+   * thunk. options are NVRTC options ("-DN=4"); the host adds the architecture. A compile
+   * error writes the compiler's log, with the source's own line numbers, into error. */
+  int (*cuda_compile)(int32_t device_id, const char *source, const char *const *options,
+                      int32_t num_options, void **module, char *error, size_t error_size);
 } dlop_host_api;
 
 /* True when the host's table is long enough to hold `field` and the slot is filled. */

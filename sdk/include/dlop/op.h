@@ -169,10 +169,61 @@ typedef struct dlop_view_args {
   size_t error_size;
 } dlop_view_args;
 
+/* Arguments of scalar_body (ABI 1.2), the stage of elementwise ops that fusion may inline:
+ * given a node's types and parameters (as make_node saw them), the op says in a few C
+ * statements what it computes on one element, so that the host can put the node into a
+ * generated kernel with its neighbours (whoever wrote them) instead of calling its thunk.
+ * The code is C99 that a C compiler and NVRTC both accept: it reads in0 .. in{m-1} and
+ * assigns out0 .. out{n-1}, local variables of the compute dtypes the op reports (the host
+ * loads each input from its storage dtype into its compute dtype before the code, and stores
+ * each output from its compute dtype into the output's dtype after it: float16 and bfloat16
+ * are usually computed in float32). Parameter values are known here: embed them as literals.
+ * The code may call what the prelude defines (functions declared DLOP_SCALAR_FN, macros) and
+ * what the host's own prelude offers on both targets: the <stdint.h> integer types, the
+ * <math.h> functions of float and double, the macros DLOP_SCALAR_FN and DLOP_SCALAR_CUDA (set
+ * under NVRTC only), and the conversions listed in docs/abi.md. Contract: on every dtype the op
+ * declares, the code computes exactly what the op's own kernels compute — bit for bit where
+ * flags has DLOP_SCALAR_BODY_EXACT, within the op's documented tolerance otherwise — and
+ * dlop check holds it to that. Pure, like infer_shape. Return DLOP_UNSUPPORTED (with a
+ * message) for types the op does not fuse: the node then runs its own thunk. */
+enum {
+  /* The code gives the bits of the op's own kernels (no math library function involved). */
+  DLOP_SCALAR_BODY_EXACT = 1u << 0
+};
+typedef struct dlop_scalar_body_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const struct dlop_op_desc *op;
+  const dlop_param_value *params; /* op->num_params values, declaration order */
+  int32_t num_params;
+  int32_t num_inputs;
+  const dlop_type *inputs;  /* make_node's input types */
+  const dlop_type *outputs; /* make_node's output types */
+  int32_t num_outputs;
+  uint32_t flags; /* to fill: DLOP_SCALAR_BODY_* */
+  /* to fill: the statements, either a string of static storage or written into code_buffer
+   * (code_buffer_size bytes, host-owned) with code pointing at it */
+  const char *code;
+  char *code_buffer;
+  size_t code_buffer_size;
+  /* to fill, or leave NULL: definitions the code calls, static storage. prelude_name names the
+   * content ("elemwise.scalar.1"): the host emits one prelude per name in a generated kernel,
+   * so two preludes of one name must be identical, and a changed prelude needs a new name. */
+  const char *prelude;
+  const char *prelude_name;
+  /* to fill: the dtype (dlop_dtype) each input is loaded as and each output is computed in;
+   * the host preset both to the storage dtypes */
+  int32_t *input_compute_dtypes;
+  int32_t *output_compute_dtypes;
+  char *error;
+  size_t error_size;
+} dlop_scalar_body_args;
+
 typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
 typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
 typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
+typedef int (*dlop_scalar_body_fn)(const dlop_scalar_body_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 
@@ -215,6 +266,8 @@ typedef struct dlop_op_desc {
   void *op_data; /* the plugin's own pointer, untouched by the host */
   /* ---- since ABI 1.1 ---- */
   dlop_make_view_fn make_view; /* for ops with a view_map; NULL otherwise */
+  /* ---- since ABI 1.2 ---- */
+  dlop_scalar_body_fn scalar_body; /* elementwise ops that fusion may inline; NULL otherwise */
 } dlop_op_desc;
 
 #ifdef __cplusplus

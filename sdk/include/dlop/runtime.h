@@ -78,6 +78,29 @@ DLOP_API int dlop_memory_stats_get(dlop_device device, dlop_memory_stats *stats)
 /* Give cached blocks back to the driver / system. */
 DLOP_API int dlop_memory_release_cached(dlop_device device);
 
+/* ---- run-time compilation (docs/runtime.md, "Run-time compilation") ---------------------
+ * What libdlop's run-time compilers (NVRTC for CUDA, the host's C compiler) and their cache
+ * did in this process so far. */
+typedef struct dlop_jit_stats {
+  uint32_t struct_size; /* set by the caller to sizeof(dlop_jit_stats) */
+  uint32_t reserved;
+  uint64_t compiles;         /* compiler runs, NVRTC and C, the failed ones included */
+  uint64_t compile_errors;   /* of which failed (the source did not compile) */
+  uint64_t memory_hits;      /* requests served from this process's memory */
+  uint64_t disk_hits;        /* requests served from the disk cache */
+  uint64_t corrupt_entries;  /* disk entries found truncated or altered, compiled again, replaced */
+  double compile_seconds;    /* wall time spent in compiler runs */
+  double disk_hit_seconds;   /* wall time spent reading, verifying and loading disk hits */
+} dlop_jit_stats;
+
+/* Fill stats (the fields its struct_size covers). DLOP_INVALID_ARGUMENT for NULL or a
+ * struct_size below 8. */
+DLOP_API int dlop_jit_stats_get(dlop_jit_stats *stats);
+/* The directory of the run-time compilation cache on disk ("<DLOP_CACHE_DIR>/jit") into buffer,
+ * or "" when there is none (DLOP_CACHE_DIR empty, no home, a directory that cannot be made or
+ * that others may write: those are warned about). DLOP_INVALID_ARGUMENT when it does not fit. */
+DLOP_API int dlop_jit_cache_directory(char *buffer, size_t size);
+
 /* ---- arrays ----------------------------------------------------------------------------- */
 
 typedef struct dlop_array dlop_array;

@@ -11,7 +11,7 @@
 /* ABI major: bumped on any breaking change (a field moved, a signature changed).
  * ABI minor: bumped when a field or a table slot is appended. */
 #define DLOP_ABI_MAJOR 1
-#define DLOP_ABI_MINOR 1
+#define DLOP_ABI_MINOR 2
 
 /* One 32-bit number: major in the high 16 bits, minor in the low 16. */
 #define DLOP_MAKE_ABI_VERSION(major, minor) ((((unsigned)(major)) << 16) | ((unsigned)(minor) & 0xffffu))

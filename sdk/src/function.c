@@ -1,13 +1,16 @@
 /* function.c — compiling a subgraph for one device: the nodes needed between the given
- * inputs and outputs in topological order, a device and dtype check per node, make_thunk,
- * constants moved to the device once, a stream (CUDA) and the buffer plan. View nodes (ABI
+ * inputs and outputs in topological order, a device and dtype check per node, constants moved
+ * to the device once, elementwise fusion (function_fuse.c), make_thunk, a stream (CUDA) and
+ * the buffer plan. View nodes (ABI
  * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c).
  * Compiling calls into the runner only to make and free its run state (function_run.c);
  * the runner calls nothing here. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "function_internal.h"
+#include "fusion.h"
 
 void dlop_function_destroy(dlop_function *function) {
   int32_t i;
@@ -27,6 +30,7 @@ void dlop_function_destroy(dlop_function *function) {
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
     if (node->has_thunk) dlop__stage_destroy(&node->thunk);
+    if (node->fused) dlop__function_free_fused(node);
     free(node->params);
     free(node->input_slots);
     free(node->output_slots);
@@ -36,6 +40,8 @@ void dlop_function_destroy(dlop_function *function) {
     free(node->inplace_input);
     free(node->inplace_certain);
   }
+  dlop__function_release_fusion(function); /* after the fused nodes' thunks */
+  free(function->fusion_note);
   for (i = 0; i < function->num_constants; i++)
     if (function->constants[i]) dlop_array_release(function->constants[i]);
   for (i = 0; function->slot_names != NULL && i < function->num_slots; i++)
@@ -271,6 +277,7 @@ static int prepare_view(dlop__function_node *node) {
 }
 
 static int make_thunk(dlop__function_node *node, dlop_device device) {
+  if (node->fused) return DLOP_OK; /* the host made its thunk with its kernel */
   if (node->op->view_map != NULL) return prepare_view(node);
   dlop__stage_node stage = dlop__function_stage_node(node, node->index);
   int status = dlop__stage_make_thunk(&stage, node->input_types, node->output_types, device,
@@ -317,17 +324,49 @@ static int place_constants(dlop_function *function, const char *device_name) {
   return status;
 }
 
+/* The options' flags, or DLOP_INVALID_ARGUMENT: a struct too small for its flags, or bits this
+ * library does not know (a caller built against a newer header asked for something). */
+static int read_options(const dlop_function_options *options, uint32_t *flags) {
+  const uint32_t known = DLOP_FUNCTION_NO_FUSION;
+  *flags = 0;
+  if (options == NULL) return DLOP_OK;
+  if (options->struct_size < offsetof(dlop_function_options, flags) + sizeof options->flags)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_compile_with_options: options->struct_size is %u, smaller "
+                       "than the %zu bytes of its flags (start from DLOP_FUNCTION_OPTIONS_INIT)",
+                       options->struct_size, sizeof(dlop_function_options));
+  if (options->flags & ~known)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_compile_with_options: unknown flags 0x%x (this dlop knows "
+                       "0x%x: DLOP_FUNCTION_NO_FUSION)",
+                       options->flags & ~known, known);
+  *flags = options->flags;
+  return DLOP_OK;
+}
+
 int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                           dlop_var *const *outputs, int32_t num_outputs, dlop_device device,
                           dlop_function **function) {
+  return dlop_function_compile_with_options(graph, inputs, num_inputs, outputs, num_outputs,
+                                            device, NULL, function);
+}
+
+int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
+                                       int32_t num_inputs, dlop_var *const *outputs,
+                                       int32_t num_outputs, dlop_device device,
+                                       const dlop_function_options *options,
+                                       dlop_function **function) {
   compile_state state;
   dlop_function *result;
   char device_name[32];
+  uint32_t flags;
   int32_t i;
   int status =
       check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
   *function = NULL;
+  status = read_options(options, &flags);
+  if (status != DLOP_OK) return status;
   dlop_device_format(device, device_name, sizeof device_name);
 
   /* never fall back to another device: a missing GPU is the caller's error to see */
@@ -375,6 +414,8 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
   } else {
     result->num_constants = 0; /* not retained yet */
   }
+  if (status == DLOP_OK)
+    status = dlop__function_fuse(result, (flags & DLOP_FUNCTION_NO_FUSION) == 0);
   for (i = 0; status == DLOP_OK && i < result->num_nodes; i++)
     status = make_thunk(&result->nodes[i], device);
   if (status == DLOP_OK && device.type == DLOP_DEVICE_CUDA) {

@@ -18,8 +18,11 @@
  * `#pragma omp simd` honoured without OpenMP's runtime. */
 static const char *const c_options[] = {"-O3", "-march=native", "-ffp-contract=off",
                                         "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"};
-/* NVRTC's: no fma contraction either (CUDA's library functions use fma explicitly, unaffected). */
-static const char *const cuda_options[] = {"--fmad=false"};
+/* NVRTC's: no fma contraction either (CUDA's library functions use fma explicitly, unaffected),
+ * and no warning for the prelude functions a kernel does not call. */
+const char *const dlop__fusion_nvrtc_options[] = {"--fmad=false", "--diag-suppress=177"};
+const int32_t dlop__fusion_nvrtc_option_count =
+    (int32_t)(sizeof dlop__fusion_nvrtc_options / sizeof dlop__fusion_nvrtc_options[0]);
 
 static void note(dlop_function *function, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
@@ -86,9 +89,9 @@ static int compile_module(dlop_function *function, dlop__fusion_group **groups, 
   char name[96];
   int status;
   if (cuda) {
-    status = dlop__cuda_compile_module(function->device.id, source, cuda_options,
-                                       (int32_t)(sizeof cuda_options / sizeof cuda_options[0]),
-                                       &function->fusion_module, error, error_size);
+    status = dlop__cuda_compile_module(function->device.id, source, dlop__fusion_nvrtc_options,
+                                       dlop__fusion_nvrtc_option_count, &function->fusion_module,
+                                       error, error_size);
   } else {
     dlop__c_module *module = NULL;
     status = dlop__c_compile(source, c_options, (int32_t)(sizeof c_options / sizeof c_options[0]),

@@ -176,6 +176,10 @@ dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op);
 
 /* ---- the pass (function_fuse.c) --------------------------------------------------------- */
 
+/* The options the pass compiles CUDA sources with (NVRTC); the tests compile with them too. */
+extern const char *const dlop__fusion_nvrtc_options[];
+extern const int32_t dlop__fusion_nvrtc_option_count;
+
 /* Fuses what it can of the function's schedule for device (after constants are placed, before
  * make_thunk): a fused node per group replaces its members, the schedule is put back in a
  * topological order, and function->fusion_note says what happened (off, unavailable and why,

@@ -61,7 +61,7 @@ from cpu_timing import alternating_medians  # noqa: E402
 def record(part: str, dtype: str, name: str, seconds: float | None, note: str = "", **extra) -> None:
     row = dict(part=part, dtype=dtype, name=name, seconds=seconds, note=note, **extra)
     ROWS.append(row)
-    shown = "skipped" if seconds is None else "%.1f us" % (seconds * 1e6)
+    shown = ("skipped" if not extra else "-") if seconds is None else "%.1f us" % (seconds * 1e6)
     more = "".join(" %s=%s" % (k, ("%.3g" % v) if isinstance(v, float) else v) for k, v in extra.items())
     print("fusion part=%s dtype=%s name=%s %s%s%s" % (part, dtype, name, shown, more,
                                                        " (%s)" % note if note else ""), flush=True)
@@ -108,7 +108,9 @@ def part_cpu() -> None:
         paths = {"dlop fused": lambda: fused(xa, ba), "dlop fuse=False": lambda: unfused(xa, ba),
                  "numpy": lambda: numpy_chain(xs, bs)}
         if numexpr is not None:
-            paths["numexpr"] = lambda: numexpr.evaluate("exp(2 * xs) * bs + tanh(xs) - 1")
+            operands = {"x": xs, "b": bs}
+            paths["numexpr"] = lambda: numexpr.evaluate("exp(2 * x) * b + tanh(x) - 1",
+                                                        local_dict=operands)
         good = {name: call for name, call in paths.items() if check(name, call(), want, dtype)}
         times = dict(zip(good, alternating_medians(list(good.values()), min_seconds=1.0,
                                                    samples=ARGS.samples)))
@@ -119,8 +121,8 @@ def part_cpu() -> None:
         if "dlop fused" in times:
             for other in ("numexpr", "numpy", "dlop fuse=False"):
                 if other in times:
-                    record("cpu", dtype, "fused speedup over " + other, None,
-                           "%.2fx" % (times[other] / times["dlop fused"]))
+                    record("cpu", dtype, "fused speedup over " + other, None, "",
+                           ratio=times[other] / times["dlop fused"])
 
 
 # ---- (b) GPU ------------------------------------------------------------------------------
@@ -193,8 +195,8 @@ def part_gpu() -> None:
         for name, seconds in times.items():
             record("gpu", dtype, name, seconds, "n=2^%d" % ARGS.gpu_log2, of_limit=limit / seconds)
         if "dlop fused" in times and "torch.compile" in times:
-            record("gpu", dtype, "fused speedup over torch.compile", None,
-                   "%.2fx" % (times["torch.compile"] / times["dlop fused"]))
+            record("gpu", dtype, "fused speedup over torch.compile", None, "",
+                   ratio=times["torch.compile"] / times["dlop fused"])
         del tx, tb, xa, ba, copy_to
         torch.cuda.empty_cache()
 

@@ -95,6 +95,7 @@ DLOP_API int dlop_function_run(dlop_function *function, dlop_array *const *input
                                dlop_stream *stream);
 
 DLOP_API dlop_device dlop_function_device(const dlop_function *function);
+/* The nodes of the function's schedule: a fused group counts once, a view node once. */
 DLOP_API int32_t dlop_function_node_count(const dlop_function *function);
 /* A readable listing: one line per node with op, input and output types, shapes and device;
  * each fused node with its group's members and the kernel they became, and a last line saying

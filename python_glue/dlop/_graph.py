@@ -184,7 +184,7 @@ def _build(graph: Any, outputs: list[Variable], inputs: list[Variable]) -> dict[
 
 
 def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
-             device: str = "cpu", fuse: bool = True) -> "_C.Function":
+             device: str = "cpu", *, fuse: bool = True) -> "_C.Function":
     """Compile the graph from inputs to outputs for one device.
 
     The result is called with one array per input (NumPy arrays are copied to the device;
@@ -210,6 +210,5 @@ def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
     graph = _C.Graph()
     ids = _build(graph, output_list, inputs)
     names = tuple(v.name or f"input{i}" for i, v in enumerate(inputs))
-    flags = 0 if fuse else _C.FUNCTION_NO_FUSION
     return graph.compile([ids[id(v)] for v in inputs], [ids[id(v)] for v in output_list], device,
-                         return_list, tuple(inputs), tuple(output_list), names, flags)
+                         return_list, tuple(inputs), tuple(output_list), names, fuse)

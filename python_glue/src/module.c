@@ -185,8 +185,6 @@ static int module_exec(PyObject *module) {
       !state->str_max_version)
     return -1;
   if (PyModule_AddIntConstant(module, "MAX_NDIM", DLOP_MAX_NDIM) < 0) return -1;
-  /* dlop_function_options flags, for Graph.compile */
-  if (PyModule_AddIntConstant(module, "FUNCTION_NO_FUSION", DLOP_FUNCTION_NO_FUSION) < 0) return -1;
   /* The bundled plugins and DLOP_PLUGIN_PATH load on import; failures are kept for
    * load_errors() rather than raised, as for the `dlop` command. */
   int status = dlop_load_default_plugins();

@@ -324,23 +324,28 @@ static int place_constants(dlop_function *function, const char *device_name) {
   return status;
 }
 
-/* The options' flags, or DLOP_INVALID_ARGUMENT: a struct too small for its flags, or bits this
- * library does not know (a caller built against a newer header asked for something). */
-static int read_options(const dlop_function_options *options, uint32_t *flags) {
-  const uint32_t known = DLOP_FUNCTION_NO_FUSION;
-  *flags = 0;
-  if (options == NULL) return DLOP_OK;
-  if (options->struct_size < offsetof(dlop_function_options, flags) + sizeof options->flags)
+void dlop_function_options_init(dlop_function_options *options) {
+  if (options == NULL) return;
+  dlop_function_options defaults = DLOP_FUNCTION_OPTIONS_INIT;
+  *options = defaults;
+}
+
+/* The caller's options over the defaults: only the fields its struct_size covers. */
+static int read_options(const dlop_function_options *given, dlop_function_options *options) {
+  dlop_function_options_init(options);
+  if (given == NULL) return DLOP_OK;
+  size_t fuse_end = offsetof(dlop_function_options, fuse) + sizeof(int32_t);
+  if (given->struct_size < fuse_end)
     return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "dlop_function_compile_with_options: options->struct_size is %u, smaller "
-                       "than the %zu bytes of its flags (start from DLOP_FUNCTION_OPTIONS_INIT)",
-                       options->struct_size, sizeof(dlop_function_options));
-  if (options->flags & ~known)
+                       "dlop_function_compile_with_options: options.struct_size is %u, too small "
+                       "for any option (expected sizeof(dlop_function_options) = %zu; start from "
+                       "DLOP_FUNCTION_OPTIONS_INIT)",
+                       (unsigned)given->struct_size, sizeof(dlop_function_options));
+  options->fuse = given->fuse;
+  if (options->fuse != 0 && options->fuse != 1)
     return dlop__error(DLOP_INVALID_ARGUMENT,
-                       "dlop_function_compile_with_options: unknown flags 0x%x (this dlop knows "
-                       "0x%x: DLOP_FUNCTION_NO_FUSION)",
-                       options->flags & ~known, known);
-  *flags = options->flags;
+                       "dlop_function_compile_with_options: options.fuse is %d (expected 0 or 1)",
+                       (int)options->fuse);
   return DLOP_OK;
 }
 
@@ -354,18 +359,18 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
 int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
                                        int32_t num_inputs, dlop_var *const *outputs,
                                        int32_t num_outputs, dlop_device device,
-                                       const dlop_function_options *options,
+                                       const dlop_function_options *given,
                                        dlop_function **function) {
   compile_state state;
   dlop_function *result;
   char device_name[32];
-  uint32_t flags;
+  dlop_function_options options;
   int32_t i;
   int status =
       check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
   *function = NULL;
-  status = read_options(options, &flags);
+  status = read_options(given, &options);
   if (status != DLOP_OK) return status;
   dlop_device_format(device, device_name, sizeof device_name);
 
@@ -415,7 +420,7 @@ int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *input
     result->num_constants = 0; /* not retained yet */
   }
   if (status == DLOP_OK)
-    status = dlop__function_fuse(result, (flags & DLOP_FUNCTION_NO_FUSION) == 0);
+    status = dlop__function_fuse(result, options.fuse);
   for (i = 0; status == DLOP_OK && i < result->num_nodes; i++)
     status = make_thunk(&result->nodes[i], device);
   if (status == DLOP_OK && device.type == DLOP_DEVICE_CUDA) {

@@ -74,7 +74,7 @@ static dlop_function *compile(dlop_graph **graph, int with_double) {
   if (with_double) DLOP_CK_OK(dlop_graph_apply(*graph, "double", &x, 1, NULL, 0, &y, 1));
   DLOP_CK_OK(dlop_graph_apply(*graph, "exp", &y, 1, NULL, 0, &z, 1));
   dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
-  options.flags = DLOP_FUNCTION_NO_FUSION;
+  options.fuse = 0;
   DLOP_CK_OK(dlop_function_compile_with_options(*graph, &x, 1, &z, 1, CUDA, &options, &function));
   return function;
 }

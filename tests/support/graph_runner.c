@@ -64,7 +64,7 @@ dlop_function *dlop_test_compile_unfused(dlop_graph *graph, dlop_var *const *inp
                                          int32_t num_outputs, dlop_device device) {
   dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
   dlop_function *function = NULL;
-  options.flags = DLOP_FUNCTION_NO_FUSION;
+  options.fuse = 0;
   DLOP_CK_OK(dlop_function_compile_with_options(graph, inputs, num_inputs, outputs, num_outputs,
                                                 device, &options, &function));
   return function;

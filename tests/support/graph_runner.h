@@ -37,7 +37,7 @@ dlop_var *dlop_test_double_chain(dlop_graph *graph, int64_t n, int count, dlop_v
  * first_allocations driver allocations (negative: not checked). */
 void dlop_test_check_chain_plan(dlop_graph *graph, dlop_device device, int64_t n, int chain,
                                 int more_runs, int first_allocations);
-/* dlop_function_compile with fusion off (DLOP_FUNCTION_NO_FUSION): every node runs its own
+/* dlop_function_compile with fusion off (options.fuse = 0): every node runs its own
  * kernel, as the tests of the node-by-node runner (buffer plan, in place, explain's node lines)
  * need. */
 dlop_function *dlop_test_compile_unfused(dlop_graph *graph, dlop_var *const *inputs,

@@ -56,26 +56,28 @@ DLOP_API const dlop_op_desc *dlop_var_op(const dlop_var *var);
 DLOP_API int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                                    dlop_var *const *outputs, int32_t num_outputs,
                                    dlop_device device, dlop_function **function);
-/* Options of dlop_function_compile_with_options: a struct_size struct (start from
- * DLOP_FUNCTION_OPTIONS_INIT; fields a caller's older struct does not cover take their
- * defaults). flags 0 is the default compile: everything on. */
+/* Options of dlop_function_compile_with_options. Start from DLOP_FUNCTION_OPTIONS_INIT (or
+ * dlop_function_options_init), then change fields: struct_size says which fields the caller
+ * knows, and fields added later take their defaults for a caller compiled before them. */
 typedef struct dlop_function_options {
-  uint32_t struct_size;
-  uint32_t flags; /* DLOP_FUNCTION_* bits */
+  uint32_t struct_size; /* sizeof(dlop_function_options) as the caller was compiled */
+  /* 1 (the default): elementwise nodes whose ops declare a scalar body (ABI 1.2) are fused, each
+   * group into one kernel the host generates and compiles. 0: every node runs its op's own
+   * kernel (dlop_function_explain then says "fusion: off"), to compare. */
+  int32_t fuse;
 } dlop_function_options;
-enum {
-  /* Run every node with its op's own kernel: no elementwise fusion (dlop_function_explain
-   * then says "fusion: off"), to compare against the fused function. */
-  DLOP_FUNCTION_NO_FUSION = 1u << 0
-};
-#define DLOP_FUNCTION_OPTIONS_INIT {(uint32_t)sizeof(dlop_function_options), 0u}
 
-/* dlop_function_compile with options (NULL: the defaults). Elementwise nodes whose ops declare a
- * scalar body (ABI 1.2) are fused by default: each group of them runs as one kernel that the
- * host generates and compiles (the host's C compiler on the CPU, NVRTC on CUDA), and their
- * intermediate buffers disappear. Without that compiler the function runs unfused and
- * dlop_function_explain says why; nothing moves to another device. DLOP_INVALID_ARGUMENT for a
- * struct_size below 8 or unknown flags. */
+#define DLOP_FUNCTION_OPTIONS_INIT {sizeof(dlop_function_options), 1}
+
+/* Fill options with the defaults (DLOP_FUNCTION_OPTIONS_INIT). */
+DLOP_API void dlop_function_options_init(dlop_function_options *options);
+
+/* dlop_function_compile with options (NULL: the defaults). Fused by default: each group of
+ * elementwise nodes runs as one kernel the host generates and compiles (the host's C compiler
+ * on the CPU, NVRTC on CUDA), and their intermediate buffers disappear; without that compiler
+ * the function runs unfused and dlop_function_explain says why; nothing moves to another
+ * device. An option out of range or a struct_size too small for the first field is
+ * DLOP_INVALID_ARGUMENT, naming it. */
 DLOP_API int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
                                                 int32_t num_inputs, dlop_var *const *outputs,
                                                 int32_t num_outputs, dlop_device device,

@@ -30,3 +30,21 @@ function(dlop_add_plugin name)
     target_compile_definitions(${name} PRIVATE DLOP_HAVE_CUDA_KERNELS=0)
   endif()
 endfunction()
+
+# dlop_embed_text(TARGET FILE SYMBOL)
+#   Links the text of FILE into TARGET as a hidden, NUL-terminated char array named SYMBOL
+#   (declare it `extern const char SYMBOL[];`), rebuilt when FILE changes: what an op's scalar
+#   body names as its prelude (ABI 1.2), kept in a header the op's own kernels include, so the
+#   two are one text.
+function(dlop_embed_text target file symbol)
+  get_filename_component(path "${file}" ABSOLUTE)
+  set(asm "${CMAKE_CURRENT_BINARY_DIR}/${symbol}.S")
+  file(WRITE "${asm}.in"
+    "/* generated: embeds ${path} as a NUL-terminated string, hidden */\n"
+    "  .section .rodata\n  .globl ${symbol}\n  .hidden ${symbol}\n"
+    "${symbol}:\n  .incbin \"${path}\"\n  .byte 0\n"
+    "  .section .note.GNU-stack,\"\",@progbits\n")
+  configure_file("${asm}.in" "${asm}" COPYONLY)
+  set_source_files_properties("${asm}" PROPERTIES OBJECT_DEPENDS "${path}")
+  target_sources(${target} PRIVATE "${asm}")
+endfunction()

@@ -1,7 +1,7 @@
 /* validate.c — checks everything a plugin hands back before the host trusts it: descriptor
  * sizes, the ABI major, names, required stages, input/output counts, parameters, dtype masks,
- * devices, flags, the in-place map and the view map (ABI 1.1: view ops bring make_view instead
- * of make_thunk). Each failure returns a status with a message "PATH: what, value, expected". */
+ * devices, flags, the in-place map, the view map (ABI 1.1: view ops bring make_view instead
+ * of make_thunk) and the scalar body (ABI 1.2: never on a view op). Each failure returns a status with a message "PATH: what, value, expected". */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -283,5 +283,13 @@ int dlop__validate_op(dlop__loader_report *report, const char *path, int index,
         path, where, op->flags, op->flags & ~DLOP__KNOWN_OP_FLAGS, DLOP__KNOWN_OP_FLAGS);
   status = validate_view_map(report, path, where, op);
   if (status != DLOP_OK) return status;
+  /* ABI 1.2: a scalar body says what a kernel computes per element; a view runs no kernel.
+   * (Descriptors of 1.0 and 1.1 plugins end before the field: the host's copy reads NULL.) */
+  if (op->scalar_body != NULL && op->view_map != NULL)
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares both a view_map and a scalar_body: a view op runs no kernel, so "
+        "there is nothing to fuse (leave scalar_body NULL)",
+        path, where);
   return validate_inplace_map(report, path, where, op);
 }

@@ -3,18 +3,6 @@
  * baseline) and a strided loop for any other layout. */
 #include "double_plugin.h"
 
-/* Integers double in the unsigned type of their width so overflow wraps like NumPy instead of
- * being undefined; floats double exactly; 16-bit floats go through float. */
-#define DOUBLE_INT8(v) ((int8_t)(uint32_t)((uint32_t)(v) * 2u))
-#define DOUBLE_INT16(v) ((int16_t)(uint32_t)((uint32_t)(v) * 2u))
-#define DOUBLE_INT32(v) ((int32_t)((uint32_t)(v) * 2u))
-#define DOUBLE_INT64(v) ((int64_t)((uint64_t)(v) * 2u))
-#define DOUBLE_UINT8(v) ((uint8_t)((uint32_t)(v) * 2u))
-#define DOUBLE_FLOAT16(v) dlop_float_to_half(dlop_half_to_float(v) * 2.0f)
-#define DOUBLE_BFLOAT16(v) dlop_float_to_bfloat16(dlop_bfloat16_to_float(v) * 2.0f)
-#define DOUBLE_FLOAT32(v) ((v) * 2.0f)
-#define DOUBLE_FLOAT64(v) ((v) * 2.0)
-
 /* X(name, C type, dlop dtype, element function) */
 #define DOUBLE_KERNELS(X)                                                                   \
   X(int8, int8_t, DLOP_INT8, DOUBLE_INT8) X(int16, int16_t, DLOP_INT16, DOUBLE_INT16)       \

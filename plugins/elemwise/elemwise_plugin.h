@@ -37,6 +37,9 @@ typedef struct elemwise_op_info {
 } elemwise_op_info;
 
 int elemwise_make_node(const dlop_node_args *args);
+/* The op's scalar body for fusion (ABI 1.2): statements over elemwise_scalar.h, its prelude
+ * (elemwise_body.c). */
+int elemwise_scalar_body(dlop_scalar_body_args *args);
 /* The spec's kernel_dtypes: make_node's dtype rule again (the host passes make_node's types,
  * but a direct caller may not), and the dtypes that pick the kernels: the value dtype, or a
  * cast's from and to (elemwise_thunk.c). */

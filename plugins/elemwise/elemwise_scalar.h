@@ -1,19 +1,27 @@
 /* elemwise_scalar.h — what every elemwise op does to one element, for each dtype: one
  * definition compiled into the CPU kernels (C) and the CUDA kernels (nvcc), so that both devices
- * compute the same thing (bit for bit wherever the math library is not involved). */
+ * compute the same thing (bit for bit wherever the math library is not involved). It is also
+ * the prelude the ops' scalar bodies declare for fusion (ABI 1.2, elemwise_body.c): embedded as
+ * text at build time and put in front of kernels the host generates, which the host's C
+ * compiler or NVRTC compiles. So it is self-contained (no dlop header) and includes nothing
+ * under NVRTC, which has no libc headers: there the host's prelude has defined the <stdint.h>
+ * types and limits, and the math functions are built in. */
 #ifndef DLOP_ELEMWISE_SCALAR_H
 #define DLOP_ELEMWISE_SCALAR_H
 
+#if defined(__CUDACC_RTC__)
+#define EW_FN static __device__ __forceinline__
+#elif defined(__CUDACC__)
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-#ifdef __CUDACC__
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #define EW_FN static __device__ __forceinline__
 #else
-#include <dlop/kit/half_float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 #define EW_FN static inline
 #endif
 
@@ -29,7 +37,36 @@
 
 /* ---- bits and 16-bit floats ------------------------------------------------------------- */
 
-#ifdef __CUDACC__
+#if defined(__CUDACC_RTC__)
+/* NVRTC: the conversions cuda_fp16.h and cuda_bf16.h would give (they are the same PTX
+ * instructions), written out because those headers are not there. */
+EW_FN uint32_t ew_f32_bits(float f) { return __float_as_uint(f); }
+EW_FN float ew_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
+EW_FN uint64_t ew_f64_bits(double d) { return (uint64_t)__double_as_longlong(d); }
+EW_FN double ew_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
+EW_FN float ew_load_float16(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+EW_FN float ew_load_bfloat16(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+EW_FN uint16_t ew_rne_float16(float f) {
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+EW_FN uint16_t ew_rne_bfloat16(float f) {
+#if __CUDA_ARCH__ >= 800
+  uint16_t b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16) | 0x0040u);
+  return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+#endif
+}
+#elif defined(__CUDACC__)
 EW_FN uint32_t ew_f32_bits(float f) { return __float_as_uint(f); }
 EW_FN float ew_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
 EW_FN uint64_t ew_f64_bits(double d) { return (uint64_t)__double_as_longlong(d); }
@@ -44,10 +81,34 @@ EW_FN uint32_t ew_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 EW_FN float ew_f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 EW_FN uint64_t ew_f64_bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 EW_FN double ew_f64_from_bits(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
-EW_FN float ew_load_float16(uint16_t h) { return dlop_half_to_float(h); }
-EW_FN float ew_load_bfloat16(uint16_t b) { return dlop_bfloat16_to_float(b); }
-EW_FN uint16_t ew_rne_float16(float f) { return dlop_float_to_half(f); }
-EW_FN uint16_t ew_rne_bfloat16(float f) { return dlop_float_to_bfloat16(f); }
+/* Bit-exact, branch-light (after Maratyszcza's FP16 library, as dlop/kit/half_float.h, which a
+ * prelude cannot include): normal numbers rebias the exponent with one exact multiply,
+ * subnormals subtract a bias exactly; to half, scaling up then down overflows what is too
+ * large, and adding 2^(e+?) makes the FPU round the mantissa to 10 bits, ties to even. */
+EW_FN float ew_load_float16(uint16_t h) {
+  const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
+  const float normalized = ew_f32_from_bits((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float denormalized = ew_f32_from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
+  const uint32_t magnitude = two_w < (1u << 27) ? ew_f32_bits(denormalized) : ew_f32_bits(normalized);
+  return ew_f32_from_bits(sign | magnitude);
+}
+EW_FN float ew_load_bfloat16(uint16_t b) { return ew_f32_from_bits((uint32_t)b << 16); }
+EW_FN uint16_t ew_rne_float16(float f) {
+  const uint32_t w = ew_f32_bits(f), shl1_w = w + w, sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u, bits, nonsign;
+  float base = (ew_f32_from_bits(w & 0x7FFFFFFFu) * 0x1.0p+112f) * 0x1.0p-110f;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  base = ew_f32_from_bits((bias >> 1) + 0x07800000u) + base;
+  bits = ew_f32_bits(base);
+  nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+  return (uint16_t)((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+EW_FN uint16_t ew_rne_bfloat16(float f) {
+  uint32_t bits = ew_f32_bits(f);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16) | 0x0040u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u); /* round to nearest even; overflow carries to inf */
+  return (uint16_t)(bits >> 16);
+}
 #endif
 
 /* NaN results of 16-bit floats are the canonical quiet NaN with the sign of the NaN they came

@@ -1,6 +1,7 @@
 /* plugin.c — the elemwise plugin's entry point and op table: add, sub, mul, maximum, minimum,
  * div, pow, neg, abs, log, sqrt, tanh, sigmoid, the six comparisons, where and cast, each a spec
- * for the SDK's elementwise thunk and an ordinary op descriptor over the shared stages. */
+ * for the SDK's elementwise thunk and an ordinary op descriptor over the shared stages, with a
+ * scalar body for fusion (ABI 1.2, elemwise_body.c). */
 #include "elemwise_plugin.h"
 
 /* The CUDA kernels, split over four .cu files so that nvcc builds them in parallel. */
@@ -108,6 +109,7 @@ static const dlop_param_decl cast_params[] = {
       .make_thunk = dlop_elementwise_op_make_thunk,                                          \
       .op_data = (void *)&infos[ID],                                                         \
       .make_view = NULL,                                                                     \
+      .scalar_body = elemwise_scalar_body,                                                   \
   }
 
 #define BINARY_DOC(expr) \

@@ -4,19 +4,6 @@
  * loop for anything else. */
 #include "multiply_them_plugin.h"
 
-/* Integers multiply in the unsigned type of at least their width (so uint16 does not promote
- * to a signed int that overflows) and wrap like NumPy; 16-bit floats multiply exactly in float
- * and round once. */
-#define MUL_INT8(x, y) ((int8_t)(uint8_t)((uint32_t)(x) * (uint32_t)(y)))
-#define MUL_INT16(x, y) ((int16_t)(uint16_t)((uint32_t)(x) * (uint32_t)(y)))
-#define MUL_INT32(x, y) ((int32_t)((uint32_t)(x) * (uint32_t)(y)))
-#define MUL_INT64(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
-#define MUL_UINT8(x, y) ((uint8_t)((uint32_t)(x) * (uint32_t)(y)))
-#define MUL_FLOAT16(x, y) dlop_float_to_half(dlop_half_to_float(x) * dlop_half_to_float(y))
-#define MUL_BFLOAT16(x, y) \
-  dlop_float_to_bfloat16(dlop_bfloat16_to_float(x) * dlop_bfloat16_to_float(y))
-#define MUL_FLOAT(x, y) ((x) * (y))
-
 /* X(name, C type, dlop dtype, element function) */
 #define MULTIPLY_THEM_KERNELS(X)                                                            \
   X(int8, int8_t, DLOP_INT8, MUL_INT8) X(int16, int16_t, DLOP_INT16, MUL_INT16)             \

@@ -284,7 +284,9 @@ def _compile_eager(builder, name: str, descriptions: tuple, params: tuple, devic
     output = builder(name, operands, params, placeholder)
     from ._graph import function
     used = [i for i, v in enumerate(inputs) if v is not None]
-    compiled = function([inputs[i] for i in used], output, device)
+    # Unfused: an eager call is one operation (and its promotions), where compiling a fused
+    # kernel would cost more than it saves; compiled functions fuse.
+    compiled = function([inputs[i] for i in used], output, device, fuse=False)
     return compiled, tuple(used), tuple(scalars)
 
 

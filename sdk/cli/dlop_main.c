@@ -175,6 +175,9 @@ static int command_info(const char *name) {
   print_flags(op);
   print_io_map("in-place", "overwrites", op->inplace_map, op);
   print_io_map("view", "is a view of", op->view_map, op); /* ABI 1.1 view ops: no kernel */
+  if (op->scalar_body != NULL) /* ABI 1.2 */
+    printf("  fusion: declares a scalar body: compiled functions fuse it with its elementwise "
+           "neighbours\n");
   if (plugin != NULL) {
     printf("  plugin: %s %s (ABI ", dlop_plugin_name(plugin), dlop_plugin_version(plugin));
     print_abi(dlop_plugin_abi_version(plugin));

@@ -1,13 +1,15 @@
 /* explain.c — a readable listing of a compiled function: its inputs, one line per node in run
  * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims, and
  * "(in place of input 0)" where the buffer plan reuses an input's array, "(view of input 0)"
- * for view nodes, which run no kernel), its outputs.
+ * for view nodes, which run no kernel), each fused node's members below it (which of their
+ * outputs keep a buffer, which live only in the kernel), its outputs, and what fusion did.
  * It answers "where did each node run?", which Theano's graphs could not. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "function_internal.h"
+#include "fusion.h"
 
 typedef struct text_buffer {
   char *data;
@@ -71,6 +73,38 @@ static void append_view(text_buffer *text, const dlop__function_node *node) {
   }
 }
 
+/* A fused node's group: one line per member, its inputs by name and its outputs with where they
+ * live: "(output N)" of the fused node (a buffer, read after the group), or "(in the kernel)"
+ * (no buffer: only the kernel's registers hold it). One-element constants are in the code. */
+static void append_group(text_buffer *text, const dlop_function *function,
+                         const dlop__fusion_group *group) {
+  append(text, " (group %d: %d nodes in one kernel, dlop_fused_g%d)\n", (int)group->number,
+         (int)group->num_members, (int)group->number);
+  for (int32_t m = 0; m < group->num_members; m++) {
+    const dlop__fusion_member *member = &group->members[m];
+    const dlop__function_node *node = &member->node;
+    append(text, "    %s(", node->op->name);
+    for (int32_t j = 0; j < node->num_inputs; j++) {
+      if (j > 0) append(text, ", ");
+      append_slot(text, function, node->input_slots[j], 1);
+      if (member->sources[j].kind == DLOP__FUSION_FROM_LITERAL) append(text, " (in the code)");
+    }
+    append(text, ") -> ");
+    for (int32_t j = 0; j < node->num_outputs; j++) {
+      int32_t output = -1;
+      if (j > 0) append(text, ", ");
+      append_slot(text, function, node->output_slots[j], 1);
+      for (int32_t o = 0; o < group->num_outputs; o++)
+        if (group->output_values[o] == member->values[j]) output = o;
+      if (output >= 0)
+        append(text, " (output %d)", (int)output);
+      else
+        append(text, " (in the kernel)");
+    }
+    append(text, "%s", m + 1 < group->num_members ? "\n" : "");
+  }
+}
+
 int dlop_function_explain(const dlop_function *function, char *buffer, size_t size) {
   text_buffer text = {buffer, size, 0};
   char device[32];
@@ -80,8 +114,11 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
                        function == NULL ? "function" : "buffer");
   if (buffer != NULL && size > 0) buffer[0] = '\0';
   dlop_device_format(function->device, device, sizeof device);
-  append(&text, "function on %s: %d node%s\ninputs: ", device, (int)function->num_nodes,
+  append(&text, "function on %s: %d node%s", device, (int)function->num_nodes,
          function->num_nodes == 1 ? "" : "s");
+  if (function->fused_nodes > 0)
+    append(&text, " (%d of the graph's nodes run in fused kernels)", (int)function->fused_nodes);
+  append(&text, "\ninputs: ");
   for (i = 0; i < function->num_inputs; i++) {
     if (i > 0) append(&text, ", ");
     append_slot(&text, function, i, 1);
@@ -106,11 +143,13 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
     append(&text, " on %s", device);
     append_inplace(&text, node);
     append_view(&text, node);
+    if (node->fused) append_group(&text, function, node->fused);
     append(&text, "\n");
   }
   append(&text, "outputs: ");
   append_slot_list(&text, function, function->output_slots, function->num_outputs, 1);
   append(&text, "\n");
+  if (function->fusion_note) append(&text, "fusion: %s\n", function->fusion_note);
   if (text.needed + 1 > size)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_function_explain: the listing needs %zu bytes, the buffer has %zu "

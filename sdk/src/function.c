@@ -1,13 +1,16 @@
 /* function.c — compiling a subgraph for one device: the nodes needed between the given
- * inputs and outputs in topological order, a device and dtype check per node, make_thunk,
- * constants moved to the device once, a stream (CUDA) and the buffer plan. View nodes (ABI
+ * inputs and outputs in topological order, a device and dtype check per node, constants moved
+ * to the device once, elementwise fusion (function_fuse.c), make_thunk, a stream (CUDA) and
+ * the buffer plan. View nodes (ABI
  * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c).
  * Compiling calls into the runner only to make and free its run state (function_run.c);
  * the runner calls nothing here. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "function_internal.h"
+#include "fusion.h"
 
 void dlop_function_destroy(dlop_function *function) {
   int32_t i;
@@ -27,6 +30,7 @@ void dlop_function_destroy(dlop_function *function) {
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
     if (node->has_thunk) dlop__stage_destroy(&node->thunk);
+    if (node->fused) dlop__function_free_fused(node);
     free(node->params);
     free(node->input_slots);
     free(node->output_slots);
@@ -36,6 +40,8 @@ void dlop_function_destroy(dlop_function *function) {
     free(node->inplace_input);
     free(node->inplace_certain);
   }
+  dlop__function_release_fusion(function); /* after the fused nodes' thunks */
+  free(function->fusion_note);
   for (i = 0; i < function->num_constants; i++)
     if (function->constants[i]) dlop_array_release(function->constants[i]);
   for (i = 0; function->slot_names != NULL && i < function->num_slots; i++)
@@ -271,6 +277,7 @@ static int prepare_view(dlop__function_node *node) {
 }
 
 static int make_thunk(dlop__function_node *node, dlop_device device) {
+  if (node->fused) return DLOP_OK; /* the host made its thunk with its kernel */
   if (node->op->view_map != NULL) return prepare_view(node);
   dlop__stage_node stage = dlop__function_stage_node(node, node->index);
   int status = dlop__stage_make_thunk(&stage, node->input_types, node->output_types, device,
@@ -317,17 +324,54 @@ static int place_constants(dlop_function *function, const char *device_name) {
   return status;
 }
 
+void dlop_function_options_init(dlop_function_options *options) {
+  if (options == NULL) return;
+  dlop_function_options defaults = DLOP_FUNCTION_OPTIONS_INIT;
+  *options = defaults;
+}
+
+/* The caller's options over the defaults: only the fields its struct_size covers. */
+static int read_options(const dlop_function_options *given, dlop_function_options *options) {
+  dlop_function_options_init(options);
+  if (given == NULL) return DLOP_OK;
+  size_t fuse_end = offsetof(dlop_function_options, fuse) + sizeof(int32_t);
+  if (given->struct_size < fuse_end)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_compile_with_options: options.struct_size is %u, too small "
+                       "for any option (expected sizeof(dlop_function_options) = %zu; start from "
+                       "DLOP_FUNCTION_OPTIONS_INIT)",
+                       (unsigned)given->struct_size, sizeof(dlop_function_options));
+  options->fuse = given->fuse;
+  if (options->fuse != 0 && options->fuse != 1)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_compile_with_options: options.fuse is %d (expected 0 or 1)",
+                       (int)options->fuse);
+  return DLOP_OK;
+}
+
 int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                           dlop_var *const *outputs, int32_t num_outputs, dlop_device device,
                           dlop_function **function) {
+  return dlop_function_compile_with_options(graph, inputs, num_inputs, outputs, num_outputs,
+                                            device, NULL, function);
+}
+
+int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
+                                       int32_t num_inputs, dlop_var *const *outputs,
+                                       int32_t num_outputs, dlop_device device,
+                                       const dlop_function_options *given,
+                                       dlop_function **function) {
   compile_state state;
   dlop_function *result;
   char device_name[32];
+  dlop_function_options options;
   int32_t i;
   int status =
       check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
   *function = NULL;
+  status = read_options(given, &options);
+  if (status != DLOP_OK) return status;
   dlop_device_format(device, device_name, sizeof device_name);
 
   /* never fall back to another device: a missing GPU is the caller's error to see */
@@ -375,6 +419,8 @@ int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t nu
   } else {
     result->num_constants = 0; /* not retained yet */
   }
+  if (status == DLOP_OK)
+    status = dlop__function_fuse(result, options.fuse);
   for (i = 0; status == DLOP_OK && i < result->num_nodes; i++)
     status = make_thunk(&result->nodes[i], device);
   if (status == DLOP_OK && device.type == DLOP_DEVICE_CUDA) {

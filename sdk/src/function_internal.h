@@ -1,8 +1,8 @@
 /* function_internal.h — the layout of a compiled function, shared by the compiler
- * (function.c), the buffer plan (buffer_plan.c), the runner (function_run.c, function_view.c)
- * and explain.c. Calls go one way: function.c -> buffer_plan.c and function_run.c (its run
- * state), function_run.c -> function_view.c; plugin code is reached through stage.h only.
- * Not part of the public ABI. */
+ * (function.c), fusion (function_fuse.c and fusion_*.c), the buffer plan (buffer_plan.c), the
+ * runner (function_run.c, function_view.c) and explain.c. Calls go one way: function.c ->
+ * function_fuse.c, buffer_plan.c and function_run.c (its run state), function_run.c ->
+ * function_view.c; plugin code is reached through stage.h only. Not part of the public ABI. */
 #ifndef DLOP_FUNCTION_INTERNAL_H
 #define DLOP_FUNCTION_INTERNAL_H
 
@@ -28,6 +28,9 @@ typedef struct dlop__shape_cache {
   dlop_type *output_types;  /* num_outputs types */
 } dlop__shape_cache;
 
+/* A fused group (fusion.h): its members, kernel and host-made op. */
+typedef struct dlop__fusion_group dlop__fusion_group;
+
 typedef struct dlop__function_node {
   const dlop_op_desc *op;
   int32_t index; /* position in the schedule: "#N" in messages and explain() */
@@ -44,6 +47,9 @@ typedef struct dlop__function_node {
   /* A view op (view_map set, ABI 1.1): no thunk, nothing allocated; each output is a
    * dlop_array_view of an input, laid out by make_view at run time (function_view.c). */
   int is_view;
+  /* A fused node (fusion.h): op is the group's host-made descriptor and the thunk runs the
+   * kernel generated for its members; the node owns the group. NULL for any other node. */
+  dlop__fusion_group *fused;
   /* Buffer plan: node-output slots whose last use is this node; released right after it so
    * later nodes reuse their memory from the pool. */
   int32_t *dead_slots;
@@ -74,6 +80,11 @@ struct dlop_function {
   dlop__function_node *nodes;
   int32_t max_node_inputs;
   int32_t max_node_outputs;
+  /* What fusion did (function_fuse.c), one line for explain: owned, NULL before the pass. */
+  char *fusion_note;
+  int32_t fused_nodes;   /* nodes of the graph that run inside fused kernels */
+  void *fusion_module;   /* the fused kernels' module: a dlop__c_module or a CUDA module */
+  int fusion_module_is_cuda;
   /* Caller-supplied streams runs were enqueued on (retained; recorded by function_run.c),
    * waited for at destroy so that no kernel still uses the thunks or constants; the oldest is
    * waited for when full. */

@@ -98,6 +98,30 @@ int dlop__stage_make_view(const dlop__stage_node *node, int32_t output, const dl
                             "failed without a message");
 }
 
+int dlop__stage_scalar_body(const dlop__stage_node *node, const dlop_type *inputs,
+                            const dlop_type *outputs, char *code_buffer, size_t code_buffer_size,
+                            int32_t *input_compute, int32_t *output_compute,
+                            dlop_scalar_body_args *result) {
+  char error[DLOP__STAGE_ERROR_SIZE];
+  for (int32_t i = 0; i < node->num_inputs; i++) input_compute[i] = inputs[i].dtype;
+  for (int32_t o = 0; o < node->num_outputs; o++) output_compute[o] = outputs[o].dtype;
+  code_buffer[0] = '\0';
+  dlop_scalar_body_args args = {
+      .struct_size = sizeof(dlop_scalar_body_args), .op = node->op, .params = node->params,
+      .num_params = node->num_params, .num_inputs = node->num_inputs, .inputs = inputs,
+      .outputs = outputs, .num_outputs = node->num_outputs, .code_buffer = code_buffer,
+      .code_buffer_size = code_buffer_size, .input_compute_dtypes = input_compute,
+      .output_compute_dtypes = output_compute, .error = error, .error_size = sizeof error};
+  error[0] = '\0';
+  int status = node->op->scalar_body(&args);
+  *result = args;
+  result->error = NULL; /* the message buffer is this call's */
+  result->error_size = 0;
+  if (status == DLOP_OK) return DLOP_OK;
+  return dlop__stage_failed(status, node->op, node->index, "scalar_body: ", error,
+                            "failed without a message");
+}
+
 void dlop__stage_destroy(const dlop_thunk *thunk) {
   if (thunk->destroy != NULL) thunk->destroy(thunk->state);
 }

@@ -1,7 +1,7 @@
 /* stage.h — the gateway into plugin code (stage.c, and the thunk's run inline at the end):
- * libdlop calls an op's stages (make_node, infer_shape, make_thunk, make_view) and a thunk's
- * run and destroy only through these, so every call gets its arguments, error buffer, status
- * mapping and message prefix the same way. Not part of the public ABI. */
+ * libdlop calls an op's stages (make_node, infer_shape, make_thunk, make_view, scalar_body) and
+ * a thunk's run and destroy only through these, so every call gets its arguments, error
+ * buffer, status mapping and message prefix the same way. Not part of the public ABI. */
 #ifndef DLOP_STAGE_H
 #define DLOP_STAGE_H
 
@@ -43,6 +43,15 @@ int dlop__stage_make_thunk(const dlop__stage_node *node, const dlop_type *inputs
 int dlop__stage_make_view(const dlop__stage_node *node, int32_t output, const dlop_tensor *input,
                           const dlop_type *type, int64_t *strides, uint64_t *byte_offset,
                           int32_t *needs_contiguous);
+/* scalar_body (ABI 1.2; the caller checks op->scalar_body is set) for the node's static types:
+ * the op writes its statements into code_buffer (code_buffer_size bytes) or points at its own
+ * text, and the compute dtypes into input_compute / output_compute, which are preset to the
+ * storage dtypes. On success *result holds what the op filled in (code, prelude, prelude_name,
+ * flags: pointers into code_buffer or the plugin's static storage). */
+int dlop__stage_scalar_body(const dlop__stage_node *node, const dlop_type *inputs,
+                            const dlop_type *outputs, char *code_buffer, size_t code_buffer_size,
+                            int32_t *input_compute, int32_t *output_compute,
+                            dlop_scalar_body_args *result);
 /* The thunk's destroy, when it has one. */
 void dlop__stage_destroy(const dlop_thunk *thunk);
 

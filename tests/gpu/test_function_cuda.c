@@ -148,14 +148,24 @@ START_TEST(test_steady_state_no_driver_allocation) {
 }
 END_TEST
 
+/* Node by node (fusion off) and fused, every line says cuda:0. */
 START_TEST(test_explain_says_cuda) {
-  dlop_function *function = dlop_test_compile_exp_double(graph, DLOP_FLOAT32, 5, CUDA);
-  char text[1024];
+  dlop_var *x;
+  dlop_var *z = dlop_test_exp_double(graph, DLOP_FLOAT32, 5, &x);
+  dlop_function *function = dlop_test_compile_unfused(graph, &x, 1, &z, 1, CUDA);
+  char text[2048];
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
   ck_assert_msg(strstr(text, "#0 double(x: float32[5]) -> float32[5] on cuda:0") != NULL, "%s",
                 text);
   ck_assert_msg(strstr(text, "#1 exp(double.0: float32[5]) -> float32[5] on cuda:0") != NULL, "%s",
                 text);
+  ck_assert_msg(strstr(text, "on cpu") == NULL, "%s", text);
+  dlop_function_destroy(function);
+  function = dlop_test_compile(graph, &x, 1, z, CUDA);
+  DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
+  ck_assert_msg(strstr(text, "#0 fused(x: float32[5]) -> float32[5] on cuda:0 (group 0: 2 nodes") != NULL,
+                "%s", text);
+  ck_assert_msg(strstr(text, "(CUDA, compiled by NVRTC)") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "on cpu") == NULL, "%s", text);
   dlop_function_destroy(function);
 }

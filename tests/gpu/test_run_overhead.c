@@ -61,7 +61,8 @@ static float *random_input(void) {
   return x;
 }
 
-/* exp alone (scale 1) or exp(double(x)) (scale 2), input of unknown length. */
+/* exp alone (scale 1) or exp(double(x)) (scale 2), input of unknown length; fusion off, so
+ * that two ops are two launches (a fused function's one launch is the one-op case's). */
 static dlop_function *compile(dlop_graph **graph, int with_double) {
   int64_t unknown = DLOP_DIM_UNKNOWN;
   dlop_var *x, *y, *z;
@@ -72,7 +73,9 @@ static dlop_function *compile(dlop_graph **graph, int with_double) {
   y = x;
   if (with_double) DLOP_CK_OK(dlop_graph_apply(*graph, "double", &x, 1, NULL, 0, &y, 1));
   DLOP_CK_OK(dlop_graph_apply(*graph, "exp", &y, 1, NULL, 0, &z, 1));
-  DLOP_CK_OK(dlop_function_compile(*graph, &x, 1, &z, 1, CUDA, &function));
+  dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
+  options.fuse = 0;
+  DLOP_CK_OK(dlop_function_compile_with_options(*graph, &x, 1, &z, 1, CUDA, &options, &function));
   return function;
 }
 

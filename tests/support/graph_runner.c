@@ -59,13 +59,24 @@ dlop_function *dlop_test_compile(dlop_graph *graph, dlop_var *const *inputs, int
   return function;
 }
 
+dlop_function *dlop_test_compile_unfused(dlop_graph *graph, dlop_var *const *inputs,
+                                         int32_t num_inputs, dlop_var *const *outputs,
+                                         int32_t num_outputs, dlop_device device) {
+  dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
+  dlop_function *function = NULL;
+  options.fuse = 0;
+  DLOP_CK_OK(dlop_function_compile_with_options(graph, inputs, num_inputs, outputs, num_outputs,
+                                                device, &options, &function));
+  return function;
+}
+
 void dlop_test_check_chain_plan(dlop_graph *graph, dlop_device device, int64_t n, int chain,
                                 int more_runs, int first_allocations) {
   const uint64_t buffer_bytes = (uint64_t)n * sizeof(float);
   const float factor = ldexpf(1.0f, chain);
   dlop_var *x;
   dlop_var *v = dlop_test_double_chain(graph, n, chain, &x);
-  dlop_function *function = dlop_test_compile(graph, &x, 1, v, device);
+  dlop_function *function = dlop_test_compile_unfused(graph, &x, 1, &v, 1, device);
   float *data = malloc((size_t)buffer_bytes);
   ck_assert_ptr_nonnull(data);
   for (int64_t i = 0; i < n; i++) data[i] = (float)(i % 1000) * 0.25f;

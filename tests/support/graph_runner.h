@@ -29,13 +29,20 @@ dlop_var *dlop_test_multiply_them(dlop_graph *graph, dlop_dtype dtype, int32_t a
 /* double applied count times in a row to an input "x" of float32[n]: writes the input into *x
  * and returns the last output. */
 dlop_var *dlop_test_double_chain(dlop_graph *graph, int64_t n, int count, dlop_var **x);
-/* The buffer plan of dlop_test_double_chain(graph, n, chain) compiled for device: a first run
+/* The buffer plan of dlop_test_double_chain(graph, n, chain) compiled unfused for device (a fused
+ * chain is one kernel and needs no plan: test_fusion.c checks that): a first run
  * gives x * 2^chain exactly; more_runs runs after it make no driver allocation (every buffer
  * comes from the pool); the pool's peak stays within 2.5 buffers above what was in use before
  * (the input, plus about two intermediates); and the first run makes at most
  * first_allocations driver allocations (negative: not checked). */
 void dlop_test_check_chain_plan(dlop_graph *graph, dlop_device device, int64_t n, int chain,
                                 int more_runs, int first_allocations);
+/* dlop_function_compile with fusion off (options.fuse = 0): every node runs its own
+ * kernel, as the tests of the node-by-node runner (buffer plan, in place, explain's node lines)
+ * need. */
+dlop_function *dlop_test_compile_unfused(dlop_graph *graph, dlop_var *const *inputs,
+                                         int32_t num_inputs, dlop_var *const *outputs,
+                                         int32_t num_outputs, dlop_device device);
 /* The function from inputs to the one output, compiled for device. */
 dlop_function *dlop_test_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                                  dlop_var *output, dlop_device device);

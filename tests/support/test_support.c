@@ -281,3 +281,30 @@ int64_t dlop_test_compare(const void *expected, const void *actual, dlop_dtype d
   }
   return mismatches;
 }
+
+int64_t dlop_test_compare_bits(const void *expected, const void *actual, dlop_dtype dtype,
+                               int64_t n, char *report, size_t report_size) {
+  const size_t size = dlop_dtype_size(dtype);
+  const int is_float = (DLOP_DTYPES_FLOAT & DLOP_DTYPE_BIT(dtype)) != 0;
+  int64_t mismatches = 0;
+  size_t used = 0;
+  if (report_size) report[0] = '\0';
+  for (int64_t i = 0; i < n; i++) {
+    const unsigned char *e = (const unsigned char *)expected + (size_t)i * size;
+    const unsigned char *a = (const unsigned char *)actual + (size_t)i * size;
+    if (memcmp(e, a, size) == 0) continue;
+    double ev = dlop_test_get(expected, dtype, i), av = dlop_test_get(actual, dtype, i);
+    if (is_float && isnan(ev) && isnan(av)) continue;
+    if (mismatches < 5 && used < report_size) {
+      uint64_t eb = 0, ab = 0;
+      memcpy(&eb, e, size);
+      memcpy(&ab, a, size);
+      int w = snprintf(report + used, report_size - used,
+                       "%s[%lld] expected %.17g (0x%llx), got %.17g (0x%llx)", mismatches ? "; " : "",
+                       (long long)i, ev, (unsigned long long)eb, av, (unsigned long long)ab);
+      if (w > 0) used += (size_t)w;
+    }
+    mismatches++;
+  }
+  return mismatches;
+}

@@ -67,6 +67,11 @@ double dlop_test_tolerance(dlop_dtype dtype);
 int64_t dlop_test_compare(const void *expected, const void *actual, dlop_dtype dtype, int64_t n,
                           double atol, double rtol, char *report, size_t report_size);
 
+/* Compare n elements bit for bit, except that a NaN equals any NaN (payloads may differ);
+ * returns the mismatches and writes the first few, values and bits, into report. */
+int64_t dlop_test_compare_bits(const void *expected, const void *actual, dlop_dtype dtype,
+                               int64_t n, char *report, size_t report_size);
+
 /* Fail the current test with dlop_last_error() when status is not DLOP_OK. */
 #define DLOP_CK_OK(expr)                                                                   \
   do {                                                                                     \

@@ -39,7 +39,7 @@ START_TEST(test_exp_double_matches_reference) {
   for (int i = 0; i < N; i++) expected[i] = expf(2.0f * x[i]);
   dlop_array *input = dlop_test_host_array(DLOP_FLOAT32, 1, &n, x), *output = NULL;
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
-  ck_assert_int_eq(dlop_function_node_count(function), 2);
+  ck_assert_int_eq(dlop_function_node_count(function), 1); /* double and exp fused */
   ck_assert_int_eq(dlop_function_device(function).type, DLOP_DEVICE_CPU);
   ck_assert_int_eq(dlop_array_numel(output), N);
   ck_assert_int_eq(dlop_array_device(output).type, DLOP_DEVICE_CPU);
@@ -198,7 +198,7 @@ START_TEST(test_inplace_chain_halves_peak) {
   const uint64_t buffer = (uint64_t)n * sizeof(float);
   dlop_var *x, *y1;
   dlop_var *z = exp_double_double(&x, &y1);
-  dlop_function *function = dlop_test_compile(graph, &x, 1, z, CPU);
+  dlop_function *function = dlop_test_compile_unfused(graph, &x, 1, &z, 1, CPU);
   check_node_line(function, 0, NULL, NULL); /* a function input is never overwritten */
   check_node_line(function, 1, " on cpu (in place of input 0)", "(in place of input 0)");
   check_node_line(function, 2, "#2 exp(", "(in place of input 0)");
@@ -239,8 +239,7 @@ START_TEST(test_inplace_never_overwrites_a_function_output) {
   dlop_var *x, *y1;
   dlop_var *z = exp_double_double(&x, &y1);
   dlop_var *outs[2] = {z, y1};
-  dlop_function *function = NULL;
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outs, 2, CPU, &function));
+  dlop_function *function = dlop_test_compile_unfused(graph, &x, 1, outs, 2, CPU);
   check_node_line(function, 1, NULL, NULL); /* #1 would overwrite an output */
   check_node_line(function, 2, NULL, "(in place of input 0)");
 
@@ -284,7 +283,7 @@ START_TEST(test_inplace_shared_intermediate) {
   dlop_var *square[2] = {y2, y2};
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", square, 2, NULL, 0, &c, 1));
   dlop_var *outs[3] = {a, b, c};
-  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outs, 3, CPU, &function));
+  function = dlop_test_compile_unfused(graph, &x, 1, outs, 3, CPU);
   check_node_line(function, 1, "#1 exp(", NULL);
   check_node_line(function, 2, "#2 double(", "(in place of input 0)");
   check_node_line(function, 4, "#4 multiply_them(", NULL);
@@ -324,7 +323,7 @@ START_TEST(test_inplace_decided_at_run_time) {
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &y, 1));
   dlop_var *operands[2] = {y, w}, *inputs[2] = {x, w};
   DLOP_CK_OK(dlop_graph_apply(graph, "multiply_them", operands, 2, NULL, 0, &z, 1));
-  dlop_function *function = dlop_test_compile(graph, inputs, 2, z, CPU);
+  dlop_function *function = dlop_test_compile_unfused(graph, inputs, 2, &z, 1, CPU);
   check_node_line(function, 1, NULL, "(in place of input 0 when the run's shapes match)");
 
   float xs[5] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f}, ws[5] = {2.0f, 3.0f, -1.0f, 0.5f, 4.0f};
@@ -439,9 +438,11 @@ START_TEST(test_cuda_without_gpu_is_an_error) {
 }
 END_TEST
 
+/* The node-by-node listing (fusion off; test_fusion.c has the fused one). */
 START_TEST(test_explain_lists_nodes_and_device) {
-  dlop_function *function =
-      dlop_test_compile_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, CPU);
+  dlop_var *x;
+  dlop_var *z = dlop_test_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, &x);
+  dlop_function *function = dlop_test_compile_unfused(graph, &x, 1, &z, 1, CPU);
   char text[1024], small[16];
   DLOP_CK_OK(dlop_function_explain(function, text, sizeof text));
   ck_assert_msg(strstr(text, "#0 double(x: float32[?]) -> float32[?] on cpu") != NULL, "%s", text);
@@ -449,6 +450,8 @@ START_TEST(test_explain_lists_nodes_and_device) {
                 text);
   ck_assert_msg(strstr(text, "inputs: x: float32[?]") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "outputs: exp.1: float32[?]") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "\nfusion: off (turned off when the function was compiled)\n") != NULL,
+                "%s", text);
   /* a buffer too small is an error, never a silently cut listing */
   ck_assert_int_eq(dlop_function_explain(function, small, sizeof small), DLOP_INVALID_ARGUMENT);
   ck_assert_msg(strstr(dlop_last_error(), "needs") != NULL, "%s", dlop_last_error());

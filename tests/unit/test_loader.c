@@ -262,8 +262,8 @@ START_TEST(view_op_is_accepted) {
 }
 END_TEST
 
-/* An ABI 1.0 plugin (op descriptor ending at op_data) loads under this 1.1 host; what lies
- * past its struct_size (poisoned) reads as NULL: no make_view. */
+/* An ABI 1.0 plugin (op descriptor ending at op_data) loads under this host; what lies past its
+ * struct_size (poisoned) reads as NULL: no make_view, no scalar_body. */
 START_TEST(abi_1_0_op_struct_loads) {
   const dlop_plugin *plugin = NULL;
   int status = dlop_load_plugin(FIXTURE("abi_1_0_op"), &plugin);
@@ -273,8 +273,32 @@ START_TEST(abi_1_0_op_struct_loads) {
   ck_assert_ptr_nonnull(op);
   ck_assert_uint_eq(op->struct_size, offsetof(dlop_op_desc, make_view));
   ck_assert_ptr_null(op->make_view);
+  ck_assert_ptr_null(op->scalar_body);
   ck_assert_ptr_nonnull(op->make_thunk);
   ck_assert_ptr_null(op->view_map);
+}
+END_TEST
+
+/* An ABI 1.1 plugin (op descriptor ending at make_view) loads under this 1.2 host; the poison
+ * past its struct_size reads as NULL: no scalar_body, so fusion never calls into it. */
+START_TEST(abi_1_1_op_struct_loads) {
+  const dlop_plugin *plugin = NULL;
+  int status = dlop_load_plugin(FIXTURE("abi_1_1_op"), &plugin);
+  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
+  ck_assert_uint_eq(dlop_plugin_abi_version(plugin), DLOP_MAKE_ABI_VERSION(1, 1));
+  const dlop_op_desc *op = dlop_find_op("fixture_abi_1_1_scale");
+  ck_assert_ptr_nonnull(op);
+  ck_assert_uint_eq(op->struct_size, offsetof(dlop_op_desc, scalar_body));
+  ck_assert_ptr_null(op->scalar_body);
+  ck_assert_ptr_null(op->make_view);
+  ck_assert_ptr_nonnull(op->make_thunk);
+}
+END_TEST
+
+START_TEST(scalar_body_on_a_view_is_refused) {
+  expect_failure(FIXTURE("scalar_body_on_view"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_with_body' declares both a view_map and a scalar_body",
+                 "nothing to fuse", NULL);
 }
 END_TEST
 
@@ -351,8 +375,9 @@ START_TEST(bad_plugins_never_stop_good_ones) {
   dlop_test_capture_stderr();
   dlop_test_load_default(FIXTURE("good") ":" DLOP_TEST_FIXTURE_DIR, "");
   const char *warnings = dlop_test_captured_stderr();
-  /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op */
-  ck_assert_int_eq(dlop_plugin_count(), 7);
+  /* good, newer_minor, newer_minor_bits, older_op_struct, inplace_map, view_op, abi_1_0_op,
+   * abi_1_1_op */
+  ck_assert_int_eq(dlop_plugin_count(), 8);
   ck_assert_ptr_nonnull(dlop_find_op("fixture_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_legacy_scale"));
   ck_assert_ptr_nonnull(dlop_find_op("fixture_future_scale"));
@@ -365,7 +390,7 @@ START_TEST(bad_plugins_never_stop_good_ones) {
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
       "unknown_flag", "duplicate_plugin_name", "view_map", "view_map_old_struct",
       "view_map_variadic", "view_map_with_inplace", "view_map_bad_index",
-      "make_view_without_view_map"};
+      "make_view_without_view_map", "scalar_body_on_view"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -498,6 +523,8 @@ int main(void) {
                       make_view_without_view_map_is_refused,
                       view_op_is_accepted,
                       abi_1_0_op_struct_loads,
+                      abi_1_1_op_struct_loads,
+                      scalar_body_on_a_view_is_refused,
                       inplace_map_is_accepted,
                       bad_struct_size,
                       duplicate_op_within_plugin,

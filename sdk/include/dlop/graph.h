@@ -49,13 +49,40 @@ DLOP_API const char *dlop_var_name(const dlop_var *var);
 /* The op that produced var, or NULL for inputs and constants. */
 DLOP_API const dlop_op_desc *dlop_var_op(const dlop_var *var);
 
-/* Compile the subgraph from inputs to outputs for one device: topological order, make_thunk
- * per node, and a buffer plan that frees each intermediate after its last use so later
- * nodes reuse its memory. Fails with DLOP_NO_DEVICE / DLOP_UNSUPPORTED (naming the op and
+/* Compile the subgraph from inputs to outputs for one device: topological order, elementwise
+ * fusion (dlop_function_compile_with_options below), make_thunk per node, and a buffer plan
+ * that frees each intermediate after its last use so later nodes reuse its memory. Fails with DLOP_NO_DEVICE / DLOP_UNSUPPORTED (naming the op and
  * dtype) rather than running anything elsewhere. */
 DLOP_API int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                                    dlop_var *const *outputs, int32_t num_outputs,
                                    dlop_device device, dlop_function **function);
+/* Options of dlop_function_compile_with_options. Start from DLOP_FUNCTION_OPTIONS_INIT (or
+ * dlop_function_options_init), then change fields: struct_size says which fields the caller
+ * knows, and fields added later take their defaults for a caller compiled before them. */
+typedef struct dlop_function_options {
+  uint32_t struct_size; /* sizeof(dlop_function_options) as the caller was compiled */
+  /* 1 (the default): elementwise nodes whose ops declare a scalar body (ABI 1.2) are fused, each
+   * group into one kernel the host generates and compiles. 0: every node runs its op's own
+   * kernel (dlop_function_explain then says "fusion: off"), to compare. */
+  int32_t fuse;
+} dlop_function_options;
+
+#define DLOP_FUNCTION_OPTIONS_INIT {sizeof(dlop_function_options), 1}
+
+/* Fill options with the defaults (DLOP_FUNCTION_OPTIONS_INIT). */
+DLOP_API void dlop_function_options_init(dlop_function_options *options);
+
+/* dlop_function_compile with options (NULL: the defaults). Fused by default: each group of
+ * elementwise nodes runs as one kernel the host generates and compiles (the host's C compiler
+ * on the CPU, NVRTC on CUDA), and their intermediate buffers disappear; without that compiler
+ * the function runs unfused and dlop_function_explain says why; nothing moves to another
+ * device. An option out of range or a struct_size too small for the first field is
+ * DLOP_INVALID_ARGUMENT, naming it. */
+DLOP_API int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
+                                                int32_t num_inputs, dlop_var *const *outputs,
+                                                int32_t num_outputs, dlop_device device,
+                                                const dlop_function_options *options,
+                                                dlop_function **function);
 /* Waits for the work of its runs still in flight, on the function's own stream and on the
  * caller streams runs were given (the last 8 distinct ones are remembered; an older one is
  * waited for when it is forgotten), then frees the thunks and constants. */
@@ -70,8 +97,11 @@ DLOP_API int dlop_function_run(dlop_function *function, dlop_array *const *input
                                dlop_stream *stream);
 
 DLOP_API dlop_device dlop_function_device(const dlop_function *function);
+/* The nodes of the function's schedule: a fused group counts once, a view node once. */
 DLOP_API int32_t dlop_function_node_count(const dlop_function *function);
-/* A readable listing: one line per node with op, input and output types, shapes and device. */
+/* A readable listing: one line per node with op, input and output types, shapes and device;
+ * each fused node with its group's members and the kernel they became, and a last line saying
+ * what fusion did (or why it did not). */
 DLOP_API int dlop_function_explain(const dlop_function *function, char *buffer, size_t size);
 
 #ifdef __cplusplus

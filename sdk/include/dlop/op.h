@@ -173,7 +173,9 @@ typedef struct dlop_view_args {
  * given a node's types and parameters (as make_node saw them), the op says in a few C
  * statements what it computes on one element, so that the host can put the node into a
  * generated kernel with its neighbours (whoever wrote them) instead of calling its thunk.
- * The code is C99 that a C compiler and NVRTC both accept: it reads in0 .. in{m-1} and
+ * Such an op is elementwise with NumPy broadcasting: every output has the broadcast shape of
+ * the inputs, and element k of an output depends on element k of each (broadcast) input only
+ * (the host checks the shapes at run time). The code is C99 that a C compiler and NVRTC both accept: it reads in0 .. in{m-1} and
  * assigns out0 .. out{n-1}, local variables of the compute dtypes the op reports (the host
  * loads each input from its storage dtype into its compute dtype before the code, and stores
  * each output from its compute dtype into the output's dtype after it: float16 and bfloat16
@@ -187,7 +189,8 @@ typedef struct dlop_view_args {
  * dlop check holds it to that. Pure, like infer_shape. Return DLOP_UNSUPPORTED (with a
  * message) for types the op does not fuse: the node then runs its own thunk. */
 enum {
-  /* The code gives the bits of the op's own kernels (no math library function involved). */
+  /* The code gives the bits of the op's own kernels (no math library function involved); a
+   * NaN result is a NaN, its payload may differ, as dlop check compares NaNs. */
   DLOP_SCALAR_BODY_EXACT = 1u << 0
 };
 typedef struct dlop_scalar_body_args {
@@ -223,7 +226,9 @@ typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
 typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
 typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
-typedef int (*dlop_scalar_body_fn)(const dlop_scalar_body_args *args);
+/* Not const, unlike the other stages: the stage fills fields of its arguments (code, flags,
+ * prelude, prelude_name), not only memory they point to. */
+typedef int (*dlop_scalar_body_fn)(dlop_scalar_body_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 

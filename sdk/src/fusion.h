@@ -1,0 +1,200 @@
+/* fusion.h — elementwise fusion inside a compiled function: which nodes form a group
+ * (fusion_plan.c), what a group reads, computes and writes (fusion_group.c), the kernel source
+ * generated for it (fusion_source.c, C or CUDA), its node in the schedule: a host-made op and
+ * thunk (fusion_thunk.c, over the N-operand layout of fusion_layout.c), and the pass of the
+ * function compiler that puts it all together (function_fuse.c). Not part of the public ABI. */
+#ifndef DLOP_FUSION_H
+#define DLOP_FUSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "function_internal.h"
+
+/* A group's kernel takes at most this many tensors (its inputs and outputs): every pointer and,
+ * on CUDA, its strides go into the kernel's parameters (under 2.2 KB of the 4 KB allowed). */
+#define DLOP__FUSION_MAX_OPERANDS 16
+/* Nodes per group: bounds the generated source and its compile time. */
+#define DLOP__FUSION_MAX_MEMBERS 128
+/* The code buffer a scalar body may write into. */
+#define DLOP__FUSION_CODE_SIZE 4096
+
+typedef enum dlop__fusion_target {
+  DLOP__FUSION_TARGET_C = 0,   /* the host's C compiler (dlop__c_compile) */
+  DLOP__FUSION_TARGET_CUDA = 1 /* NVRTC (dlop__cuda_compile_module / dlop__nvrtc_compile) */
+} dlop__fusion_target;
+
+/* Where a member's input comes from inside the kernel. */
+typedef enum dlop__fusion_source_kind {
+  DLOP__FUSION_FROM_INPUT = 0,  /* the group's input `index` (a tensor the kernel is given) */
+  DLOP__FUSION_FROM_VALUE = 1,  /* value `index`: an output of an earlier member */
+  DLOP__FUSION_FROM_LITERAL = 2 /* literal `index`: a one-element constant, written into the code */
+} dlop__fusion_source_kind;
+
+typedef struct dlop__fusion_source {
+  int32_t kind; /* dlop__fusion_source_kind */
+  int32_t index;
+} dlop__fusion_source;
+
+/* A one-element constant of the function, embedded in the kernel as its bits. */
+typedef struct dlop__fusion_literal {
+  int32_t slot;
+  int32_t dtype;
+  uint64_t bits;  /* the element's storage bits, zero-extended */
+  dlop_type type; /* the constant's type (its shape has one element) */
+} dlop__fusion_literal;
+
+/* A node of the group: the node as compiled (owned: op, params, slots, static types), its
+ * scalar body and how its operands connect. */
+typedef struct dlop__fusion_member {
+  dlop__function_node node;
+  char *code;                 /* the body's statements (owned copy) */
+  const char *prelude;        /* the plugin's text, or NULL */
+  const char *prelude_name;   /* NULL when prelude is */
+  uint32_t body_flags;        /* DLOP_SCALAR_BODY_* */
+  int32_t *input_compute;     /* per input: the dtype the body reads it as */
+  int32_t *output_compute;    /* per output: the dtype the body computes it in */
+  dlop__fusion_source *sources; /* per input */
+  int32_t *values;            /* per output: its value index */
+} dlop__fusion_member;
+
+struct dlop__fusion_group {
+  int32_t number; /* 0, 1, ... in the function: "group 0" in explain, dlop_fused_g0_* symbols */
+  int32_t num_members;
+  dlop__fusion_member *members; /* in schedule order (topological) */
+  /* values: every member output, in the kernel held in its storage dtype (rounded as the
+   * unfused node's buffer would be) */
+  int32_t num_values;
+  int32_t *value_slots;
+  /* inputs: the tensors the kernel reads (function inputs, constants, other nodes' outputs,
+   * views); scalar ones (a static shape of one element) are read once per run of the kernel */
+  int32_t num_inputs;
+  int32_t *input_slots;
+  dlop_type *input_types;
+  char *input_scalar;
+  int32_t num_literals;
+  dlop__fusion_literal *literals;
+  /* outputs: the values read outside the group (later nodes, function outputs) */
+  int32_t num_outputs;
+  int32_t *output_slots;
+  dlop_type *output_types;
+  int32_t *output_values;
+  /* 1 when the outputs' static shapes do not prove them equal: the kernel source then also
+   * has one function per output, for runs whose output shapes differ */
+  int per_output;
+  /* what the kernel became (function_fuse.c): the node's op and its thunk state */
+  dlop_op_desc op;
+  char op_name[32];
+  dlop__fusion_target target;
+  uint64_t source_hash; /* FNV-1a of the generated source, shown by explain */
+  int32_t vector_width; /* CUDA: elements per thread of the vector kernel */
+  void *module;         /* the function's dlop__c_module or CUDA module (not the group's) */
+  void *functions[DLOP__FUSION_MAX_OPERANDS + 8]; /* the symbols the thunk calls */
+  dlop_device device;
+  uint32_t max_blocks; /* CUDA: the strided kernels' grid cap */
+};
+
+/* ---- planning (fusion_plan.c) ----------------------------------------------------------- */
+
+/* Groups the fusable nodes of the function's schedule (fusable[n] nonzero): each node joins
+ * the groups of the nodes that produce its inputs when the union stays convex (no path leaves
+ * it and comes back through another node) and within the operand and member limits. Writes
+ * group_of[n] (a group number, or -1 for nodes left alone: not fusable, or a group of one) and
+ * *num_groups. Pure: the schedule is not changed. */
+int dlop__fusion_plan(const dlop_function *function, const char *fusable, int32_t *group_of,
+                      int32_t *num_groups);
+
+/* ---- groups (fusion_group.c) ------------------------------------------------------------ */
+
+/* The scalar body of node n for the function's static types: DLOP_OK with the body in *member
+ * (code copied, compute dtypes checked: each a storage dtype, or float32 for a float16 or
+ * bfloat16 storage), DLOP_UNSUPPORTED when the op does not fuse these types (not an error),
+ * or DLOP_PLUGIN_ERROR for a body the host cannot use, naming the op and what was wrong. */
+int dlop__fusion_query_body(const dlop__function_node *node, dlop__fusion_member *member);
+/* Builds group number `number` from the nodes n with group_of[n] == number, whose bodies
+ * members_of_node[n] holds (moved into the group): values, inputs (one-element constants
+ * become literals, their values read now), outputs (what the rest of the function reads). */
+int dlop__fusion_group_build(const dlop_function *function, const int32_t *group_of,
+                             int32_t number, dlop__fusion_member *members_of_node,
+                             dlop__fusion_group **group);
+void dlop__fusion_group_free(dlop__fusion_group *group);
+/* Frees what a member owns (its body and node), for members never moved into a group. */
+void dlop__fusion_member_free(dlop__fusion_member *member);
+
+/* ---- source (fusion_source.c) ----------------------------------------------------------- */
+
+/* The source of one module holding the kernels of groups[0..count) for target, malloc'ed into
+ * *source: the host's prelude, each op prelude once per name, then per group its element
+ * function(s) and entry points. C: void dlop_fused_g<N>_run(char *const *p, const int64_t *s,
+ * int64_t n), a run of n elements, p and s the operands' pointers and strides (outputs first,
+ * then inputs), and dlop_fused_g<N>_out<K>_run for output K alone when per_output is set.
+ * CUDA: extern "C" kernels dlop_fused_g<N>_{contiguous,vector,strided32,strided64} and
+ * dlop_fused_g<N>_out<K>_strided64 (fusion_thunk.c launches them). */
+int dlop__fusion_generate(const dlop_function *function, dlop__fusion_group *const *groups,
+                        int32_t count, dlop__fusion_target target, char **source);
+/* Which inputs output `output` of the group depends on: used[k] for input k. */
+void dlop__fusion_output_inputs(const dlop__fusion_group *group, int32_t output, char *used);
+/* FNV-1a of text, for explain's "source 3fa2c1d0...". */
+uint64_t dlop__fusion_hash(const char *text);
+
+/* ---- layout (fusion_layout.c) ----------------------------------------------------------- */
+
+/* The loop a run of a group's kernel walks: the iteration shape with its dims of size 1
+ * dropped and dims every operand steps through contiguously merged, and per operand its
+ * strides in elements (an unused or scalar operand: all 0) and its first element. */
+typedef struct dlop__fusion_layout {
+  int32_t ndim; /* >= 1 */
+  int32_t num_operands;
+  int64_t numel;
+  int64_t shape[DLOP_MAX_NDIM];
+  int64_t strides[DLOP__FUSION_MAX_OPERANDS][DLOP_MAX_NDIM];
+  char *base[DLOP__FUSION_MAX_OPERANDS];
+  int64_t element_size[DLOP__FUSION_MAX_OPERANDS];
+} dlop__fusion_layout;
+
+/* Sets up the loop over shape (ndim dims) for operands tensors[0..count): each broadcast to
+ * shape (NumPy rules) unless its flag in flat[] is set (a scalar, or an operand this run does
+ * not read: strides 0, its first element only). DLOP_SHAPE_ERROR when an operand does not
+ * broadcast, naming it by its number after what. */
+int dlop__fusion_layout_init(dlop__fusion_layout *layout, const int64_t *shape, int32_t ndim,
+                             const dlop_tensor *const *tensors, const char *flat, int32_t count,
+                             const char *what);
+/* True when every operand not flat walks the single collapsed dim with unit stride. */
+int dlop__fusion_layout_contiguous(const dlop__fusion_layout *layout, const char *flat);
+
+/* ---- the node (fusion_thunk.c) ---------------------------------------------------------- */
+
+/* Fills group->op: a host-owned descriptor the runner treats as any op's (name "fused", the
+ * group's input and output counts, its members' flags in common, the group's infer_shape),
+ * with op_data pointing at the group. */
+void dlop__fusion_group_describe(dlop__fusion_group *group);
+/* The thunk of a group whose module is loaded (group->module and group->functions set): run
+ * launches the kernels on the device. The module belongs to the function. */
+void dlop__fusion_group_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
+/* The group of a fused node's op, or NULL for any other op. */
+dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op);
+
+/* ---- the pass (function_fuse.c) --------------------------------------------------------- */
+
+/* The options the pass compiles CUDA sources with (NVRTC); the tests compile with them too. */
+extern const char *const dlop__fusion_nvrtc_options[];
+extern const int32_t dlop__fusion_nvrtc_option_count;
+
+/* Fuses what it can of the function's schedule for device (after constants are placed, before
+ * make_thunk): a fused node per group replaces its members, the schedule is put back in a
+ * topological order, and function->fusion_note says what happened (off, unavailable and why,
+ * or what was fused). With enabled 0, or when the device's compiler is missing or fails, the
+ * schedule is unchanged and the note says so: never an error. Errors are a plugin's bad
+ * scalar body and running out of memory. */
+int dlop__function_fuse(dlop_function *function, int enabled);
+/* The source of the function's fused groups regenerated for target (malloc'ed into *source),
+ * whatever device the function runs on: the CUDA source of a CPU function compiles with
+ * NVRTC where no GPU is (the tests do). DLOP_NOT_FOUND when nothing was fused. */
+int dlop__function_fused_source(const dlop_function *function, dlop__fusion_target target,
+                                char **source);
+/* Frees a fused node's group (its members and descriptor). */
+void dlop__function_free_fused(dlop__function_node *node);
+/* Releases the function's module of fused kernels, after the fused nodes' last run. */
+void dlop__function_release_fusion(dlop_function *function);
+
+#endif

@@ -1,0 +1,330 @@
+/* fusion_thunk.c — a fused group as one node of the schedule: a host-made op descriptor whose
+ * infer_shape runs the members' own shape rules in turn (and holds them to the scalar-body
+ * contract: each output has its inputs' broadcast shape), and a thunk that runs the generated
+ * kernel. The runner, the buffer plan and views treat the node as any other. A run writes
+ * every output in one pass over the outputs' shape; when the outputs' shapes differ (possible
+ * only where static shapes left it open), each output gets a pass of its own over its shape,
+ * computing only what it depends on. CPU: the module's run functions over the host's
+ * parallel_for, walking the loop in runs along its inner dim. CUDA: the kernel that fits the
+ * layout, through the host table's cuda_launch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion.h"
+#include "jit.h"
+
+/* Elements per parallel chunk on the CPU: a fused element costs several ops' worth. */
+#define FUSED_CPU_GRAIN 16384
+#define FUSED_CUDA_BLOCK 256
+#define FUSED_CUDA_MAX_GRID (1u << 30)
+
+/* The CUDA module's kernels in group->functions. */
+enum { CUDA_CONTIGUOUS = 0, CUDA_VECTOR = 1, CUDA_STRIDED32 = 2, CUDA_STRIDED64 = 3, CUDA_OUTPUT = 4 };
+/* The C module's: [0] the run, [1 + o] output o's own run. */
+enum { C_RUN = 0, C_OUTPUT = 1 };
+
+static int fused_make_node(const dlop_node_args *args) {
+  dlop__format(args->error, args->error_size,
+               "fused: a fused node exists only inside a compiled function");
+  return DLOP_INVALID_ARGUMENT;
+}
+
+static int fused_make_thunk(const dlop_thunk_args *args) {
+  dlop__format(args->error, args->error_size,
+               "fused: the host makes a fused node's thunk when it compiles the kernel");
+  return DLOP_INVALID_ARGUMENT;
+}
+
+dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op) {
+  return op != NULL && op->make_node == fused_make_node ? (dlop__fusion_group *)op->op_data : NULL;
+}
+
+/* ---- infer_shape: the members' own rules, in turn ----------------------------------------- */
+
+/* The output's shape is the inputs' broadcast (dims unknown on either side pass). */
+static int broadcast_holds(const dlop_type *inputs, int32_t count, const dlop_type *output) {
+  for (int32_t d = 0; d < output->ndim; d++) {
+    int64_t want = 1;
+    int unknown = output->shape[d] == DLOP_DIM_UNKNOWN;
+    for (int32_t i = 0; i < count; i++) {
+      int32_t j = d - (output->ndim - inputs[i].ndim);
+      if (inputs[i].ndim > output->ndim) return 0;
+      if (j < 0) continue;
+      int64_t dim = inputs[i].shape[j];
+      if (dim == DLOP_DIM_UNKNOWN) {
+        unknown = 1;
+      } else if (dim != 1) {
+        if (want != 1 && want != dim) return 0;
+        want = dim;
+      }
+    }
+    if (!unknown && output->shape[d] != want) return 0;
+  }
+  return 1;
+}
+
+static int fused_infer_shape(const dlop_node_args *args) {
+  const dlop__fusion_group *group = (const dlop__fusion_group *)args->op->op_data;
+  int32_t most = 1, m, j;
+  for (m = 0; m < group->num_members; m++) {
+    if (group->members[m].node.num_inputs > most) most = group->members[m].node.num_inputs;
+    if (group->members[m].node.num_outputs > most) most = group->members[m].node.num_outputs;
+  }
+  dlop_type *values = malloc(sizeof(dlop_type) * ((size_t)group->num_values + 2 * (size_t)most));
+  if (values == NULL) {
+    dlop__format(args->error, args->error_size, "fused: out of memory inferring shapes");
+    return DLOP_OUT_OF_MEMORY;
+  }
+  dlop_type *inputs = values + group->num_values, *outputs = inputs + most;
+  int status = DLOP_OK;
+  for (m = 0; m < group->num_members && status == DLOP_OK; m++) {
+    const dlop__fusion_member *member = &group->members[m];
+    const dlop__function_node *node = &member->node;
+    for (j = 0; j < node->num_inputs; j++) {
+      const dlop__fusion_source *source = &member->sources[j];
+      inputs[j] = source->kind == DLOP__FUSION_FROM_INPUT   ? args->inputs[source->index]
+                  : source->kind == DLOP__FUSION_FROM_VALUE ? values[source->index]
+                                                            : group->literals[source->index].type;
+    }
+    for (j = 0; j < node->num_outputs; j++) {
+      memset(&outputs[j], 0, sizeof outputs[j]);
+      outputs[j].dtype = node->output_types[j].dtype;
+      outputs[j].ndim = node->output_types[j].ndim;
+      for (int32_t d = 0; d < outputs[j].ndim; d++) outputs[j].shape[d] = DLOP_DIM_UNKNOWN;
+    }
+    dlop__stage_node stage = dlop__function_stage_node(node, -1);
+    status = dlop__stage_infer_shape(&stage, inputs, outputs);
+    if (status != DLOP_OK) {
+      dlop__format(args->error, args->error_size, "group member %d: %s", (int)m, dlop_last_error());
+      break;
+    }
+    for (j = 0; j < node->num_outputs && status == DLOP_OK; j++) {
+      if (!broadcast_holds(inputs, node->num_inputs, &outputs[j])) {
+        char have[96];
+        dlop__format(args->error, args->error_size,
+                     "group member %d: op '%s' declares a scalar body (elementwise with "
+                     "broadcasting) but infer_shape gave output %d as %s, which is not the "
+                     "broadcast of its inputs' shapes",
+                     (int)m, node->op->name, (int)j,
+                     dlop__type_format(&outputs[j], have, sizeof have));
+        status = DLOP_PLUGIN_ERROR;
+      }
+      values[member->values[j]] = outputs[j];
+    }
+  }
+  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK; o++)
+    args->outputs[o] = values[group->output_values[o]];
+  free(values);
+  return status;
+}
+
+void dlop__fusion_group_describe(dlop__fusion_group *group) {
+  uint32_t flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE;
+  for (int32_t m = 0; m < group->num_members; m++) flags &= group->members[m].node.op->flags;
+  dlop__format(group->op_name, sizeof group->op_name, "fused");
+  memset(&group->op, 0, sizeof group->op);
+  group->op.struct_size = sizeof(dlop_op_desc);
+  /* one kernel launch (or one per output), no allocation, no synchronization: as capture-safe
+   * and deterministic as its members are */
+  group->op.flags = flags;
+  group->op.name = group->op_name;
+  group->op.doc = "a fused group of elementwise nodes, run as one generated kernel";
+  group->op.num_inputs = group->num_inputs;
+  group->op.num_outputs = group->num_outputs;
+  group->op.cpu_dtypes = DLOP_DTYPES_ALL;
+  group->op.cuda_dtypes = DLOP_DTYPES_ALL;
+  group->op.make_node = fused_make_node;
+  group->op.infer_shape = fused_infer_shape;
+  group->op.make_thunk = fused_make_thunk;
+  group->op.op_data = group;
+}
+
+/* ---- runs ---------------------------------------------------------------------------------- */
+
+typedef void (*fused_run_fn)(char *const *pointers, const int64_t *strides, int64_t n);
+
+/* One pass: the loop over one shape, its operands (outputs, then inputs) and which are flat. */
+typedef struct fused_pass {
+  dlop__fusion_layout layout;
+  char flat[DLOP__FUSION_MAX_OPERANDS];
+  fused_run_fn run;
+} fused_pass;
+
+static int same_shape(const dlop_tensor *a, const dlop_tensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+/* The layout of the pass writing output `output` (-1: every output) over its shape. */
+static int prepare_pass(const dlop__fusion_group *group, const dlop_run_args *args,
+                        int32_t output, fused_pass *pass) {
+  const dlop_tensor *tensors[DLOP__FUSION_MAX_OPERANDS];
+  char used[DLOP__FUSION_MAX_OPERANDS];
+  int32_t outputs = group->num_outputs, k;
+  const dlop_tensor *shape = &args->outputs[output < 0 ? 0 : output];
+  if (output >= 0) dlop__fusion_output_inputs(group, output, used);
+  for (k = 0; k < outputs; k++) {
+    tensors[k] = &args->outputs[k];
+    pass->flat[k] = output >= 0 && k != output;
+  }
+  for (k = 0; k < group->num_inputs; k++) {
+    tensors[outputs + k] = &args->inputs[k];
+    pass->flat[outputs + k] = group->input_scalar[k] || (output >= 0 && !used[k]);
+  }
+  return dlop__fusion_layout_init(&pass->layout, shape->shape, shape->ndim, tensors, pass->flat,
+                                  outputs + group->num_inputs, "fused");
+}
+
+/* The parallel_for body: elements [begin, end) in runs along the inner dim; moving to the next
+ * run is a pointer add per operand, with a carry into outer dims at their ends. */
+static void cpu_chunk(void *context, int64_t begin, int64_t end) {
+  const fused_pass *pass = (const fused_pass *)context;
+  const dlop__fusion_layout *l = &pass->layout;
+  const int32_t inner = l->ndim - 1, count = l->num_operands;
+  const int64_t cols = l->shape[inner];
+  int64_t strides[DLOP__FUSION_MAX_OPERANDS], index[DLOP_MAX_NDIM], row = begin / cols;
+  int64_t col = begin - row * cols;
+  char *row_start[DLOP__FUSION_MAX_OPERANDS], *pointers[DLOP__FUSION_MAX_OPERANDS];
+  int32_t k, d;
+  for (k = 0; k < count; k++) {
+    strides[k] = l->strides[k][inner];
+    row_start[k] = l->base[k];
+  }
+  for (d = inner - 1; d >= 0; d--) {
+    index[d] = row % l->shape[d];
+    row /= l->shape[d];
+    for (k = 0; k < count; k++) row_start[k] += index[d] * l->strides[k][d] * l->element_size[k];
+  }
+  for (k = 0; k < count; k++) pointers[k] = row_start[k] + col * strides[k] * l->element_size[k];
+  for (;;) {
+    int64_t n = cols - col < end - begin ? cols - col : end - begin;
+    pass->run(pointers, strides, n);
+    begin += n;
+    if (begin >= end) return;
+    col = 0;
+    d = inner - 1;
+    for (k = 0; k < count; k++) row_start[k] += l->strides[k][d] * l->element_size[k];
+    while (++index[d] == l->shape[d] && d > 0) {
+      index[d] = 0;
+      for (k = 0; k < count; k++)
+        row_start[k] += (l->strides[k][d - 1] - l->shape[d] * l->strides[k][d]) * l->element_size[k];
+      d--;
+    }
+    for (k = 0; k < count; k++) pointers[k] = row_start[k];
+  }
+}
+
+static int cpu_pass(const dlop__fusion_group *group, const dlop_run_args *args, int32_t output) {
+  fused_pass pass;
+  int status = prepare_pass(group, args, output, &pass);
+  if (status != DLOP_OK) {
+    dlop__format(args->error, args->error_size, "%s", dlop_last_error());
+    return status;
+  }
+  if (pass.layout.numel == 0) return DLOP_OK;
+  pass.run = (fused_run_fn)group->functions[output < 0 ? C_RUN : C_OUTPUT + output];
+  if (pass.layout.numel <= FUSED_CPU_GRAIN) {
+    cpu_chunk(&pass, 0, pass.layout.numel);
+    return DLOP_OK;
+  }
+  status = dlop__host_api()->parallel_for(pass.layout.numel, FUSED_CPU_GRAIN, cpu_chunk, &pass);
+  if (status != DLOP_OK)
+    dlop__format(args->error, args->error_size, "fused: the host's parallel_for failed (%d)",
+                 status);
+  return status;
+}
+
+static int cuda_launch(void *function, uint32_t grid, void *stream, void **kernel_args,
+                       const dlop_run_args *args) {
+  uint32_t grid3[3] = {grid, 1, 1}, block[3] = {FUSED_CUDA_BLOCK, 1, 1};
+  return dlop__host_api()->cuda_launch(function, grid3, block, 0, stream, kernel_args,
+                                       args->error, args->error_size);
+}
+
+static uint32_t grid_for(int64_t threads, uint32_t cap) {
+  int64_t blocks = threads / FUSED_CUDA_BLOCK + (threads % FUSED_CUDA_BLOCK != 0);
+  if (blocks > (int64_t)cap) blocks = cap;
+  return blocks < 1 ? 1u : (uint32_t)blocks;
+}
+
+/* The vector kernel fits when every operand it loads or stores as a pack is aligned to it. */
+static int packs_aligned(const dlop__fusion_group *group, const fused_pass *pass) {
+  for (int32_t k = 0; k < pass->layout.num_operands; k++) {
+    uint64_t pack = (uint64_t)(group->vector_width * pass->layout.element_size[k]);
+    if (!pass->flat[k] && (uint64_t)(uintptr_t)pass->layout.base[k] % pack != 0) return 0;
+  }
+  return 1;
+}
+
+static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args, int32_t output) {
+  fused_pass pass;
+  void *pointers[DLOP__FUSION_MAX_OPERANDS];
+  int64_t layout[1 + DLOP_MAX_NDIM + DLOP__FUSION_MAX_OPERANDS * DLOP_MAX_NDIM];
+  void *kernel_args[3] = {pointers, NULL, layout};
+  int status = prepare_pass(group, args, output, &pass);
+  if (status != DLOP_OK) {
+    dlop__format(args->error, args->error_size, "%s", dlop_last_error());
+    return status;
+  }
+  int64_t n = pass.layout.numel;
+  if (n == 0) return DLOP_OK;
+  if (args->stream == NULL) {
+    dlop__format(args->error, args->error_size, "fused: no CUDA stream given");
+    return DLOP_INVALID_ARGUMENT;
+  }
+  kernel_args[1] = &n;
+  for (int32_t k = 0; k < pass.layout.num_operands; k++) pointers[k] = pass.layout.base[k];
+  if (output < 0 && dlop__fusion_layout_contiguous(&pass.layout, pass.flat)) {
+    if (n >= group->vector_width && packs_aligned(group, &pass))
+      return cuda_launch(group->functions[CUDA_VECTOR],
+                         grid_for(n / group->vector_width, FUSED_CUDA_MAX_GRID), args->stream,
+                         kernel_args, args);
+    return cuda_launch(group->functions[CUDA_CONTIGUOUS], grid_for(n, FUSED_CUDA_MAX_GRID),
+                       args->stream, kernel_args, args);
+  }
+  /* the layout struct of the kernels: ndim, shape[16], strides[operands][16], all int64 */
+  const dlop__fusion_layout *l = &pass.layout;
+  memset(layout, 0, sizeof layout);
+  layout[0] = l->ndim;
+  for (int32_t d = 0; d < l->ndim; d++) layout[1 + d] = l->shape[d];
+  for (int32_t k = 0; k < l->num_operands; k++)
+    for (int32_t d = 0; d < l->ndim; d++) layout[1 + DLOP_MAX_NDIM + k * DLOP_MAX_NDIM + d] = l->strides[k][d];
+  void *function = output >= 0                       ? group->functions[CUDA_OUTPUT + output]
+                   : n <= (int64_t)UINT32_MAX ? group->functions[CUDA_STRIDED32]
+                                                     : group->functions[CUDA_STRIDED64];
+  return cuda_launch(function, grid_for(n, group->max_blocks), args->stream, kernel_args, args);
+}
+
+static int fused_run(void *state, const dlop_run_args *args) {
+  const dlop__fusion_group *group = (const dlop__fusion_group *)state;
+  int (*pass)(const dlop__fusion_group *, const dlop_run_args *, int32_t) =
+      group->target == DLOP__FUSION_TARGET_CUDA ? cuda_pass : cpu_pass;
+  int one_shape = 1, status = DLOP_OK;
+  if (args->num_inputs != group->num_inputs || args->num_outputs != group->num_outputs) {
+    dlop__format(args->error, args->error_size, "fused: run with %d inputs and %d outputs, expected %d and %d",
+                 (int)args->num_inputs, (int)args->num_outputs, (int)group->num_inputs,
+                 (int)group->num_outputs);
+    return DLOP_INVALID_ARGUMENT;
+  }
+  for (int32_t o = 1; o < group->num_outputs; o++)
+    one_shape &= same_shape(&args->outputs[0], &args->outputs[o]);
+  if (one_shape) return pass(group, args, -1);
+  if (!group->per_output) {
+    dlop__format(args->error, args->error_size,
+                 "fused: the outputs' shapes differ, which their static shapes ruled out");
+    return DLOP_INTERNAL;
+  }
+  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK; o++) status = pass(group, args, o);
+  return status;
+}
+
+void dlop__fusion_group_thunk(dlop__fusion_group *group, dlop_thunk *thunk) {
+  memset(thunk, 0, sizeof *thunk);
+  thunk->struct_size = sizeof(dlop_thunk);
+  thunk->state = group;
+  thunk->run = fused_run;
+  thunk->destroy = NULL; /* the module is the function's (function_fuse.c) */
+  thunk->workspace_bytes = 0;
+}

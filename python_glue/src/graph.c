@@ -349,16 +349,19 @@ static int var_list(graph_object *self, PyObject *list, dlop_var ***vars, Py_ssi
   return 0;
 }
 
-/* compile([input ids], [output ids], device, return_list, inputs, outputs, input_names) */
+/* compile([input ids], [output ids], device, return_list, inputs, outputs, input_names
+ *         [, cuda_graphs]) */
 static PyObject *graph_compile(PyObject *object, PyObject *args) {
   graph_object *self = (graph_object *)object;
   dlop_py_state *state = state_of(object);
   PyObject *input_ids, *output_ids, *device_object, *input_vars, *output_vars, *names;
-  int return_list;
-  if (!PyArg_ParseTuple(args, "O!O!OpO!O!O!:compile", &PyList_Type, &input_ids, &PyList_Type,
+  int return_list, cuda_graphs = 1;
+  if (!PyArg_ParseTuple(args, "O!O!OpO!O!O!|p:compile", &PyList_Type, &input_ids, &PyList_Type,
                         &output_ids, &device_object, &return_list, &PyTuple_Type, &input_vars,
-                        &PyTuple_Type, &output_vars, &PyTuple_Type, &names))
+                        &PyTuple_Type, &output_vars, &PyTuple_Type, &names, &cuda_graphs))
     return NULL;
+  dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
+  options.cuda_graphs = cuda_graphs;
   dlop_device device;
   if (dlop_py_parse_device(state, device_object, &device) < 0) return NULL;
   dlop_var **inputs = NULL, **outputs = NULL;
@@ -377,8 +380,8 @@ static PyObject *graph_compile(PyObject *object, PyObject *args) {
   dlop_function *function = NULL;
   int status;
   Py_BEGIN_ALLOW_THREADS /* make_thunk may load CUDA modules */
-  status = dlop_function_compile(self->graph, inputs, (int32_t)num_inputs, outputs,
-                                 (int32_t)num_outputs, device, &function);
+  status = dlop_function_compile_with_options(self->graph, inputs, (int32_t)num_inputs, outputs,
+                                              (int32_t)num_outputs, device, &options, &function);
   Py_END_ALLOW_THREADS
   if (status != DLOP_OK) {
     dlop_py_raise(state, status, NULL);
@@ -410,7 +413,8 @@ static PyMethodDef graph_methods[] = {
     {"apply", graph_apply, METH_VARARGS, "apply(op, [var ids], {params}) -> [output var ids]"},
     {"type", graph_type, METH_O, "type(var id) -> (dtype, shape)"},
     {"compile", graph_compile, METH_VARARGS,
-     "compile([inputs], [outputs], device, return_list, input_vars, output_vars, names) -> Function"},
+     "compile([inputs], [outputs], device, return_list, input_vars, output_vars, names"
+     "[, cuda_graphs]) -> Function"},
     {"__len__", graph_count, METH_NOARGS, "Number of variables."},
     {NULL, NULL, 0, NULL}};
 

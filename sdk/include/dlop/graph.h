@@ -56,6 +56,30 @@ DLOP_API const dlop_op_desc *dlop_var_op(const dlop_var *var);
 DLOP_API int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, int32_t num_inputs,
                                    dlop_var *const *outputs, int32_t num_outputs,
                                    dlop_device device, dlop_function **function);
+/* Options of dlop_function_compile_with_options. Start from DLOP_FUNCTION_OPTIONS_INIT (or
+ * dlop_function_options_init), then change fields: struct_size says which fields the caller
+ * knows, and fields added later take their defaults for a caller compiled before them. */
+typedef struct dlop_function_options {
+  uint32_t struct_size; /* sizeof(dlop_function_options) as the caller was compiled */
+  /* 1 (the default): a CUDA function whose nodes are all declared DLOP_OP_CUDA_GRAPH_SAFE is
+   * recorded as a CUDA graph on the second run with the same input shapes, strides and
+   * alignments, and every later such run replays it with one graph launch. 0: node by node
+   * always. dlop_function_explain says which and why. */
+  int32_t cuda_graphs;
+} dlop_function_options;
+
+#define DLOP_FUNCTION_OPTIONS_INIT {sizeof(dlop_function_options), 1}
+
+/* Fill options with the defaults (DLOP_FUNCTION_OPTIONS_INIT). */
+DLOP_API void dlop_function_options_init(dlop_function_options *options);
+
+/* dlop_function_compile with options (NULL: the defaults). An option out of range or a
+ * struct_size too small for the first field is DLOP_INVALID_ARGUMENT, naming it. */
+DLOP_API int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
+                                                int32_t num_inputs, dlop_var *const *outputs,
+                                                int32_t num_outputs, dlop_device device,
+                                                const dlop_function_options *options,
+                                                dlop_function **function);
 /* Waits for the work of its runs still in flight, on the function's own stream and on the
  * caller streams runs were given (the last 8 distinct ones are remembered; an older one is
  * waited for when it is forgotten), then frees the thunks and constants. */
@@ -71,7 +95,9 @@ DLOP_API int dlop_function_run(dlop_function *function, dlop_array *const *input
 
 DLOP_API dlop_device dlop_function_device(const dlop_function *function);
 DLOP_API int32_t dlop_function_node_count(const dlop_function *function);
-/* A readable listing: one line per node with op, input and output types, shapes and device. */
+/* A readable listing: one line per node with op, input and output types, shapes and device;
+ * for a CUDA function also whether it replays CUDA graphs (how many recorded and replayed so
+ * far) or why not (the option, or the node that is not capture-safe). */
 DLOP_API int dlop_function_explain(const dlop_function *function, char *buffer, size_t size);
 
 #ifdef __cplusplus

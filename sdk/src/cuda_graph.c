@@ -367,9 +367,17 @@ static int capture(dlop_function *function, dlop__cuda_graphs *graphs, const int
   for (int32_t i = 0; i < function->num_inputs; i++)
     recording->buffers[i] = dlop__graph_buffer_of(dlop_array_tensor(inputs[i]));
   recording->num_buffers = function->num_inputs;
-  /* An address inside two overlapping inputs could not tell which one it follows: this run
-   * goes node by node, and the next one of the signature tries again. */
-  if (dlop__graph_buffers_overlap(recording->buffers, function->num_inputs)) {
+  /* An address inside two overlapping inputs could not tell which one it follows, and one
+   * inside an input that overlaps a constant (the constant passed as an input too) would move
+   * the constant's reads: this run goes node by node, the signature's next one tries again. */
+  int overlap = dlop__graph_buffers_overlap(recording->buffers, function->num_inputs);
+  for (int32_t i = 0; !overlap && i < function->num_inputs; i++)
+    for (int32_t c = 0; !overlap && c < function->num_constants; c++) {
+      dlop__graph_buffer pair[2] = {
+          recording->buffers[i], dlop__graph_buffer_of(dlop_array_tensor(function->constants[c]))};
+      overlap = dlop__graph_buffers_overlap(pair, 2);
+    }
+  if (overlap) {
     destroy_recording(recording);
     return DLOP_OK;
   }

@@ -6,7 +6,8 @@ from Python, each result left on the GPU:
     t = x*b; t = t+x; t = tanh(t); t = t*b; t = t-x; t = sigmoid(t); t = t+b; t = t*x;
     t = maximum(t, b); y = t-b
 - dlop with CUDA graphs (the default: recorded on the second call, one graph launch per call
-  after) and with ``cuda_graphs=False`` (ten kernel launches per call);
+  after), the same with two input pairs in turn (every replay sets moved addresses into the
+  captured nodes), and with ``cuda_graphs=False`` (ten kernel launches per call);
 - one bare kernel launch: a ctypes cuLaunchKernel of a PTX exp kernel (python_calls.py's), a
   dlop one-op function (exp) and torch.exp on the same 1024 elements;
 - PyTorch eager on the 10 ops, and the 10 ops captured once into a torch.cuda.CUDAGraph and
@@ -103,6 +104,21 @@ def main() -> int:
                 check(name, np.asarray(f(xs, bs).numpy()), want)
             record("gpu", name, per_call_us(lambda: f(xs, bs), sync, **timing),
                    "10 ops, cuda_graphs=%s" % cuda_graphs)
+            if cuda_graphs:
+                # Two input pairs in turn: every replay moves the input addresses, so it sets
+                # them into the 8 nodes that read x or b first (the cost of following them).
+                other = [dlop.asarray(x_host, device="cuda"), dlop.asarray(b_host, device="cuda")]
+                pairs, turn = [(xs, bs), tuple(other)], [0]
+
+                def moving() -> None:
+                    turn[0] ^= 1
+                    f(*pairs[turn[0]])
+
+                for _ in range(2):  # the second pair's first call sets its addresses
+                    moving()
+                check(name, np.asarray(f(*other).numpy()), want)
+                record("gpu", "dlop graphs moved", per_call_us(moving, sync, **timing),
+                       "10 ops, inputs at new addresses every call")
             line = [ln for ln in f.explain().splitlines() if ln.startswith("cuda graphs")]
             print("  %s: %s" % (name, line[0] if line else "explain() has no cuda graphs line"))
         except Exception as error:  # noqa: BLE001 — one failure must not hide the other figures

@@ -578,7 +578,8 @@ static int record(dlop_function *function, dlop__cuda_graphs *graphs, const int6
   int status = DLOP_OK;
   pthread_mutex_lock(&graphs->capture_lock);
   pthread_mutex_lock(&graphs->lock);
-  dlop__graph_recording *recording = find_locked(graphs, key);
+  dlop__graph_recording *recording =
+      atomic_load(&graphs->replay) ? find_locked(graphs, key) : NULL;
   if (recording != NULL && recording->state == READY)
     status = replay_locked(function, graphs, recording, inputs, stream, outputs, handled);
   pthread_mutex_unlock(&graphs->lock);
@@ -611,8 +612,12 @@ int dlop__cuda_graphs_run(dlop_function *function, dlop_array *const *inputs, dl
   dlop__cuda_graphs_key(function, inputs, key);
   int status = DLOP_OK, second = 0;
   pthread_mutex_lock(&graphs->lock);
-  dlop__graph_recording *recording = find_locked(graphs, key);
-  if (recording != NULL && recording->state == READY) {
+  /* turned off meanwhile? (a failed update leaves a half-updated exec that must not run) */
+  int on = atomic_load(&graphs->replay);
+  dlop__graph_recording *recording = on ? find_locked(graphs, key) : NULL;
+  if (!on) {
+    /* node by node */
+  } else if (recording != NULL && recording->state == READY) {
     status = replay_locked(function, graphs, recording, inputs, stream, outputs, handled);
   } else if (recording != NULL) {
     second = 1;

@@ -4,7 +4,9 @@
  * contiguous copies where the op asks for them, the thunk on the function's stream, and dead
  * intermediates freed at once. View nodes (ABI 1.1) make views instead (function_view.c).
  * Per-run state lives on the caller's stack (or one allocation for big graphs), so several
- * threads may run one function at once. The compiler (function.c) calls in here to make and
+ * threads may run one function at once. A CUDA function that replays CUDA graphs hands its
+ * runs to cuda_graph.c first, which captures one through dlop__function_run_captured (the same
+ * nodes, enqueued on a capturing stream). The compiler (function.c) calls in here to make and
  * free the run state; nothing here calls back into the compiler. */
 #include <stdlib.h>
 #include <string.h>

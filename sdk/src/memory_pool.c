@@ -2,7 +2,8 @@
  * dlop__memory_free_after) and what every pool does with its blocks: take a cached one or a new
  * one from the driver, keep freed ones up to the cap, give them back. memory_pool.h says how the
  * pools work; the host's and the CUDA devices' own parts are in memory_pool_host.c and
- * memory_pool_device.c. */
+ * memory_pool_device.c. While this thread captures a run into a CUDA graph, CUDA requests go to
+ * the recording's arena instead (cuda_graph_arena.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -174,6 +174,11 @@ PIN(dlop_memory_stats, peak_bytes_in_use, 24);
 PIN(dlop_memory_stats, driver_allocations, 32);
 PIN(dlop_memory_stats, driver_frees, 40);
 
+/* Compile options: appended fields grow SIZE; these stay. */
+SIZE(dlop_function_options, 8);
+PIN(dlop_function_options, struct_size, 0);
+PIN(dlop_function_options, cuda_graphs, 4);
+
 /* Frozen enum values (they appear in plugin binaries and dtype masks). */
 static_assert(DLOP_BOOL == 0 && DLOP_INT8 == 1 && DLOP_INT16 == 2 && DLOP_INT32 == 3 &&
                   DLOP_INT64 == 4 && DLOP_UINT8 == 5 && DLOP_FLOAT16 == 6 &&

@@ -184,7 +184,7 @@ def _build(graph: Any, outputs: list[Variable], inputs: list[Variable]) -> dict[
 
 
 def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
-             device: str = "cpu", *, fuse: bool = True) -> "_C.Function":
+             device: str = "cpu", *, fuse: bool = True, cuda_graphs: bool = True) -> "_C.Function":
     """Compile the graph from inputs to outputs for one device.
 
     The result is called with one array per input (NumPy arrays are copied to the device;
@@ -197,9 +197,16 @@ def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
     intermediate buffers (``explain()`` shows the groups).  ``fuse=False`` runs every node with
     its op's own kernel, to compare.  Where the run-time compiler is missing the function runs
     unfused and ``explain()`` says why.
+
+    On CUDA, a function whose nodes are all capture-safe records a CUDA graph on the second
+    call with the same input shapes, strides and alignments, and replays it with one launch
+    on every later such call; ``cuda_graphs=False`` runs it node by node always.
+    ``explain()`` says which, and why not.
     """
     if not isinstance(fuse, bool):
         raise _errors.type_error(f"function: fuse must be True or False, not {fuse!r}")
+    if not isinstance(cuda_graphs, bool):
+        raise _errors.type_error(f"function: cuda_graphs must be True or False, not {cuda_graphs!r}")
     inputs = list(inputs)
     return_list = isinstance(outputs, (list, tuple))
     output_list = list(outputs) if return_list else [outputs]
@@ -211,4 +218,4 @@ def function(inputs: Sequence[Variable], outputs: Variable | Sequence[Variable],
     ids = _build(graph, output_list, inputs)
     names = tuple(v.name or f"input{i}" for i, v in enumerate(inputs))
     return graph.compile([ids[id(v)] for v in inputs], [ids[id(v)] for v in output_list], device,
-                         return_list, tuple(inputs), tuple(output_list), names, fuse)
+                         return_list, tuple(inputs), tuple(output_list), names, cuda_graphs, fuse)

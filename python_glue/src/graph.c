@@ -350,17 +350,18 @@ static int var_list(graph_object *self, PyObject *list, dlop_var ***vars, Py_ssi
 }
 
 /* compile([input ids], [output ids], device, return_list, inputs, outputs, input_names
- *         [, fuse]) */
+ *         [, cuda_graphs[, fuse]]) */
 static PyObject *graph_compile(PyObject *object, PyObject *args) {
   graph_object *self = (graph_object *)object;
   dlop_py_state *state = state_of(object);
   PyObject *input_ids, *output_ids, *device_object, *input_vars, *output_vars, *names;
-  int return_list, fuse = 1;
-  if (!PyArg_ParseTuple(args, "O!O!OpO!O!O!|p:compile", &PyList_Type, &input_ids, &PyList_Type,
+  int return_list, cuda_graphs = 1, fuse = 1;
+  if (!PyArg_ParseTuple(args, "O!O!OpO!O!O!|pp:compile", &PyList_Type, &input_ids, &PyList_Type,
                         &output_ids, &device_object, &return_list, &PyTuple_Type, &input_vars,
-                        &PyTuple_Type, &output_vars, &PyTuple_Type, &names, &fuse))
+                        &PyTuple_Type, &output_vars, &PyTuple_Type, &names, &cuda_graphs, &fuse))
     return NULL;
   dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
+  options.cuda_graphs = cuda_graphs;
   options.fuse = fuse;
   dlop_device device;
   if (dlop_py_parse_device(state, device_object, &device) < 0) return NULL;
@@ -413,8 +414,8 @@ static PyMethodDef graph_methods[] = {
     {"apply", graph_apply, METH_VARARGS, "apply(op, [var ids], {params}) -> [output var ids]"},
     {"type", graph_type, METH_O, "type(var id) -> (dtype, shape)"},
     {"compile", graph_compile, METH_VARARGS,
-     "compile([inputs], [outputs], device, return_list, input_vars, output_vars, names[, fuse]) "
-     "-> Function"},
+     "compile([inputs], [outputs], device, return_list, input_vars, output_vars, names"
+     "[, cuda_graphs[, fuse]]) -> Function"},
     {"__len__", graph_count, METH_NOARGS, "Number of variables."},
     {NULL, NULL, 0, NULL}};
 

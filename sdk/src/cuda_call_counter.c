@@ -42,6 +42,16 @@ DLOP__COUNTED(cuLaunchKernel,
                unsigned int by, unsigned int bz, unsigned int shared, CUstream s, void **params,
                void **extra),
               (f, gx, gy, gz, bx, by, bz, shared, s, params, extra))
+/* the replay path of CUDA graphs (entry points that may be absent: wrapped only when found) */
+DLOP__COUNTED(cuGraphLaunch, (CUgraphExec e, CUstream s), (e, s))
+DLOP__COUNTED(cuGraphExecKernelNodeSetParams,
+              (CUgraphExec e, CUgraphNode n, const dlop__cuda_kernel_node_params *p), (e, n, p))
+DLOP__COUNTED(cuGraphExecMemcpyNodeSetParams,
+              (CUgraphExec e, CUgraphNode n, const dlop__cuda_memcpy3d *p, CUcontext c),
+              (e, n, p, c))
+DLOP__COUNTED(cuGraphExecMemsetNodeSetParams,
+              (CUgraphExec e, CUgraphNode n, const dlop__cuda_memset_node_params *p, CUcontext c),
+              (e, n, p, c))
 #undef DLOP__COUNTED
 
 void dlop__cuda_install_call_counter(dlop__cuda_api *api) {
@@ -68,6 +78,10 @@ void dlop__cuda_install_call_counter(dlop__cuda_api *api) {
   DLOP__WRAP(cuEventSynchronize)
   DLOP__WRAP(cuEventDestroy)
   DLOP__WRAP(cuLaunchKernel)
+  if (api->cuGraphLaunch) DLOP__WRAP(cuGraphLaunch)
+  if (api->cuGraphExecKernelNodeSetParams) DLOP__WRAP(cuGraphExecKernelNodeSetParams)
+  if (api->cuGraphExecMemcpyNodeSetParams) DLOP__WRAP(cuGraphExecMemcpyNodeSetParams)
+  if (api->cuGraphExecMemsetNodeSetParams) DLOP__WRAP(cuGraphExecMemsetNodeSetParams)
 #undef DLOP__WRAP
   counting = 1;
 }

@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,42 @@ static int resolve(void *library, const char *name, void **slot) {
   return 1;
 }
 
+/* The CUDA-graph entry points are optional: a driver without one still runs everything node by
+ * node (cuFuncGetParamInfo, the newest, came with CUDA 12.4). */
+static const char *graphs_missing = "the CUDA driver was not loaded";
+
+const char *dlop__cuda_graphs_missing(void) { return graphs_missing; }
+
+static void resolve_graph_entry_points(void *library) {
+  static const struct {
+    const char *symbol;
+    size_t offset;
+  } entries[] = {
+      {"cuStreamBeginCapture_v2", offsetof(dlop__cuda_api, cuStreamBeginCapture)},
+      {"cuStreamEndCapture", offsetof(dlop__cuda_api, cuStreamEndCapture)},
+      {"cuGraphInstantiateWithFlags", offsetof(dlop__cuda_api, cuGraphInstantiateWithFlags)},
+      {"cuGraphLaunch", offsetof(dlop__cuda_api, cuGraphLaunch)},
+      {"cuGraphExecDestroy", offsetof(dlop__cuda_api, cuGraphExecDestroy)},
+      {"cuGraphDestroy", offsetof(dlop__cuda_api, cuGraphDestroy)},
+      {"cuGraphGetNodes", offsetof(dlop__cuda_api, cuGraphGetNodes)},
+      {"cuGraphNodeGetType", offsetof(dlop__cuda_api, cuGraphNodeGetType)},
+      {"cuGraphKernelNodeGetParams_v2", offsetof(dlop__cuda_api, cuGraphKernelNodeGetParams)},
+      {"cuGraphExecKernelNodeSetParams_v2",
+       offsetof(dlop__cuda_api, cuGraphExecKernelNodeSetParams)},
+      {"cuGraphMemcpyNodeGetParams", offsetof(dlop__cuda_api, cuGraphMemcpyNodeGetParams)},
+      {"cuGraphExecMemcpyNodeSetParams", offsetof(dlop__cuda_api, cuGraphExecMemcpyNodeSetParams)},
+      {"cuGraphMemsetNodeGetParams", offsetof(dlop__cuda_api, cuGraphMemsetNodeGetParams)},
+      {"cuGraphExecMemsetNodeSetParams", offsetof(dlop__cuda_api, cuGraphExecMemsetNodeSetParams)},
+      {"cuFuncGetParamInfo", offsetof(dlop__cuda_api, cuFuncGetParamInfo)},
+  };
+  graphs_missing = NULL;
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    void *entry = dlsym(library, entries[i].symbol);
+    memcpy((char *)&dlop__cuda + entries[i].offset, &entry, sizeof entry);
+    if (entry == NULL && graphs_missing == NULL) graphs_missing = entries[i].symbol;
+  }
+}
+
 static void load_driver(void) {
   void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == NULL) {
@@ -98,6 +135,7 @@ static void load_driver(void) {
   DLOP__RESOLVE(cuModuleGetFunction, "cuModuleGetFunction")
   DLOP__RESOLVE(cuLaunchKernel, "cuLaunchKernel")
 #undef DLOP__RESOLVE
+  resolve_graph_entry_points(library);
 
   CUresult result = dlop__cuda.cuInit(0);
   if (result != DLOP_CUDA_SUCCESS) {

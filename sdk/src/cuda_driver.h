@@ -16,6 +16,50 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+/* The parameters of the graph nodes a captured run holds (cuda.h's CUDA_KERNEL_NODE_PARAMS_v2,
+ * CUDA_MEMCPY3D_v2 and CUDA_MEMSET_NODE_PARAMS_v1; test_cuda_graph_layout.c pins the layouts
+ * against the toolkit's cuda.h). */
+typedef struct dlop__cuda_kernel_node_params {
+  CUfunction func;
+  unsigned int grid_x, grid_y, grid_z;
+  unsigned int block_x, block_y, block_z;
+  unsigned int shared_bytes;
+  void **kernel_params;
+  void **extra;
+  void *kernel; /* CUkernel, used only when func is NULL */
+  CUcontext context;
+} dlop__cuda_kernel_node_params;
+
+typedef struct dlop__cuda_memcpy3d {
+  size_t src_x_bytes, src_y, src_z, src_lod;
+  int src_memory_type; /* CUmemorytype */
+  const void *src_host;
+  CUdeviceptr src_device;
+  void *src_array;
+  void *reserved0;
+  size_t src_pitch, src_height;
+  size_t dst_x_bytes, dst_y, dst_z, dst_lod;
+  int dst_memory_type;
+  void *dst_host;
+  CUdeviceptr dst_device;
+  void *dst_array;
+  void *reserved1;
+  size_t dst_pitch, dst_height;
+  size_t width_bytes, height, depth;
+} dlop__cuda_memcpy3d;
+
+typedef struct dlop__cuda_memset_node_params {
+  CUdeviceptr dst;
+  size_t pitch;
+  unsigned int value;
+  unsigned int element_size;
+  size_t width;
+  size_t height;
+} dlop__cuda_memset_node_params;
 
 #define DLOP_CUDA_SUCCESS 0
 #define DLOP_CUDA_ERROR_OUT_OF_MEMORY 2
@@ -26,6 +70,16 @@ typedef struct CUfunc_st *CUfunction;
 #define DLOP_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define DLOP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define DLOP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define DLOP_CUDA_ERROR_INVALID_VALUE 1
+#define DLOP_CU_STREAM_CAPTURE_MODE_RELAXED 2
+#define DLOP_CU_GRAPH_NODE_TYPE_KERNEL 0
+#define DLOP_CU_GRAPH_NODE_TYPE_MEMCPY 1
+#define DLOP_CU_GRAPH_NODE_TYPE_MEMSET 2
+#define DLOP_CU_GRAPH_NODE_TYPE_EMPTY 5
+#define DLOP_CU_MEMORYTYPE_HOST 1
+#define DLOP_CU_MEMORYTYPE_DEVICE 2
+#define DLOP_CU_MEMORYTYPE_ARRAY 3
+#define DLOP_CU_MEMORYTYPE_UNIFIED 4
 
 /* The entry points, resolved by dlsym under their versioned (_v2) names where those exist. */
 typedef struct dlop__cuda_api {
@@ -68,7 +122,33 @@ typedef struct dlop__cuda_api {
                              unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                              unsigned int block_z, unsigned int shared_bytes, CUstream stream,
                              void **kernel_params, void **extra);
+  /* CUDA graphs (cuda_graph.c): optional, NULL when the driver lacks them (then functions run
+   * node by node and explain() says why); dlop__cuda_graphs_missing names the first absent. */
+  CUresult (*cuStreamBeginCapture)(CUstream stream, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *exec, CUgraph graph,
+                                          unsigned long long flags);
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
+  CUresult (*cuGraphGetNodes)(CUgraph graph, CUgraphNode *nodes, size_t *count);
+  CUresult (*cuGraphNodeGetType)(CUgraphNode node, int *type);
+  CUresult (*cuGraphKernelNodeGetParams)(CUgraphNode node, dlop__cuda_kernel_node_params *params);
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec exec, CUgraphNode node,
+                                             const dlop__cuda_kernel_node_params *params);
+  CUresult (*cuGraphMemcpyNodeGetParams)(CUgraphNode node, dlop__cuda_memcpy3d *params);
+  CUresult (*cuGraphExecMemcpyNodeSetParams)(CUgraphExec exec, CUgraphNode node,
+                                             const dlop__cuda_memcpy3d *params, CUcontext context);
+  CUresult (*cuGraphMemsetNodeGetParams)(CUgraphNode node, dlop__cuda_memset_node_params *params);
+  CUresult (*cuGraphExecMemsetNodeSetParams)(CUgraphExec exec, CUgraphNode node,
+                                             const dlop__cuda_memset_node_params *params,
+                                             CUcontext context);
+  CUresult (*cuFuncGetParamInfo)(CUfunction function, size_t index, size_t *offset, size_t *size);
 } dlop__cuda_api;
+
+/* NULL when every CUDA-graph entry point above was found, else the name of the first missing
+ * one (an old driver: graphs are then off, nothing else changes). Valid after dlop__cuda_ensure. */
+const char *dlop__cuda_graphs_missing(void);
 
 extern dlop__cuda_api dlop__cuda;
 

@@ -2,7 +2,8 @@
  * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims, and
  * "(in place of input 0)" where the buffer plan reuses an input's array, "(view of input 0)"
  * for view nodes, which run no kernel), each fused node's members below it (which of their
- * outputs keep a buffer, which live only in the kernel), its outputs, and what fusion did.
+ * outputs keep a buffer, which live only in the kernel), its outputs, what fusion did, and on
+ * CUDA whether runs replay CUDA graphs ("cuda graphs: replayed (...)" or "... not replayed: why").
  * It answers "where did each node run?", which Theano's graphs could not. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,6 +151,11 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
   append_slot_list(&text, function, function->output_slots, function->num_outputs, 1);
   append(&text, "\n");
   if (function->fusion_note) append(&text, "fusion: %s\n", function->fusion_note);
+  if (function->graphs != NULL) {
+    char line[640];
+    dlop__cuda_graphs_describe(function->graphs, line, sizeof line);
+    append(&text, "%s\n", line);
+  }
   if (text.needed + 1 > size)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_function_explain: the listing needs %zu bytes, the buffer has %zu "

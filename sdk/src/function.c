@@ -1,7 +1,7 @@
 /* function.c — compiling a subgraph for one device: the nodes needed between the given
  * inputs and outputs in topological order, a device and dtype check per node, constants moved
- * to the device once, elementwise fusion (function_fuse.c), make_thunk, a stream (CUDA) and
- * the buffer plan. View nodes (ABI
+ * to the device once, elementwise fusion (function_fuse.c), make_thunk, a stream (CUDA), the
+ * buffer plan and (CUDA) whether runs may replay CUDA graphs (cuda_graph_plan.c). View nodes (ABI
  * 1.1 view_map) get no thunk: they run as views of their inputs (function_view.c).
  * Compiling calls into the runner only to make and free its run state (function_run.c);
  * the runner calls nothing here. */
@@ -26,6 +26,9 @@ void dlop_function_destroy(dlop_function *function) {
     dlop_stream_destroy(function->run_streams[i]);
   }
   pthread_mutex_destroy(&function->run_streams_lock);
+  /* the graphs' arenas go back to the pool (their last launches are done: waited for above) */
+  dlop__cuda_graphs_destroy(function->graphs);
+  dlop__cuda_graphs_free_plan(function->graphs);
   dlop__function_free_runs(function);
   for (i = 0; i < function->num_nodes; i++) {
     dlop__function_node *node = &function->nodes[i];
@@ -334,13 +337,21 @@ void dlop_function_options_init(dlop_function_options *options) {
 static int read_options(const dlop_function_options *given, dlop_function_options *options) {
   dlop_function_options_init(options);
   if (given == NULL) return DLOP_OK;
+  size_t cuda_graphs_end = offsetof(dlop_function_options, cuda_graphs) + sizeof(int32_t);
   size_t fuse_end = offsetof(dlop_function_options, fuse) + sizeof(int32_t);
-  if (given->struct_size < fuse_end)
+  if (given->struct_size < cuda_graphs_end)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_function_compile_with_options: options.struct_size is %u, too small "
                        "for any option (expected sizeof(dlop_function_options) = %zu; start from "
                        "DLOP_FUNCTION_OPTIONS_INIT)",
                        (unsigned)given->struct_size, sizeof(dlop_function_options));
+  options->cuda_graphs = given->cuda_graphs;
+  if (options->cuda_graphs != 0 && options->cuda_graphs != 1)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_function_compile_with_options: options.cuda_graphs is %d (expected 0 "
+                       "or 1)",
+                       (int)options->cuda_graphs);
+  if (given->struct_size < fuse_end) return DLOP_OK; /* a caller compiled before fuse: default */
   options->fuse = given->fuse;
   if (options->fuse != 0 && options->fuse != 1)
     return dlop__error(DLOP_INVALID_ARGUMENT,
@@ -363,15 +374,15 @@ int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *input
                                        dlop_function **function) {
   compile_state state;
   dlop_function *result;
-  char device_name[32];
   dlop_function_options options;
+  char device_name[32];
   int32_t i;
   int status =
       check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
-  *function = NULL;
   status = read_options(given, &options);
   if (status != DLOP_OK) return status;
+  *function = NULL;
   dlop_device_format(device, device_name, sizeof device_name);
 
   /* never fall back to another device: a missing GPU is the caller's error to see */
@@ -434,6 +445,8 @@ int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *input
   }
   if (status == DLOP_OK) status = dlop__function_plan_buffers(result);
   if (status == DLOP_OK) status = dlop__function_prepare_runs(result);
+  if (status == DLOP_OK)
+    status = dlop__cuda_graphs_create(result, options.cuda_graphs, &result->graphs);
 
 done:
   free(state.var_slot);

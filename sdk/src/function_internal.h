@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cuda_graph.h"
 #include "graph_internal.h"
 #include "stage.h"
 
@@ -91,6 +92,8 @@ struct dlop_function {
   pthread_mutex_t run_streams_lock;
   dlop_stream *run_streams[DLOP__FUNCTION_MAX_RUN_STREAMS];
   int32_t num_run_streams;
+  /* CUDA graphs (cuda_graph.h): what compile decided and the recordings; NULL on the CPU. */
+  dlop__cuda_graphs *graphs;
 };
 
 /* A node as the gateway into plugin code sees it (stage.h); index is its "#N" in messages. */
@@ -112,6 +115,13 @@ int dlop__function_make_view(const dlop_function *function, const dlop__function
 
 /* Fill every node's dead_slots from the slots' last uses, and its in-place plan. */
 int dlop__function_plan_buffers(dlop_function *function);
+
+/* The nodes of one run of function, enqueued on capture_handle (a stream capturing into a CUDA
+ * graph) while arrays record stream, the one the graph will be launched on; the outputs come
+ * from the pool and never take over an intermediate's array, every other allocation goes to the
+ * capture's arena (cuda_graph.h). Inputs are checked already and the context is current. */
+int dlop__function_run_captured(dlop_function *function, dlop_array *const *inputs,
+                                dlop_stream *stream, void *capture_handle, dlop_array **outputs);
 
 /* After compiling: every node's shape cache (function_run.c). Freed by
  * dlop__function_free_runs, which is safe on a node whose cache was never made. */

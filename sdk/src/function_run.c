@@ -4,7 +4,9 @@
  * contiguous copies where the op asks for them, the thunk on the function's stream, and dead
  * intermediates freed at once. View nodes (ABI 1.1) make views instead (function_view.c).
  * Per-run state lives on the caller's stack (or one allocation for big graphs), so several
- * threads may run one function at once. The compiler (function.c) calls in here to make and
+ * threads may run one function at once. A CUDA function that replays CUDA graphs hands its
+ * runs to cuda_graph.c first, which captures one through dlop__function_run_captured (the same
+ * nodes, enqueued on a capturing stream). The compiler (function.c) calls in here to make and
  * free the run state; nothing here calls back into the compiler. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@ typedef struct run_state {
   dlop_type *input_types;
   dlop_type *output_types;
   int heap_scratch; /* the scratch block was allocated (else it is on the stack) */
+  /* 1 in a run captured into a CUDA graph (handle is the capturing stream, stream the one the
+   * graph will run on): function outputs come from the pool and never take over an input. */
+  int capture;
 } run_state;
 
 static int same_device(dlop_device a, dlop_device b) { return a.type == b.type && a.id == b.id; }
@@ -294,16 +299,25 @@ static int run_node(run_state *run, dlop__function_node *node, int32_t index) {
   const dlop_function *function = run->function;
   void *workspace = NULL;
   int32_t i;
+  if (run->capture) {
+    dlop__graph_capturing->node = index;
+    dlop__graph_capturing->node_op = node->op->name;
+  }
   if (node->is_view) return run_view_node(run, node, index);
   int status = gather_inputs(run, node, index);
   if (status == DLOP_OK) status = infer_concrete(run, node, index);
   for (i = 0; status == DLOP_OK && i < node->num_outputs; i++) {
     const dlop_type *type = &run->output_types[i];
     dlop_array **slot = &run->slots[node->output_slots[i]];
-    *slot = reusable_input(run, node, i);
+    /* In a capture a function output is the caller's fresh array, never the arena's memory
+     * that every replay writes again. */
+    int fresh = run->capture && function->graphs->slot_is_output[node->output_slots[i]];
+    *slot = fresh ? NULL : reusable_input(run, node, i);
+    if (fresh) dlop__graph_capturing->suspended = 1;
     if (*slot == NULL)
       status = dlop__array_empty_on_stream(function->device, (dlop_dtype)type->dtype, type->ndim,
                                            type->shape, run->stream, slot);
+    if (fresh) dlop__graph_capturing->suspended = 0;
     if (status == DLOP_OK) run->output_tensors[i] = *dlop_array_tensor(*slot);
   }
   if (status == DLOP_OK && node->thunk.workspace_bytes > 0)
@@ -411,6 +425,55 @@ static void remember_stream(dlop_function *function, dlop_stream *stream) {
   }
 }
 
+/* The nodes of one run on run->stream / run->handle, the outputs moved to outputs[] (inputs
+ * checked, their pending writes waited for, the context current). */
+static int run_nodes(run_state *run, dlop_array *const *inputs, dlop_array **outputs,
+                     void *local_scratch, size_t local_bytes) {
+  dlop_function *function = run->function;
+  int32_t i;
+  int status = allocate_scratch(run, local_scratch, local_bytes);
+  for (i = 0; status == DLOP_OK && i < function->num_inputs; i++) run->slots[i] = inputs[i];
+  for (i = 0; status == DLOP_OK && i < function->num_constants; i++)
+    run->slots[function->num_inputs + i] = function->constants[i];
+  for (i = 0; status == DLOP_OK && i < function->num_nodes; i++)
+    status = run_node(run, &function->nodes[i], i);
+  if (status == DLOP_OK) {
+    /* A node output's reference moves from the run to the caller (no retain and release);
+     * outputs that are inputs or constants, or a slot given out twice, come back retained. */
+    for (i = 0; i < function->num_outputs; i++) {
+      int32_t slot = function->output_slots[i];
+      dlop_array *array = run->slots[slot];
+      int32_t j;
+      for (j = 0; array == NULL && j < i; j++)
+        if (function->output_slots[j] == slot) array = outputs[j]; /* moved already */
+      outputs[i] = array;
+      if (slot >= function->first_node_slot && run->slots[slot] != NULL)
+        run->slots[slot] = NULL; /* moved: free_scratch does not release it */
+      else
+        dlop_array_retain(array);
+    }
+  }
+  free_scratch(run);
+  return status;
+}
+
+int dlop__function_run_captured(dlop_function *function, dlop_array *const *inputs,
+                                dlop_stream *stream, void *capture_handle, dlop_array **outputs) {
+  run_state run;
+  _Alignas(16) char local_scratch[LOCAL_SCRATCH_BYTES];
+  memset(&run, 0, sizeof run);
+  run.function = function;
+  run.stream = stream;
+  run.handle = capture_handle;
+  run.capture = 1;
+  /* The thunks' launches on the capturing stream need no context checks either. */
+  dlop__cuda_run_scope saved_run;
+  dlop__cuda_run_begin(function->device.id, (CUstream)capture_handle, &saved_run);
+  int status = run_nodes(&run, inputs, outputs, local_scratch, sizeof local_scratch);
+  dlop__cuda_run_end(&saved_run);
+  return status;
+}
+
 int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_t num_inputs,
                       dlop_array **outputs, int32_t num_outputs, dlop_stream *stream) {
   run_state run;
@@ -442,21 +505,21 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
   dlop__cuda_run_scope saved_run = {0, 0, NULL};
   int in_run = status == DLOP_OK && run.handle != NULL;
   if (in_run) dlop__cuda_run_begin(function->device.id, (CUstream)run.handle, &saved_run);
-  if (status == DLOP_OK) status = allocate_scratch(&run, local_scratch, sizeof local_scratch);
   /* A write still pending on another stream must finish before our stream reads it. Only
    * CUDA has such writes: inputs are on the function's device, and a CPU array's pending
    * stream (runs record only their own device's streams) is a CPU stream, whose work is
    * already done; skipping the look saves a lock per input on every CPU call. */
   int cuda = function->device.type == DLOP_DEVICE_CUDA;
-  for (i = 0; status == DLOP_OK && i < num_inputs; i++) {
-    dlop_stream *pending = cuda ? dlop_array_stream(inputs[i]) : NULL;
+  for (i = 0; status == DLOP_OK && cuda && i < num_inputs; i++) {
+    dlop_stream *pending = dlop_array_stream(inputs[i]);
     if (pending != NULL && pending != run.stream) status = dlop_array_synchronize(inputs[i]);
-    run.slots[i] = inputs[i];
   }
-  for (i = 0; status == DLOP_OK && i < function->num_constants; i++)
-    run.slots[function->num_inputs + i] = function->constants[i];
-  for (i = 0; status == DLOP_OK && i < function->num_nodes; i++)
-    status = run_node(&run, &function->nodes[i], i);
+  /* A replayed CUDA graph (cuda_graph.c), or the nodes one by one. */
+  int handled = 0;
+  if (status == DLOP_OK && function->graphs != NULL)
+    status = dlop__cuda_graphs_run(function, inputs, run.stream, outputs, &handled);
+  if (status == DLOP_OK && !handled)
+    status = run_nodes(&run, inputs, outputs, local_scratch, sizeof local_scratch);
   if (run.handle != NULL) {
     /* Work reading the inputs and constants may be in flight on our stream (even after a
      * failure): their memory must not go to another stream before it is done. */
@@ -465,23 +528,6 @@ int dlop_function_run(dlop_function *function, dlop_array *const *inputs, int32_
       dlop__array_add_reader(function->constants[i], run.stream);
     remember_stream(function, run.stream);
   }
-  if (status == DLOP_OK) {
-    /* A node output's reference moves from the run to the caller (no retain and release);
-     * outputs that are inputs or constants, or a slot given out twice, come back retained. */
-    for (i = 0; i < num_outputs; i++) {
-      int32_t slot = function->output_slots[i];
-      dlop_array *array = run.slots[slot];
-      int32_t j;
-      for (j = 0; array == NULL && j < i; j++)
-        if (function->output_slots[j] == slot) array = outputs[j]; /* moved already */
-      outputs[i] = array;
-      if (slot >= function->first_node_slot && run.slots[slot] != NULL)
-        run.slots[slot] = NULL; /* moved: free_scratch does not release it */
-      else
-        dlop_array_retain(array);
-    }
-  }
-  free_scratch(&run);
   if (in_run) dlop__cuda_run_end(&saved_run);
   return scope.changed ? dlop__cuda_restore_after(&scope, status) : status;
 }

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "cuda_driver.h"
+#include "cuda_graph.h"
 #include "host_services.h"
 #include "internal.h"
 #include "jit.h"
@@ -205,6 +206,8 @@ static int dlop__host_cuda_launch(void *function, const uint32_t grid[3], const 
     return report(dlop__error(DLOP_INVALID_ARGUMENT, "cuda_launch: block (%u, %u, %u) has a zero size",
                               block[0], block[1], block[2]),
                   error, error_size);
+  /* A run captured into a CUDA graph must enqueue all of its work on the capturing stream. */
+  if (dlop__graph_capturing) dlop__graph_capture_saw_stream(stream, "launched a kernel");
   /* An empty grid (a tensor of size 0) is nothing to do, not an error. */
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return DLOP_OK;
   dlop__cuda_scope scope;
@@ -239,6 +242,7 @@ static int dlop__host_cuda_device_attribute(int32_t device_id, int32_t attribute
 
 static int dlop__host_cuda_memcpy_async(void *destination, const void *source, size_t bytes,
                                         void *stream) {
+  if (dlop__graph_capturing) dlop__graph_capture_saw_stream(stream, "copied memory");
   if (bytes == 0) return DLOP_OK;
   dlop__cuda_scope scope;
   int status = dlop__cuda_use_stream((CUstream)stream, &scope);
@@ -253,6 +257,7 @@ static int dlop__host_cuda_memcpy_async(void *destination, const void *source, s
 
 static int dlop__host_cuda_memset_async(void *destination, uint8_t value, size_t bytes,
                                         void *stream) {
+  if (dlop__graph_capturing) dlop__graph_capture_saw_stream(stream, "set memory");
   if (bytes == 0) return DLOP_OK;
   dlop__cuda_scope scope;
   int status = dlop__cuda_use_stream((CUstream)stream, &scope);
@@ -264,6 +269,7 @@ static int dlop__host_cuda_memset_async(void *destination, uint8_t value, size_t
 }
 
 static int dlop__host_cuda_stream_synchronize(void *stream) {
+  if (dlop__graph_capturing) dlop__graph_capture_saw("synchronized a stream");
   dlop__cuda_scope scope;
   int status = dlop__cuda_use_stream((CUstream)stream, &scope);
   if (status != DLOP_OK) return status;

@@ -2,12 +2,14 @@
  * dlop__memory_free_after) and what every pool does with its blocks: take a cached one or a new
  * one from the driver, keep freed ones up to the cap, give them back. memory_pool.h says how the
  * pools work; the host's and the CUDA devices' own parts are in memory_pool_host.c and
- * memory_pool_device.c. */
+ * memory_pool_device.c. While this thread captures a run into a CUDA graph, CUDA requests go to
+ * the recording's arena instead (cuda_graph_arena.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_graph.h"
 #include "memory_pool.h"
 
 static void format_device(dlop_device device, char *text, size_t size) {
@@ -191,6 +193,11 @@ static inline int memory_alloc(dlop_device device, size_t bytes, uint64_t stream
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_memory_alloc: pointer is NULL");
   *pointer = NULL;
   if (device.type == DLOP_DEVICE_CPU) return dlop__host_pool_alloc(device, bytes, pointer);
+  /* A run being captured into a CUDA graph allocates from the recording's arena. */
+  dlop__graph_capture *capture = dlop__graph_capturing;
+  if (capture != NULL && !capture->suspended && device.type == DLOP_DEVICE_CUDA &&
+      device.id == capture->arena->device.id)
+    return dlop__graph_arena_alloc(capture->arena, bytes, stream_id, pointer);
   dlop__memory_pool *pool;
   dlop__pool_block *block;
   dlop__cuda_scope scope;
@@ -219,6 +226,12 @@ static inline int memory_free(dlop_device device, void *pointer, const dlop__poo
     return DLOP_OK;
   }
   if (device.type == DLOP_DEVICE_CPU) return dlop__host_pool_free(device, pointer);
+  dlop__graph_capture *capture = dlop__graph_capturing;
+  if (capture != NULL && device.id == capture->arena->device.id &&
+      dlop__graph_arena_take_back(capture->arena, pointer)) {
+    for (int u = 0; u < count; u++) dlop_stream_destroy(users[u].stream);
+    return DLOP_OK;
+  }
   return dlop__device_pool_free(device, pointer, users, count);
 }
 

@@ -83,6 +83,22 @@ def test_graph_function_eval_example_cpu():
     np.testing.assert_allclose(v.numpy(), np.exp(np.full(4, 2.0, dtype=np.float32)), rtol=1e-6)
 
 
+def test_function_cuda_graphs_option_is_checked():
+    x = dlop.vector("x", dtype="float32")
+    y = dlop.ops.exp(dlop.ops.double(x))
+    # accepted on every device; a CPU function runs node by node and explain() says nothing of graphs
+    for value in (True, False):
+        f = dlop.function([x], y, device="cpu", cuda_graphs=value)
+        np.testing.assert_allclose(f(np.ones(3, dtype=np.float32)).numpy(),
+                                   np.exp(np.full(3, 2, dtype=np.float32)), rtol=1e-6)
+        assert "cuda graphs" not in f.explain()
+    for wrong in (0, 1, "no", None):
+        with pytest.raises(dlop.DlopTypeError, match="cuda_graphs must be True or False"):
+            dlop.function([x], y, device="cpu", cuda_graphs=wrong)
+    with pytest.raises(TypeError):
+        dlop.function([x], y, "cpu", False)  # keyword only
+
+
 @pytest.mark.skipif(cuda_usable(), reason="a GPU is usable here: test_gpu_interop.py covers CUDA")
 def test_graph_function_eval_example_cuda_lines_refuse_clearly_without_gpu():
     x = dlop.vector("x", dtype="float32")

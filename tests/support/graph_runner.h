@@ -30,10 +30,11 @@ dlop_var *dlop_test_multiply_them(dlop_graph *graph, dlop_dtype dtype, int32_t a
  * and returns the last output. */
 dlop_var *dlop_test_double_chain(dlop_graph *graph, int64_t n, int count, dlop_var **x);
 /* The buffer plan of dlop_test_double_chain(graph, n, chain) compiled unfused for device (a fused
- * chain is one kernel and needs no plan: test_fusion.c checks that): a first run
- * gives x * 2^chain exactly; more_runs runs after it make no driver allocation (every buffer
- * comes from the pool); the pool's peak stays within 2.5 buffers above what was in use before
- * (the input, plus about two intermediates); and the first run makes at most
+ * chain is one kernel and needs no plan: test_fusion.c checks that): a first run gives
+ * x * 2^chain exactly; a second run (on CUDA it records the function's CUDA graph, whose
+ * intermediates it keeps) gives it again; more_runs runs after those make no driver allocation
+ * (every buffer comes from the pool); the pool's peak stays within 2.5 buffers above what was
+ * in use before (the input, plus about two intermediates); and the first run makes at most
  * first_allocations driver allocations (negative: not checked). */
 void dlop_test_check_chain_plan(dlop_graph *graph, dlop_device device, int64_t n, int chain,
                                 int more_runs, int first_allocations);

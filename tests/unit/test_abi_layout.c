@@ -200,9 +200,10 @@ PIN(dlop_memory_stats, driver_allocations, 32);
 PIN(dlop_memory_stats, driver_frees, 40);
 
 /* The compile options (graph.h): fields are appended, each read only when struct_size covers it. */
-SIZE(dlop_function_options, 8);
+SIZE(dlop_function_options, 12);
 PIN(dlop_function_options, struct_size, 0);
-PIN(dlop_function_options, fuse, 4);
+PIN(dlop_function_options, cuda_graphs, 4);
+PIN(dlop_function_options, fuse, 8);
 
 /* Frozen enum values (they appear in plugin binaries and dtype masks). */
 static_assert(DLOP_BOOL == 0 && DLOP_INT8 == 1 && DLOP_INT16 == 2 && DLOP_INT32 == 3 &&

@@ -61,13 +61,18 @@ DLOP_API int dlop_function_compile(dlop_graph *graph, dlop_var *const *inputs, i
  * knows, and fields added later take their defaults for a caller compiled before them. */
 typedef struct dlop_function_options {
   uint32_t struct_size; /* sizeof(dlop_function_options) as the caller was compiled */
+  /* 1 (the default): a CUDA function whose nodes are all declared DLOP_OP_CUDA_GRAPH_SAFE is
+   * recorded as a CUDA graph on the second run with the same input shapes, strides and
+   * alignments, and every later such run replays it with one graph launch. 0: node by node
+   * always. dlop_function_explain says which and why. */
+  int32_t cuda_graphs;
   /* 1 (the default): elementwise nodes whose ops declare a scalar body (ABI 1.2) are fused, each
    * group into one kernel the host generates and compiles. 0: every node runs its op's own
    * kernel (dlop_function_explain then says "fusion: off"), to compare. */
   int32_t fuse;
 } dlop_function_options;
 
-#define DLOP_FUNCTION_OPTIONS_INIT {sizeof(dlop_function_options), 1}
+#define DLOP_FUNCTION_OPTIONS_INIT {sizeof(dlop_function_options), 1, 1}
 
 /* Fill options with the defaults (DLOP_FUNCTION_OPTIONS_INIT). */
 DLOP_API void dlop_function_options_init(dlop_function_options *options);
@@ -76,8 +81,8 @@ DLOP_API void dlop_function_options_init(dlop_function_options *options);
  * elementwise nodes runs as one kernel the host generates and compiles (the host's C compiler
  * on the CPU, NVRTC on CUDA), and their intermediate buffers disappear; without that compiler
  * the function runs unfused and dlop_function_explain says why; nothing moves to another
- * device. An option out of range or a struct_size too small for the first field is
- * DLOP_INVALID_ARGUMENT, naming it. */
+ * device. CUDA functions replay CUDA graphs where they can (cuda_graphs). An option out of
+ * range or a struct_size too small for the first field is DLOP_INVALID_ARGUMENT, naming it. */
 DLOP_API int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *inputs,
                                                 int32_t num_inputs, dlop_var *const *outputs,
                                                 int32_t num_outputs, dlop_device device,
@@ -100,8 +105,10 @@ DLOP_API dlop_device dlop_function_device(const dlop_function *function);
 /* The nodes of the function's schedule: a fused group counts once, a view node once. */
 DLOP_API int32_t dlop_function_node_count(const dlop_function *function);
 /* A readable listing: one line per node with op, input and output types, shapes and device;
- * each fused node with its group's members and the kernel they became, and a last line saying
- * what fusion did (or why it did not). */
+ * each fused node with its group's members and the kernel they became, a line saying what
+ * fusion did (or why it did not), and for a CUDA function whether it replays CUDA graphs (how
+ * many recorded and replayed so far) or why not (the option, or the node that is not
+ * capture-safe). */
 DLOP_API int dlop_function_explain(const dlop_function *function, char *buffer, size_t size);
 
 #ifdef __cplusplus

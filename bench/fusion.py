@@ -138,20 +138,20 @@ def torch_cuda():
 
 
 def gpu_seconds(torch, call, reps=20, samples=7) -> float:
+    """Median seconds per call: host wall clock around reps calls, with a device-wide
+    synchronize (cudaDeviceSynchronize: it waits for dlop's own streams too) before and after.
+    Not CUDA events: those time torch's current stream only, and dlop runs on its own."""
     for _ in range(3):
         call()
     torch.cuda.synchronize()
     times = []
     for _ in range(samples):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
-        start.record()
+        start = time.perf_counter()
         for _ in range(reps):
             call()
-        end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / reps)
+        times.append((time.perf_counter() - start) / reps)
     return statistics.median(times)
 
 

@@ -380,9 +380,9 @@ int dlop_function_compile_with_options(dlop_graph *graph, dlop_var *const *input
   int status =
       check_compile_arguments(graph, inputs, num_inputs, outputs, num_outputs, device, function);
   if (status != DLOP_OK) return status;
+  *function = NULL;
   status = read_options(given, &options);
   if (status != DLOP_OK) return status;
-  *function = NULL;
   dlop_device_format(device, device_name, sizeof device_name);
 
   /* never fall back to another device: a missing GPU is the caller's error to see */

@@ -53,6 +53,7 @@ static dlop_function *compile(dlop_graph *g, dlop_var *const *inputs, int32_t nu
                               dlop_var *const *outputs, int32_t num_outputs, int cuda_graphs) {
   dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
   options.cuda_graphs = cuda_graphs;
+  options.fuse = 0; /* several kernel nodes: fusion would make these functions one kernel */
   dlop_function *function = NULL;
   DLOP_CK_OK(dlop_function_compile_with_options(g, inputs, num_inputs, outputs, num_outputs, CUDA,
                                                 &options, &function));

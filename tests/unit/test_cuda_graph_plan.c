@@ -22,12 +22,24 @@ static dlop_graph *graph;
 static void graph_setup(void) { graph = dlop_test_new_graph(); }
 static void graph_teardown(void) { dlop_graph_destroy(graph); }
 
+/* Compiled unfused: these tests are about functions of several kernel nodes, which fusion
+ * would make one (a fused function of one kernel has no graph to gain). */
+static dlop_function *compile_unfused(dlop_graph *g, dlop_var *x, dlop_var *y) {
+  dlop_function_options options = DLOP_FUNCTION_OPTIONS_INIT;
+  dlop_function *function = NULL;
+  options.fuse = 0;
+  DLOP_CK_OK(dlop_function_compile_with_options(g, &x, 1, &y, 1, CPU, &options, &function));
+  return function;
+}
+
 static int decide(dlop_function *function, int option, char *reason, size_t size) {
   return dlop__cuda_graphs_decide(function, option, reason, size);
 }
 
 START_TEST(test_safe_chain_replays_unless_turned_off) {
-  dlop_function *function = dlop_test_compile_exp_double(graph, DLOP_FLOAT32, 16, CPU);
+  dlop_var *x;
+  dlop_var *z = dlop_test_exp_double(graph, DLOP_FLOAT32, 16, &x);
+  dlop_function *function = compile_unfused(graph, x, z);
   char reason[384];
   ck_assert_int_eq(decide(function, 1, reason, sizeof reason), 1);
   ck_assert_str_eq(reason, "");
@@ -52,7 +64,7 @@ START_TEST(test_node_not_capture_safe_is_named) {
   ab[1] = x;
   DLOP_CK_OK(dlop_graph_apply(graph, "matmul", ab, 2, NULL, 0, &y, 1));
   DLOP_CK_OK(dlop_graph_apply(graph, "exp", &y, 1, NULL, 0, &y, 1));
-  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *function = compile_unfused(graph, x, y);
   char reason[384];
   ck_assert_int_eq(decide(function, 1, reason, sizeof reason), 0);
   ck_assert_str_eq(reason, "node #1 matmul is not declared safe for capture (its op lacks "
@@ -67,7 +79,7 @@ END_TEST
 START_TEST(test_one_kernel_node_saves_nothing) {
   dlop_var *x;
   dlop_var *y = dlop_test_double_chain(graph, 8, 1, &x);
-  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *function = compile_unfused(graph, x, y);
   char reason[384];
   ck_assert_int_eq(decide(function, 1, reason, sizeof reason), 0);
   ck_assert_str_eq(reason, "1 kernel node: a graph launch would save nothing over its launch");
@@ -84,7 +96,7 @@ START_TEST(test_view_output_stays_out) {
   DLOP_CK_OK(dlop_graph_apply(graph, "double", &x, 1, NULL, 0, &v, 1));
   DLOP_CK_OK(dlop_graph_apply(graph, "exp", &v, 1, NULL, 0, &v, 1));
   DLOP_CK_OK(dlop_test_apply_ints(graph, "transpose", v, "axes", axes, 2, &v));
-  dlop_function *function = dlop_test_compile(graph, &x, 1, v, CPU);
+  dlop_function *function = compile_unfused(graph, x, v);
   char reason[384];
   ck_assert_int_eq(decide(function, 1, reason, sizeof reason), 0);
   ck_assert_msg(strstr(reason, "output 0 (") == reason &&
@@ -98,7 +110,7 @@ START_TEST(test_view_output_stays_out) {
   DLOP_CK_OK(dlop_graph_apply(inner, "double", &x, 1, NULL, 0, &v, 1));
   DLOP_CK_OK(dlop_test_apply_ints(inner, "transpose", v, "axes", axes, 2, &v));
   DLOP_CK_OK(dlop_graph_apply(inner, "exp", &v, 1, NULL, 0, &v, 1));
-  function = dlop_test_compile(inner, &x, 1, v, CPU);
+  function = compile_unfused(inner, x, v);
   ck_assert_int_eq(decide(function, 1, reason, sizeof reason), 1);
   dlop_function_destroy(function);
   dlop_graph_destroy(inner);
@@ -149,7 +161,7 @@ END_TEST
 START_TEST(test_signature_keys) {
   dlop_var *x;
   dlop_var *y = dlop_test_exp_double(graph, DLOP_FLOAT32, DLOP_DIM_UNKNOWN, &x);
-  dlop_function *function = dlop_test_compile(graph, &x, 1, y, CPU);
+  dlop_function *function = compile_unfused(graph, x, y);
   ck_assert_int_eq(dlop__cuda_graphs_key_length(function), 3);
   int64_t n8 = 8, n9 = 9, n16 = 16;
   float zeros[16] = {0};

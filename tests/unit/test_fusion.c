@@ -130,7 +130,9 @@ START_TEST(chain_is_one_kernel) {
   static const int64_t sizes[] = {0, 1, 7, 1000, 100003};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     dlop_array *in = random_array(DLOP_FLOAT32, 1, &sizes[k], 3 + k, -3, 3);
-    check_same(fused, unfused, &in, 1, 1, 0); /* exp's polynomial, one code: same bits */
+    /* exp's polynomial, one code, but the plugin's AVX2/AVX-512 copies may contract multiply-adds
+   * into FMAs (gcc's default) where the fused kernel does not (-ffp-contract=off): a few ulp */
+  check_same(fused, unfused, &in, 1, 1, 2e-6);
     dlop_array_release(in);
   }
   dlop_function_destroy(fused);
@@ -156,7 +158,7 @@ START_TEST(tree_with_constants_is_one_kernel) {
   int64_t n = 4099;
   dlop_array *in[2] = {random_array(DLOP_FLOAT64, 1, &n, 5, -4, 4),
                        random_array(DLOP_FLOAT64, 1, &n, 6, -1, 1)};
-  check_same(fused, unfused, in, 2, 1, 1e-15); /* tanh: libmvec's, within an ulp or two */
+  check_same(fused, unfused, in, 2, 1, 1e-13); /* tanh: libmvec's per ISA, a few ulp (cancellation near 0) */
   /* and against C */
   dlop_array *out = NULL;
   DLOP_CK_OK(dlop_function_run(fused, in, 2, &out, 1, NULL));
@@ -191,7 +193,7 @@ START_TEST(member_read_outside_is_an_output) {
   explain_has(fused, "\n#1 sum(double.0: float32[?]) -> float32[] on cpu");
   int64_t n = 777;
   dlop_array *in = random_array(DLOP_FLOAT32, 1, &n, 9, -2, 2);
-  check_same(fused, unfused, &in, 1, 3, 0);
+  check_same(fused, unfused, &in, 1, 3, 2e-6); /* exp: FMA contraction, as above */
   dlop_array_release(in);
   dlop_function_destroy(fused);
   dlop_function_destroy(unfused);
@@ -219,7 +221,7 @@ START_TEST(node_that_cannot_fuse_splits_groups) {
   explain_has(fused, "fusion: 4 nodes in 2 generated kernels");
   int64_t n = 5000;
   dlop_array *in = random_array(DLOP_FLOAT64, 1, &n, 11, -1, 1);
-  check_same(fused, unfused, &in, 1, 1, 0);
+  check_same(fused, unfused, &in, 1, 1, 1e-13); /* exp: FMA contraction, as above */
   dlop_array_release(in);
   dlop_function_destroy(fused);
   dlop_function_destroy(unfused);

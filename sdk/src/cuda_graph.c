@@ -255,7 +255,7 @@ static int read_graph(dlop__graph_recording *recording, char *why, size_t why_si
   size_t count = 0;
   CUresult result = dlop__cuda.cuGraphGetNodes(recording->graph, NULL, &count);
   CUgraphNode *all = result == DLOP_CUDA_SUCCESS ? calloc(count + 1, sizeof *all) : NULL;
-  if (all != NULL) result = dlop__cuda.cuGraphGetNodes(recording->graph, all, &count);
+  if (all != NULL && count > 0) result = dlop__cuda.cuGraphGetNodes(recording->graph, all, &count);
   if (result != DLOP_CUDA_SUCCESS || all == NULL) {
     dlop__format(why, why_size, "cuGraphGetNodes failed: %s",
                  all ? dlop__cuda_result_text(result) : "out of host memory");

@@ -53,6 +53,20 @@ void dlop__format(char *buffer, size_t size, const char *format, ...) {
   va_end(args);
 }
 
+const char *dlop__format_ints(const int64_t *values, int32_t count, char *buffer, size_t size) {
+  size_t used = 0;
+  if (buffer == NULL || size == 0) return buffer;
+  dlop__format(buffer, size, "(");
+  for (int32_t i = 0; i < count; i++) {
+    used = strlen(buffer);
+    if (used + 1 >= size) break;
+    dlop__format(buffer + used, size - used, "%s%lld", i ? ", " : "", (long long)values[i]);
+  }
+  used = strlen(buffer);
+  if (used + 1 < size) dlop__format(buffer + used, size - used, "%s)", count == 1 ? "," : "");
+  return buffer;
+}
+
 void dlop__warn(const char *format, ...) {
   char message[1024];
   va_list args;

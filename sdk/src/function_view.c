@@ -6,20 +6,6 @@
 
 #include "function_internal.h"
 
-/* "(2, 3)" for count values into buffer (always NUL-terminated). */
-static const char *format_ints(const int64_t *values, int32_t count, char *buffer, size_t size) {
-  size_t used = 0;
-  dlop__format(buffer, size, "(");
-  for (int32_t i = 0; i < count; i++) {
-    used = strlen(buffer);
-    if (used + 1 >= size) break;
-    dlop__format(buffer + used, size - used, "%s%lld", i ? ", " : "", (long long)values[i]);
-  }
-  used = strlen(buffer);
-  if (used + 1 < size) dlop__format(buffer + used, size - used, "%s)", count == 1 ? "," : "");
-  return buffer;
-}
-
 /* Bytes [*low, *high) from the data pointer that the elements of (shape, strides) starting at
  * byte_offset cover; 0 when a product or sum leaves the int64 range (a plugin may hand back
  * any strides). Only for shapes with at least one element. */
@@ -68,8 +54,8 @@ static int check_layout(const dlop__function_node *node, int32_t index, int32_t 
                        "and byte offset %llu, which reach %s: a view must stay inside the "
                        "input's elements",
                        (int)index, node->op->name, (int)o,
-                       format_ints(type->shape, type->ndim, shape, sizeof shape),
-                       format_ints(strides, type->ndim, text, sizeof text),
+                       dlop__format_ints(type->shape, type->ndim, shape, sizeof shape),
+                       dlop__format_ints(strides, type->ndim, text, sizeof text),
                        (unsigned long long)byte_offset, bounds);
   return DLOP_OK;
 }

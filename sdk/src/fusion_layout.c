@@ -7,19 +7,6 @@
 
 #include "fusion.h"
 
-static const char *format_shape(const int64_t *shape, int32_t ndim, char *buffer, size_t size) {
-  size_t used = 0;
-  dlop__format(buffer, size, "(");
-  for (int32_t d = 0; d < ndim; d++) {
-    used = strlen(buffer);
-    if (used + 1 >= size) break;
-    dlop__format(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
-  }
-  used = strlen(buffer);
-  if (used + 1 < size) dlop__format(buffer + used, size - used, "%s)", ndim == 1 ? "," : "");
-  return buffer;
-}
-
 int dlop__fusion_layout_init(dlop__fusion_layout *layout, const int64_t *shape, int32_t ndim,
                              const dlop_tensor *const *tensors, const char *flat, int32_t count,
                              const char *what) {
@@ -46,15 +33,15 @@ int dlop__fusion_layout_init(dlop__fusion_layout *layout, const int64_t *shape, 
       } else if (t->shape[j] != 1) {
         char have[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
         return dlop__error(DLOP_SHAPE_ERROR, "%s: operand %d of shape %s does not broadcast to %s",
-                           what, (int)k, format_shape(t->shape, t->ndim, have, sizeof have),
-                           format_shape(shape, ndim, want, sizeof want));
+                           what, (int)k, dlop__format_ints(t->shape, t->ndim, have, sizeof have),
+                           dlop__format_ints(shape, ndim, want, sizeof want));
       }
     }
     if (!flat[k] && t->ndim > ndim) {
       char have[DLOP_MAX_NDIM * 22 + 4], want[DLOP_MAX_NDIM * 22 + 4];
       return dlop__error(DLOP_SHAPE_ERROR, "%s: operand %d of shape %s does not broadcast to %s",
-                         what, (int)k, format_shape(t->shape, t->ndim, have, sizeof have),
-                         format_shape(shape, ndim, want, sizeof want));
+                         what, (int)k, dlop__format_ints(t->shape, t->ndim, have, sizeof have),
+                         dlop__format_ints(shape, ndim, want, sizeof want));
     }
   }
   if (layout->numel == 0) {

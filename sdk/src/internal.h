@@ -19,6 +19,9 @@ void dlop__clear_error(void);
 /* Bounded, always NUL-terminated formatting into a caller's buffer (for plugin-style errors). */
 void dlop__format(char *buffer, size_t size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+/* "(2, 3)" (a 1-tuple "(5,)") for count values into buffer, always NUL-terminated, for the
+ * shapes and strides that messages and listings name; returns buffer. */
+const char *dlop__format_ints(const int64_t *values, int32_t count, char *buffer, size_t size);
 /* Print a warning on stderr (and to the log), prefixed "dlop: warning: ". */
 void dlop__warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -3,6 +3,13 @@
 ``as_op(dlop.ops.exp)`` (or ``as_op("exp", **params)``) returns a ``pytensor.graph.op.Op`` whose
 type rule, shape rule and kernel are the plugin's own: make_node builds a symbolic dlop graph,
 perform runs a CPU function compiled by dlop, infer_shape asks dlop's shape rule.
+
+Backends: the default (C / Python) mode calls perform. ``mode="JAX"`` dispatches each node to
+``dlop.jax`` (an XLA custom call running the same kernel inside the jitted graph, on the CPU or
+the GPU JAX uses). ``mode="NUMBA"`` calls perform from the compiled graph through
+``numba.objmode``, deliberately and without PyTensor's per-op fallback warning: dlop's kernels
+are reached through its C ABI of tensor descriptors and prepared thunks, which numba's nopython
+code cannot build or call, so each dlop node costs one Python call there.
 """
 from __future__ import annotations
 
@@ -215,6 +222,55 @@ class DlopOp(Op):
         return result
 
 
+_backends_lock = threading.Lock()
+_backends_registered = False
+
+
+def _register_backends() -> None:
+    """Teach PyTensor's JAX and Numba backends about DlopOp, once, for the backends that are
+    installed (imported here, not at import of this module: each import takes a second)."""
+    global _backends_registered
+    with _backends_lock:
+        if _backends_registered:
+            return
+        _backends_registered = True
+        import importlib.util
+        if importlib.util.find_spec("jax") is not None:
+            from pytensor.link.jax.dispatch import jax_funcify
+
+            @jax_funcify.register(DlopOp)
+            def _jax_funcify_dlop(op, node=None, **kwargs):
+                import dlop.jax
+                if not dlop.jax.available():
+                    raise NotImplementedError(dlop.jax.unavailable_reason())
+                return dlop.jax.op(op.op_name, **dict(op.dlop_params))
+        if importlib.util.find_spec("numba") is not None:
+            import numba
+            from pytensor.link.numba.dispatch.basic import (get_numba_type, numba_funcify,
+                                                             numba_njit)
+
+            @numba_funcify.register(DlopOp)
+            def _numba_funcify_dlop(op, node=None, **kwargs):
+                single = len(node.outputs) == 1
+                if single:
+                    signature = get_numba_type(node.outputs[0].type)
+                else:
+                    signature = numba.types.Tuple([get_numba_type(o.type) for o in node.outputs])
+
+                def python_perform(inputs):
+                    storage = [[None] for _ in node.outputs]
+                    op.perform(node, inputs, storage)
+                    return storage[0][0] if single else tuple(s[0] for s in storage)
+
+                @numba_njit
+                def perform(*inputs):
+                    with numba.objmode(ret=signature):
+                        ret = python_perform(inputs)
+                    return ret
+
+                return perform
+
+
 def as_op(op: Any, **params: Any) -> DlopOp:
     """Wrap a dlop op (an object from ``dlop.ops`` or its name) as a PyTensor Op.
 
@@ -222,4 +278,5 @@ def as_op(op: Any, **params: Any) -> DlopOp:
     result is called on PyTensor variables: ``as_op(dlop.ops.exp)(x)``.
     """
     resolved = _resolve_op(op)
+    _register_backends()
     return DlopOp(resolved.name, _full_params(resolved, params))

@@ -63,7 +63,9 @@ def _load() -> None:
                                   (_TARGET_GRAPH_SAFE, library.dlop_xla_call_cpu,
                                    library.dlop_xla_call_cuda_graph_safe)):
             jax.ffi.register_ffi_target(target, capsule(cpu), platform="cpu")
-            jax.ffi.register_ffi_target(target, capsule(cuda), platform="CUDA")
+            # initialize prepares the call before any command-buffer capture records execute
+            jax.ffi.register_ffi_target(target, {"initialize": capsule(cuda),
+                                                 "execute": capsule(cuda)}, platform="CUDA")
         _library = library
 
 

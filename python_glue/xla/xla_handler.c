@@ -272,6 +272,8 @@ static XLA_FFI_Error *xla_stream(const XLA_FFI_CallFrame *frame, void **stream) 
 }
 
 /* ---- the call ------------------------------------------------------------------------------ */
+/* One function for XLA's initialize and execute stages (and its metadata query): both read the
+ * frame and find or prepare the call; only execute runs it. */
 
 #define MAX_TENSORS 64
 #define MAX_PARAMS 32
@@ -283,7 +285,10 @@ static XLA_FFI_Error *execute(XLA_FFI_CallFrame *frame, int cuda, XLA_FFI_Handle
                       "dlop: XLA's call frame is older than the FFI header dlop was built with");
   if (frame->extension_start != NULL && frame->extension_start->type == XLA_FFI_Extension_Metadata)
     return fill_metadata(frame, traits);
-  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL; /* nothing to prepare */
+  /* Initialize (before the first execution, outside any command-buffer capture) prepares the
+   * call: make_thunk may load CUDA modules, which a capture must not see. Execute runs it. */
+  int initialize = frame->stage == XLA_FFI_ExecutionStage_INITIALIZE;
+  if (!initialize && frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
   const XLA_FFI_Api *api = frame->api;
 
   char op_name[256];
@@ -381,6 +386,7 @@ static XLA_FFI_Error *execute(XLA_FFI_CallFrame *frame, int cuda, XLA_FFI_Handle
                     "dlop: out of host memory keeping the prepared call of op '%s'", op_name);
   }
 
+  if (initialize) return NULL;
   dlop_stream *stream = NULL;
   int status = DLOP_OK;
   if (cuda) {

@@ -148,8 +148,10 @@ class _Kernel:
                 raise _errors.make(UnsupportedError, "DLOP_UNSUPPORTED",
                                    "dlop.torch: op '%s': tensors on %s; dlop runs on cpu and "
                                    "cuda" % (self.op.name, device))
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            where = "cpu" if device.type == "cpu" else "cuda:%d" % index
+            where = "cpu"
+            if device.type == "cuda":
+                index = device.index if device.index is not None else torch.cuda.current_device()
+                where = "cuda:%d" % index
             call = _C.OpCall(self.op.name, tuple(names), tuple(t.dim() for t in tensors),
                              params, where)
             self.calls[key] = call

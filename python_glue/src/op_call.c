@@ -187,8 +187,9 @@ done:
 
 /* One DLPack capsule ("dltensor" or "dltensor_versioned") as a tensor; the managed tensor stays
  * the producer's (the capsule keeps it, and frees it when collected). */
-static int capsule_tensor(dlop_py_state *state, PyObject *capsule, const char *role, int index,
+static int capsule_tensor(dlop_py_state *state, PyObject *capsule, int is_output, int index,
                           dlop_tensor *tensor) {
+  const char *role = is_output ? "output" : "input";
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
     dlop_dl_managed_tensor_versioned *managed = PyCapsule_GetPointer(capsule, "dltensor_versioned");
     if (managed->version.major != DLOP_DLPACK_MAJOR) {
@@ -196,7 +197,7 @@ static int capsule_tensor(dlop_py_state *state, PyObject *capsule, const char *r
                      role, index, managed->version.major, managed->version.minor);
       return -1;
     }
-    if (managed->flags & DLOP_DLPACK_FLAG_READ_ONLY && role[0] == 'o') {
+    if ((managed->flags & DLOP_DLPACK_FLAG_READ_ONLY) && is_output) {
       dlop_py_raisef(state, DLOP_INVALID_ARGUMENT, "output %d is a read-only DLPack tensor", index);
       return -1;
     }
@@ -238,10 +239,10 @@ static PyObject *op_call_run(PyObject *object, PyObject *const *args, Py_ssize_t
   }
   PyObject *result = NULL;
   for (Py_ssize_t i = 0; i < num_inputs; i++)
-    if (capsule_tensor(state, PyTuple_GetItem(args[0], i), "input", (int)i, &tensors[i]) < 0)
+    if (capsule_tensor(state, PyTuple_GetItem(args[0], i), 0, (int)i, &tensors[i]) < 0)
       goto done;
   for (Py_ssize_t o = 0; o < num_outputs; o++)
-    if (capsule_tensor(state, PyTuple_GetItem(args[1], o), "output", (int)o,
+    if (capsule_tensor(state, PyTuple_GetItem(args[1], o), 1, (int)o,
                        &tensors[num_inputs + o]) < 0)
       goto done;
   dlop_device device = dlop_op_call_device(self->call);

@@ -230,6 +230,10 @@ static int infer_concrete(const dlop_op_call *call, const dlop_type *inputs, dlo
                          "contradicts its static type %s",
                          call->op->name, (int)o, dlop__type_format(got, have, sizeof have),
                          dlop__type_format(declared, want, sizeof want));
+    /* the message is formatted only for a size that does not fit (this runs on every call) */
+    if (dlop_shape_size(got->shape, got->ndim, (int64_t)dlop_dtype_size((dlop_dtype)got->dtype),
+                        NULL, NULL) == DLOP_SIZE_FITS)
+      continue;
     char what[160];
     dlop__format(what, sizeof what, "%s: output %d", call->op->name, (int)o);
     status = dlop__check_shape_size(what, got->shape, got->ndim, got->dtype, NULL);
@@ -342,12 +346,15 @@ static int check_tensor(const dlop_op_call *call, const char *role, int32_t inde
     if (t->shape[d] < 0)
       return dlop__error(DLOP_SHAPE_ERROR, "op '%s': %s %d: dimension %d is %lld (negative)",
                          call->op->name, role, (int)index, (int)d, (long long)t->shape[d]);
+  /* one pass over the dims; the message is formatted only for a tensor that fails */
+  int64_t size = (int64_t)dlop_dtype_size(dtype), low, high;
+  if (dlop_tensor_size(t, size, NULL, NULL) == DLOP_SIZE_FITS) return DLOP_OK;
   char what[96];
   dlop__format(what, sizeof what, "op '%s': %s %d", call->op->name, role, (int)index);
-  int64_t low, high;
-  if (t->strides != NULL && dlop_tensor_numel(t) > 0)
-    return dlop__check_extent(what, t->shape, t->strides, t->ndim,
-                              (int64_t)dlop_dtype_size(dtype), t->byte_offset, &low, &high);
+  if (t->strides != NULL && dlop_tensor_numel(t) > 0 &&
+      dlop__check_extent(what, t->shape, t->strides, t->ndim, size, t->byte_offset, &low,
+                         &high) != DLOP_OK)
+    return DLOP_INVALID_ARGUMENT;
   return dlop__check_shape_size(what, t->shape, t->ndim, (int32_t)dtype, NULL);
 }
 

@@ -109,3 +109,17 @@ def test_plugin_error_on_the_gpu_reaches_python():
     fails = dlop.jax.op("fixture_fails_at_run")
     with pytest.raises(Exception, match="fixture_fails_at_run refuses to run"):
         jax.block_until_ready(jax.jit(fails)(gpu_array(np.zeros(3, np.float32))))
+
+
+def test_pytensor_jax_mode_on_the_gpu():
+    """PyTensor's JAX backend jits on JAX's default device, the GPU here: dlop's custom calls
+    run there (PyTensor may be missing on the GPU machine: then this one skips)."""
+    import jax
+    pytensor = pytest.importorskip("pytensor")
+    import pytensor.tensor as pt
+    from dlop.pytensor_adapter import as_op
+    assert jax.default_backend() == "gpu"
+    x = pt.matrix("x", dtype="float32")
+    f = pytensor.function([x], as_op("sum", axes=[1])(as_op("exp")(x)) * 2, mode="JAX")
+    value = np.random.default_rng(4).standard_normal((64, 33)).astype(np.float32)
+    np.testing.assert_allclose(f(value), np.exp(value).sum(axis=1) * 2, rtol=1e-5)

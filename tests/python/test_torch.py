@@ -83,11 +83,19 @@ def test_torch_compile_fullgraph_equals_eager():
 
 
 def test_opcheck_on_the_bundled_ops():
-    x, y = torch.randn(5, 3), torch.randn(3)
-    cases = [("exp", (x,), {}), ("add", (x, y), {}), ("mul", (x, y), {}), ("tanh", (x,), {}),
-             ("sum", (x,), {"axes": [0]}), ("cast", (x,), {"dtype": "float64"}),
-             ("maximum", (x, y), {}), ("where", (x > 0, x, y), {})]
+    """Every bundled elementwise and reduction op (blas needs a CPU BLAS library: its GPU
+    twin checks matmul); positive inputs so that log, sqrt and pow stay real."""
+    x, y = torch.rand(5, 3) + 0.5, torch.rand(3) + 0.5
+    unary = ["abs", "neg", "exp", "log", "sqrt", "tanh", "sigmoid", "double"]
+    binary = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "multiply_them", "equal",
+              "not_equal", "less", "less_equal", "greater", "greater_equal"]
+    cases = [(name, (x,), {}) for name in unary] + [(name, (x, y), {}) for name in binary]
+    cases += [(name, (x,), {"axes": [0]}) for name in ("sum", "mean", "max", "min")]
+    cases += [("sum", (x,), {"axes": [1], "keepdims": True}), ("cast", (x,), {"dtype": "float64"}),
+              ("where", (x > 1, x, y), {})]
     for name, args, kwargs in cases:
+        if name in ("double", "multiply_them"):  # the seed ops take float32 of one shape
+            args = tuple(a.expand(5, 3).contiguous() for a in args)
         torch.library.opcheck(dlop.torch.op(name).default, args, kwargs)
 
 

@@ -6,10 +6,10 @@ perform runs a CPU function compiled by dlop, infer_shape asks dlop's shape rule
 
 Backends: the default (C / Python) mode calls perform. ``mode="JAX"`` dispatches each node to
 ``dlop.jax`` (an XLA custom call running the same kernel inside the jitted graph, on the CPU or
-the GPU JAX uses). ``mode="NUMBA"`` calls perform from the compiled graph through
-``numba.objmode``, deliberately and without PyTensor's per-op fallback warning: dlop's kernels
-are reached through its C ABI of tensor descriptors and prepared thunks, which numba's nopython
-code cannot build or call, so each dlop node costs one Python call there.
+the GPU JAX uses). ``mode="NUMBA"`` compiles each node to nopython code that calls libdlop's C
+API through ctypes on the arrays' own memory (dlop._numba_dispatch), with no Python call; view
+ops (which have no kernel to call) and dtypes Numba's backend lacks (float16, bfloat16) call
+perform through ``numba.objmode`` instead, without PyTensor's per-op fallback warning.
 """
 from __future__ import annotations
 
@@ -91,6 +91,10 @@ class DlopOp(Op):
     def __init__(self, op_name: str, dlop_params: tuple[tuple[str, Any], ...]):
         self.op_name = op_name
         self.dlop_params = dlop_params
+        # A view op's output is a view of an input's memory (perform returns it as is): PyTensor
+        # must know, or an in-place op after it would write into the caller's input array.
+        views = _resolve_op(op_name).view_map
+        self.view_map = {o: [i] for o, i in enumerate(views or ()) if i >= 0}
         # Compiled dlop functions per input type signature; not part of the Op's identity.
         self._functions: dict[tuple, Any] = {}
         self._lock = threading.Lock()
@@ -251,6 +255,14 @@ def _register_backends() -> None:
 
             @numba_funcify.register(DlopOp)
             def _numba_funcify_dlop(op, node=None, **kwargs):
+                from dlop import _numba_dispatch
+                try:
+                    return _numba_dispatch.funcify(
+                        op.op_name, dict(op.dlop_params),
+                        [(i.type.dtype, i.type.ndim) for i in node.inputs],
+                        [(o.type.dtype, o.type.ndim) for o in node.outputs])
+                except (dlop.UnsupportedError, NotImplementedError):
+                    pass  # view ops and float16: perform, through objmode (module doc)
                 single = len(node.outputs) == 1
                 if single:
                     signature = get_numba_type(node.outputs[0].type)

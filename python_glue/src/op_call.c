@@ -278,8 +278,16 @@ static PyMethodDef op_call_methods[] = {
      "run((input capsules), (output capsules), stream): the thunk on the tensors, on stream"},
     {NULL, NULL, 0, NULL}};
 
+/* address -> the dlop_op_call's address, for callers that run it through the C API themselves
+ * (the Numba dispatch, through ctypes); valid while this object lives. */
+static PyObject *op_call_address(PyObject *object, void *unused) {
+  return PyLong_FromVoidPtr(((op_call_object *)object)->call);
+}
+
 static PyGetSetDef op_call_getset[] = {
     {"output_dtypes", op_call_output_dtypes, NULL, "The outputs' dtypes.", NULL},
+    {"address", op_call_address, NULL,
+     "The dlop_op_call's address (for the C API; valid while this object lives).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot op_call_slots[] = {

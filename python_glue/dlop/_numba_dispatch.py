@@ -117,9 +117,11 @@ def funcify(op_name: str, params: dict, input_types: list, output_types: list):
               "    if status != 0:",
               "        fail(status, OP_NAME)"]
     # the arrays whose addresses the C calls read must live until the calls return
-    keep = ", ".join(["shape%d" % i for i in range(n_in)] + ["dims%d" % o for o in range(n_out)]
-                     + names)
-    lines += ["    keep_alive((%s,))" % keep if keep else "    pass"]
+    # (numba frees an array right after its last use, which .ctypes.data is not counted as:
+    # the scratch arrays too, or the calls read freed memory)
+    keep = ", ".join(["tensors", "types", "strides"] + ["shape%d" % i for i in range(n_in)]
+                     + ["dims%d" % o for o in range(n_out)] + names)
+    lines += ["    keep_alive((%s,))" % keep]
     outputs = ", ".join("y%d" % o for o in range(n_out))
     lines += ["    return %s" % (outputs if n_out == 1 else "(%s,)" % outputs)]
     namespace = {"np": np, "numba": numba, "to_fixed_tuple": to_fixed_tuple, "infer": _infer,

@@ -237,6 +237,10 @@ def _no_gradient(name: str):
     return backward
 
 
+def _setup_context(ctx, inputs, output) -> None:
+    """Nothing to save: backward only raises (the signature torch.library expects)."""
+
+
 def _register(dlop_op: Op):
     name = dlop_op.name
     kernel = _Kernel(dlop_op)
@@ -263,7 +267,7 @@ def _register(dlop_op: Op):
     _LIBRARY.impl(name, impl, "CPU")
     _LIBRARY.impl(name, impl, "CUDA")
     torch.library.register_fake(qualname, fake, lib=_LIBRARY)
-    torch.library.register_autograd(qualname, _no_gradient(name), setup_context=lambda *a: None,
+    torch.library.register_autograd(qualname, _no_gradient(name), setup_context=_setup_context,
                                     lib=_LIBRARY)
 
     inplace = dlop_op.inplace_map

@@ -42,10 +42,15 @@ set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY TEST_INCLUDE_FILES 
 # files) run a quarter of them here, each in the instrumented code; the main tree runs them all
 # (under the sanitizers the corrupt-plugin test alone took 10 minutes of the 2-core CI's time).
 set(DLOP_SANITIZE_PYTHON_ENV "PYTHONMALLOC=malloc" "DLOP_TEST_SCALE=0.25")
+# libstdc++ is preloaded right after the ASan runtime: the interpreter does not link it, so
+# ASan finds no __cxa_throw to intercept and stops at the first C++ exception of a library the
+# tests load (jaxlib throws one while importing jax: "CHECK failed ... real___cxa_throw").
 if(DLOP_SANITIZE MATCHES "address")
   execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
     OUTPUT_VARIABLE DLOP_SANITIZE_ASAN_RUNTIME OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND DLOP_SANITIZE_PYTHON_ENV "LD_PRELOAD=${DLOP_SANITIZE_ASAN_RUNTIME}"
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libstdc++.so.6
+    OUTPUT_VARIABLE DLOP_SANITIZE_STDCXX OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND DLOP_SANITIZE_PYTHON_ENV "LD_PRELOAD=${DLOP_SANITIZE_ASAN_RUNTIME}:${DLOP_SANITIZE_STDCXX}"
     "ASAN_OPTIONS=halt_on_error=1:detect_leaks=0:print_summary=1")
 endif()
 

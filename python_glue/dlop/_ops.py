@@ -59,6 +59,13 @@ class Op:
         self.dtypes: dict[str, list[str]] = info["dtypes"]
         self.deterministic: bool = info["deterministic"]
         self.cuda_graph_safe: bool = info["cuda_graph_safe"]
+        self.needs_contiguous_inputs: bool = info["needs_contiguous_inputs"]
+        # Declares a scalar body: elementwise with NumPy broadcasting (framework adapters batch
+        # such ops by broadcasting).
+        self.elementwise: bool = info["elementwise"]
+        # Per output, the input it may overwrite / is a view of (-1: none); None when undeclared.
+        self.inplace_map: list[int] | None = info["inplace_map"]
+        self.view_map: list[int] | None = info["view_map"]
         self.plugin: str = info["plugin"]
 
     def __repr__(self) -> str:

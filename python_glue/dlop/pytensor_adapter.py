@@ -3,6 +3,13 @@
 ``as_op(dlop.ops.exp)`` (or ``as_op("exp", **params)``) returns a ``pytensor.graph.op.Op`` whose
 type rule, shape rule and kernel are the plugin's own: make_node builds a symbolic dlop graph,
 perform runs a CPU function compiled by dlop, infer_shape asks dlop's shape rule.
+
+Backends: the default (C / Python) mode calls perform. ``mode="JAX"`` dispatches each node to
+``dlop.jax`` (an XLA custom call running the same kernel inside the jitted graph, on the CPU or
+the GPU JAX uses). ``mode="NUMBA"`` compiles each node to nopython code that calls libdlop's C
+API through ctypes on the arrays' own memory (dlop._numba_dispatch), with no Python call; view
+ops (which have no kernel to call) and dtypes Numba's backend lacks (float16, bfloat16) call
+perform through ``numba.objmode`` instead, without PyTensor's per-op fallback warning.
 """
 from __future__ import annotations
 
@@ -84,6 +91,10 @@ class DlopOp(Op):
     def __init__(self, op_name: str, dlop_params: tuple[tuple[str, Any], ...]):
         self.op_name = op_name
         self.dlop_params = dlop_params
+        # A view op's output is a view of an input's memory (perform returns it as is): PyTensor
+        # must know, or an in-place op after it would write into the caller's input array.
+        views = _resolve_op(op_name).view_map
+        self.view_map = {o: [i] for o, i in enumerate(views or ()) if i >= 0}
         # Compiled dlop functions per input type signature; not part of the Op's identity.
         self._functions: dict[tuple, Any] = {}
         self._lock = threading.Lock()
@@ -215,6 +226,63 @@ class DlopOp(Op):
         return result
 
 
+_backends_lock = threading.Lock()
+_backends_registered = False
+
+
+def _register_backends() -> None:
+    """Teach PyTensor's JAX and Numba backends about DlopOp, once, for the backends that are
+    installed (imported here, not at import of this module: each import takes a second)."""
+    global _backends_registered
+    with _backends_lock:
+        if _backends_registered:
+            return
+        _backends_registered = True
+        import importlib.util
+        if importlib.util.find_spec("jax") is not None:
+            from pytensor.link.jax.dispatch import jax_funcify
+
+            @jax_funcify.register(DlopOp)
+            def _jax_funcify_dlop(op, node=None, **kwargs):
+                import dlop.jax
+                if not dlop.jax.available():
+                    raise NotImplementedError(dlop.jax.unavailable_reason())
+                return dlop.jax.op(op.op_name, **dict(op.dlop_params))
+        if importlib.util.find_spec("numba") is not None:
+            import numba
+            from pytensor.link.numba.dispatch.basic import (get_numba_type, numba_funcify,
+                                                             numba_njit)
+
+            @numba_funcify.register(DlopOp)
+            def _numba_funcify_dlop(op, node=None, **kwargs):
+                from dlop import _numba_dispatch
+                try:
+                    return _numba_dispatch.funcify(
+                        op.op_name, dict(op.dlop_params),
+                        [(i.type.dtype, i.type.ndim) for i in node.inputs],
+                        [(o.type.dtype, o.type.ndim) for o in node.outputs])
+                except (dlop.UnsupportedError, NotImplementedError):
+                    pass  # view ops and float16: perform, through objmode (module doc)
+                single = len(node.outputs) == 1
+                if single:
+                    signature = get_numba_type(node.outputs[0].type)
+                else:
+                    signature = numba.types.Tuple([get_numba_type(o.type) for o in node.outputs])
+
+                def python_perform(inputs):
+                    storage = [[None] for _ in node.outputs]
+                    op.perform(node, inputs, storage)
+                    return storage[0][0] if single else tuple(s[0] for s in storage)
+
+                @numba_njit
+                def perform(*inputs):
+                    with numba.objmode(ret=signature):
+                        ret = python_perform(inputs)
+                    return ret
+
+                return perform
+
+
 def as_op(op: Any, **params: Any) -> DlopOp:
     """Wrap a dlop op (an object from ``dlop.ops`` or its name) as a PyTensor Op.
 
@@ -222,4 +290,5 @@ def as_op(op: Any, **params: Any) -> DlopOp:
     result is called on PyTensor variables: ``as_op(dlop.ops.exp)(x)``.
     """
     resolved = _resolve_op(op)
+    _register_backends()
     return DlopOp(resolved.name, _full_params(resolved, params))

@@ -176,10 +176,9 @@ static int int64_param(dlop_py_state *state, const dlop_op_desc *op, const dlop_
   return 0;
 }
 
-/* One Python value to a parameter of the declared kind; ints arrays go to *storage (freed by
- * the caller). */
-static int convert_param(dlop_py_state *state, const dlop_op_desc *op, const dlop_param_decl *decl,
-                         PyObject *value, dlop_param_value *out, int64_t **storage) {
+int dlop_py_convert_param(dlop_py_state *state, const dlop_op_desc *op,
+                          const dlop_param_decl *decl,
+                          PyObject *value, dlop_param_value *out, int64_t **storage) {
   out->kind = decl->kind;
   out->count = 1;
   switch (decl->kind) {
@@ -292,7 +291,7 @@ static PyObject *graph_apply(PyObject *object, PyObject *args) {
       goto done;
     }
     params[p].name = decl->name;
-    if (convert_param(state, op, decl, value, &params[p].value, &storage[p]) < 0) goto done;
+    if (dlop_py_convert_param(state, op, decl, value, &params[p].value, &storage[p]) < 0) goto done;
     p++;
   }
   dlop_var **outputs = inputs + num_inputs;

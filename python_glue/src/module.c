@@ -175,6 +175,7 @@ static int module_exec(PyObject *module) {
   if (dlop_py_add_array_type(module, state) < 0) return -1;
   if (dlop_py_add_graph_type(module, state) < 0) return -1;
   if (dlop_py_add_function_type(module, state) < 0) return -1;
+  if (dlop_py_add_op_call_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
@@ -202,6 +203,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(state->array_type);
   Py_VISIT(state->graph_type);
   Py_VISIT(state->function_type);
+  Py_VISIT(state->op_call_type);
   Py_VISIT(state->numpy);
   return 0;
 }
@@ -213,6 +215,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(state->array_type);
   Py_CLEAR(state->graph_type);
   Py_CLEAR(state->function_type);
+  Py_CLEAR(state->op_call_type);
   Py_CLEAR(state->numpy);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->str_dlpack_device);

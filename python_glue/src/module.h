@@ -46,6 +46,7 @@ typedef struct dlop_py_state {
   PyTypeObject *array_type;
   PyTypeObject *graph_type;
   PyTypeObject *function_type;
+  PyTypeObject *op_call_type;
   allocfunc array_alloc; /* the Array type's tp_alloc, looked up once for the hot path */
   PyObject *numpy;       /* imported on first use */
   PyObject *str_dlpack, *str_dlpack_device, *str_cai, *str_stream, *str_max_version;
@@ -173,6 +174,16 @@ int dlop_py_add_function_type(PyObject *module, dlop_py_state *state);
 PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,
                                const dlop_type *input_types, int32_t num_inputs,
                                int32_t num_outputs, PyObject *input_names);
+
+/* One Python value as a parameter of the declared kind (graph.c): an ints parameter's values
+ * go to *storage (the caller frees it), a string's stays in value (alive while it is). -1 with
+ * a TypeError or InvalidArgumentError naming the op and the parameter otherwise. */
+int dlop_py_convert_param(dlop_py_state *state, const dlop_op_desc *op,
+                          const dlop_param_decl *decl, PyObject *value, dlop_param_value *out,
+                          int64_t **storage);
+
+/* ---- op_call.c ---- */
+int dlop_py_add_op_call_type(PyObject *module, dlop_py_state *state);
 
 /* ---- registry.c ---- */
 extern PyMethodDef dlop_py_registry_methods[];

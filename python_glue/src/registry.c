@@ -32,6 +32,17 @@ static PyObject *dtype_list(uint32_t mask) {
   return list;
 }
 
+/* An op's inplace_map or view_map as a list (one input index, or -1, per output), or None. */
+static PyObject *index_map(const int32_t *map, int32_t count) {
+  if (map == NULL) Py_RETURN_NONE;
+  PyObject *list = PyList_New(count);
+  for (int32_t o = 0; list && o < count; o++) {
+    PyObject *index = PyLong_FromLong((long)map[o]);
+    if (index == NULL || PyList_SetItem(list, o, index) < 0) Py_CLEAR(list);
+  }
+  return list;
+}
+
 static PyObject *op_info(const dlop_op_desc *op) {
   PyObject *params = PyList_New(op->num_params);
   for (int32_t p = 0; params && p < op->num_params; p++) {
@@ -43,7 +54,17 @@ static PyObject *op_info(const dlop_op_desc *op) {
   }
   if (params == NULL) return NULL;
   const dlop_plugin *plugin = dlop_op_plugin(op);
-  return Py_BuildValue("{s:s,s:s,s:i,s:i,s:N,s:{s:N,s:N},s:O,s:O,s:O,s:s}", "name", op->name,
+  PyObject *inplace = index_map(op->inplace_map, op->num_outputs);
+  PyObject *views = inplace ? index_map(op->view_map, op->num_outputs) : NULL;
+  if (views == NULL) {
+    Py_XDECREF(inplace);
+    Py_DECREF(params);
+    return NULL;
+  }
+  /* elementwise: the op declares a scalar body (ABI 1.2), which promises elementwise maths with
+   * NumPy broadcasting (op.h): what framework adapters batch and fuse on */
+  return Py_BuildValue("{s:s,s:s,s:i,s:i,s:N,s:{s:N,s:N},s:O,s:O,s:O,s:O,s:N,s:N,s:s}", "name",
+                       op->name,
                        "doc", op->doc ? op->doc : "", "num_inputs", (int)op->num_inputs,
                        "num_outputs", (int)op->num_outputs, "params", params, "dtypes", "cpu",
                        dtype_list(dlop_op_dtypes(op, DLOP_DEVICE_CPU)), "cuda",
@@ -52,6 +73,8 @@ static PyObject *op_info(const dlop_op_desc *op) {
                        (op->flags & DLOP_OP_CUDA_GRAPH_SAFE) ? Py_True : Py_False,
                        "needs_contiguous_inputs",
                        (op->flags & DLOP_OP_NEEDS_CONTIGUOUS_INPUTS) ? Py_True : Py_False,
+                       "elementwise", op->scalar_body != NULL ? Py_True : Py_False,
+                       "inplace_map", inplace, "view_map", views,
                        "plugin", plugin ? dlop_plugin_name(plugin) : "");
 }
 

@@ -7,6 +7,7 @@
 #include "dlop/graph.h"
 #include "dlop/host_api.h"
 #include "dlop/op.h"
+#include "dlop/op_call.h"
 #include "dlop/plugin.h"
 #include "dlop/registry.h"
 #include "dlop/runtime.h"

@@ -219,19 +219,6 @@ static int assign_slots(dlop_function *function, compile_state *state, dlop_var 
   return DLOP_OK;
 }
 
-/* "float16, float32" for a dtype mask. */
-static void dtype_list(uint32_t mask, char *buffer, size_t size) {
-  size_t used = 0;
-  int d;
-  buffer[0] = '\0';
-  for (d = 0; d < DLOP_DTYPE_COUNT && used + 1 < size; d++) {
-    if (!(mask & DLOP_DTYPE_BIT(d))) continue;
-    dlop__format(buffer + used, size - used, "%s%s", used ? ", " : "", dlop_dtype_name(d));
-    used += strlen(buffer + used);
-  }
-  if (used == 0) dlop__format(buffer, size, "none");
-}
-
 /* The op declares this device and every input dtype there. */
 static int check_supported(const dlop__function_node *node, dlop_device device,
                            const char *device_name) {
@@ -240,7 +227,7 @@ static int check_supported(const dlop__function_node *node, dlop_device device,
   int32_t i;
   if (mask == 0) {
     const char *other = device.type == DLOP_DEVICE_CUDA ? "cpu" : "cuda";
-    dtype_list(dlop_op_dtypes(node->op,
+    dlop__dtype_list(dlop_op_dtypes(node->op,
                               device.type == DLOP_DEVICE_CUDA ? DLOP_DEVICE_CPU : DLOP_DEVICE_CUDA),
                list, sizeof list);
     return dlop__error(DLOP_UNSUPPORTED,
@@ -250,7 +237,7 @@ static int check_supported(const dlop__function_node *node, dlop_device device,
   for (i = 0; i < node->num_inputs; i++) {
     int32_t dtype = node->input_types[i].dtype;
     if (mask & DLOP_DTYPE_BIT(dtype)) continue;
-    dtype_list(mask, list, sizeof list);
+    dlop__dtype_list(mask, list, sizeof list);
     return dlop__error(DLOP_UNSUPPORTED,
                        "node #%d %s: op '%s' does not support %s (input %d) on %s; it supports "
                        "there: %s",

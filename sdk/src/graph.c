@@ -192,10 +192,9 @@ static int check_arity(const dlop_op_desc *op, int32_t num_inputs, int32_t num_o
   return DLOP_OK;
 }
 
-/* make_node then infer_shape on static types; fills outputs[] (num_outputs types). */
-static int infer_types(const dlop_op_desc *op, const dlop_param_value *params,
-                       const dlop_type *inputs, int32_t num_inputs, dlop_type *outputs,
-                       int32_t num_outputs) {
+int dlop__infer_node_types(const dlop_op_desc *op, const dlop_param_value *params,
+                           const dlop_type *inputs, int32_t num_inputs, dlop_type *outputs,
+                           int32_t num_outputs) {
   const dlop__stage_node node = {op, params, op->num_params, -1, num_inputs, num_outputs};
   char text[96];
   dlop_type *declared;
@@ -336,7 +335,7 @@ static int apply(dlop_graph *graph, const char *op_name, dlop_var *const *inputs
     return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory applying op '%s'", op->name);
   }
   for (i = 0; i < num_inputs; i++) types[i] = inputs[i]->type;
-  status = infer_types(op, values, types, num_inputs, types + num_inputs, num_outputs);
+  status = dlop__infer_node_types(op, values, types, num_inputs, types + num_inputs, num_outputs);
   if (status == DLOP_OK)
     status =
         add_node(graph, op, values, inputs, num_inputs, types + num_inputs, outputs, num_outputs);

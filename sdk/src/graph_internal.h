@@ -67,5 +67,16 @@ const char *dlop__type_format(const dlop_type *type, char *buffer, size_t size);
 /* DLOP_OK when the type is well formed: a valid dtype, 0 <= ndim <= DLOP_MAX_NDIM, every dim
  * >= 0 or DLOP_DIM_UNKNOWN (or, with concrete set, every dim >= 0). */
 int dlop__type_valid(const dlop_type *type, int concrete);
+/* "float16, float32" for a mask of DLOP_DTYPE_BIT bits ("none" for 0) into buffer. */
+void dlop__dtype_list(uint32_t mask, char *buffer, size_t size);
+
+/* ---- a node's types (graph.c) ----------------------------------------------------------- */
+
+/* make_node then infer_shape of op on static input types, both checked (valid types, infer_shape
+ * agreeing with make_node, NumPy's size rule): fills outputs[0..num_outputs). What
+ * dlop_graph_apply and dlop_op_call_create run. */
+int dlop__infer_node_types(const dlop_op_desc *op, const dlop_param_value *params,
+                           const dlop_type *inputs, int32_t num_inputs, dlop_type *outputs,
+                           int32_t num_outputs);
 
 #endif

@@ -1,6 +1,7 @@
 /* graph_types.c — small helpers on static types shared by graph building, compiling, running
  * and explain(): formatting "float32[3,?]" and well-formedness checks. */
 #include <stdio.h>
+#include <string.h>
 
 #include "graph_internal.h"
 
@@ -31,4 +32,17 @@ int dlop__type_valid(const dlop_type *type, int concrete) {
     return DLOP_SHAPE_ERROR;
   }
   return DLOP_OK;
+}
+
+/* "float16, float32" for a dtype mask. */
+void dlop__dtype_list(uint32_t mask, char *buffer, size_t size) {
+  size_t used = 0;
+  int d;
+  buffer[0] = '\0';
+  for (d = 0; d < DLOP_DTYPE_COUNT && used + 1 < size; d++) {
+    if (!(mask & DLOP_DTYPE_BIT(d))) continue;
+    dlop__format(buffer + used, size - used, "%s%s", used ? ", " : "", dlop_dtype_name(d));
+    used += strlen(buffer + used);
+  }
+  if (used == 0) dlop__format(buffer, size, "none");
 }

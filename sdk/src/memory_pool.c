@@ -257,9 +257,12 @@ int dlop__memory_free_after(dlop_device device, void *pointer, dlop_stream *cons
     kept[n].stream_id = dlop__stream_id(users[i]);
     kept[n].handle = (CUstream)dlop_stream_handle(users[i]);
     kept[n].state = DLOP__USER_LAZY;
-    /* A CPU "stream" has no work to wait for; a CUDA one is held until its event is recorded. */
+    /* A CPU "stream" has no work to wait for; a CUDA one is held until its event is recorded.
+     * A wrapped stream cannot be held (its owner may destroy the CUstream at any time): its
+     * event is recorded at the free, as for a raw CUstream; its id still allows reuse at once. */
     kept[n].stream = NULL;
-    if (device.type == DLOP_DEVICE_CUDA && kept[n].handle != NULL) {
+    if (device.type == DLOP_DEVICE_CUDA && kept[n].handle != NULL &&
+        !dlop_stream_is_wrapped(users[i])) {
       dlop__stream_retain(users[i]);
       kept[n].stream = users[i];
     }

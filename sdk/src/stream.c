@@ -1,5 +1,6 @@
 /* stream.c — dlop_stream: a non-blocking CUstream on a device's primary context, or on the CPU
- * an object that does nothing (CPU work runs synchronously), so callers need no special case. */
+ * an object that does nothing (CPU work runs synchronously), so callers need no special case;
+ * or a wrapper of a CUstream another library owns (dlop_stream_wrap), never destroyed here. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@ struct dlop_stream {
   dlop_device device;
   CUstream handle; /* NULL on the CPU */
   uint64_t id;     /* never reused: see dlop__stream_id */
+  int wrapped;     /* dlop_stream_wrap: the CUstream is borrowed, its owner destroys it */
   struct dlop_stream *next_live; /* in live_streams while it exists */
 };
 
@@ -74,6 +76,65 @@ int dlop_stream_create(dlop_device device, dlop_stream **stream) {
   return DLOP_OK;
 }
 
+/* CUDA's legacy and per-thread default streams as DLPack numbers them. */
+#define LEGACY_DEFAULT_STREAM ((CUstream)(uintptr_t)1)
+#define PER_THREAD_DEFAULT_STREAM ((CUstream)(uintptr_t)2)
+
+/* The foreign stream must be one the device's primary context owns: a kernel launched on
+ * another context's stream from dlop's modules would fail, or run on the wrong GPU. */
+static int check_foreign_stream(dlop_device device, CUstream handle) {
+  if (handle == LEGACY_DEFAULT_STREAM || handle == PER_THREAD_DEFAULT_STREAM) return DLOP_OK;
+  CUcontext primary, owner = NULL;
+  int status = dlop__cuda_primary_context(device.id, &primary);
+  if (status != DLOP_OK) return status;
+  CUresult result = dlop__cuda.cuStreamGetCtx(handle, &owner);
+  if (result != DLOP_CUDA_SUCCESS)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_stream_wrap: the driver does not know CUstream %p (%s): pass a live "
+                       "stream of cuda:%d",
+                       (void *)handle, dlop__cuda_result_text(result), (int)device.id);
+  if (owner != primary)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_stream_wrap: CUstream %p belongs to another CUDA context than "
+                       "cuda:%d's primary context, which dlop's kernels run in",
+                       (void *)handle, (int)device.id);
+  return DLOP_OK;
+}
+
+int dlop_stream_wrap(dlop_device device, void *cuda_stream, dlop_stream **stream) {
+  if (stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_wrap: stream is NULL");
+  *stream = NULL;
+  if (device.type != DLOP_DEVICE_CUDA)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_stream_wrap: device must be a CUDA device (a CPU stream has no "
+                       "CUstream to wrap; use dlop_stream_create)");
+  if (cuda_stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_stream_wrap: cuda_stream is NULL; for CUDA's default stream pass 1 "
+                       "(legacy) or 2 (per-thread), as DLPack does");
+  int status = dlop_device_check(device);
+  if (status != DLOP_OK) return status;
+  status = check_foreign_stream(device, (CUstream)cuda_stream);
+  if (status != DLOP_OK) return status;
+  dlop_stream *created = calloc(1, sizeof *created);
+  if (created == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "dlop_stream_wrap: out of host memory");
+  atomic_init(&created->references, 1);
+  created->device = device;
+  created->handle = (CUstream)cuda_stream;
+  created->wrapped = 1;
+  created->id = atomic_fetch_add_explicit(&next_stream_id, 1, memory_order_relaxed);
+  pthread_mutex_lock(&live_lock);
+  created->next_live = live_streams;
+  live_streams = created;
+  pthread_mutex_unlock(&live_lock);
+  *stream = created;
+  return DLOP_OK;
+}
+
+int dlop_stream_is_wrapped(const dlop_stream *stream) { return stream ? stream->wrapped : 0; }
+
 void dlop__stream_retain(dlop_stream *stream) {
   if (stream) atomic_fetch_add_explicit(&stream->references, 1, memory_order_relaxed);
 }
@@ -91,7 +152,7 @@ void dlop_stream_destroy(dlop_stream *stream) {
     pthread_mutex_unlock(&live_lock);
   }
   dlop__cuda_scope scope;
-  if (stream->handle != NULL && dlop__cuda_use_device(stream->device.id, &scope) == DLOP_OK) {
+  if (stream->handle != NULL && !stream->wrapped && dlop__cuda_use_device(stream->device.id, &scope) == DLOP_OK) {
     /* Pending work still completes: the driver defers the release until it has. */
     CUresult result = dlop__cuda.cuStreamDestroy(stream->handle);
     if (result != DLOP_CUDA_SUCCESS)

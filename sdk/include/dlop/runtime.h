@@ -50,6 +50,18 @@ DLOP_API int dlop_device_description(dlop_device device, char *buffer, size_t si
 typedef struct dlop_stream dlop_stream;
 /* A non-blocking CUDA stream on the device (for the CPU, a stream that does nothing). */
 DLOP_API int dlop_stream_create(dlop_device device, dlop_stream **stream);
+/* A dlop stream over a CUstream that someone else made and owns (PyTorch's current stream,
+ * the stream XLA hands an FFI handler), so dlop work and that framework's work are ordered on
+ * one queue. cuda_stream must belong to device's primary context (DLOP_INVALID_ARGUMENT
+ * otherwise); the DLPack values 1 (CUDA's legacy default stream) and 2 (the per-thread default
+ * stream) are accepted as those streams. dlop_stream_destroy never destroys the CUstream. The
+ * owner keeps the CUstream alive while the dlop stream exists and while work that dlop enqueued
+ * on it, or arrays that record it, are pending; dlop's memory pool keeps no reference to a
+ * wrapped stream (a block freed after work on it records an event at once). Only for CUDA
+ * devices (DLOP_INVALID_ARGUMENT for the CPU or a NULL handle). */
+DLOP_API int dlop_stream_wrap(dlop_device device, void *cuda_stream, dlop_stream **stream);
+/* 1 for a stream made by dlop_stream_wrap, 0 otherwise (and for NULL). */
+DLOP_API int dlop_stream_is_wrapped(const dlop_stream *stream);
 /* Drops the caller's reference. Arrays with work pending on the stream hold references of their
  * own, so the stream (and the CUstream) lives until they are released or synchronized. */
 DLOP_API void dlop_stream_destroy(dlop_stream *stream);

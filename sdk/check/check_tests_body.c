@@ -185,6 +185,8 @@ static dlop__fusion_alone *compile_kernels(const check_case *c, const body_input
   }
   context(c, 0);
   check_where_returned();
+  for (char *p = error; *p; p++)
+    if (*p == '\n') *p = ' '; /* the compiler's log on the report's one line */
   if (status != DLOP_OK)
     check_fail(c, check, own->shape.dims, own->shape.ndim,
                "the kernel generated from the op's scalar body for these types (as a compiled "

@@ -75,36 +75,45 @@ static void edge_row(int32_t m, const int *counts, int64_t r, int *pick) {
     }
 }
 
-/* The inputs for dtype (0 when make_node takes no same-shape inputs of it). */
-static int make_inputs(const check_case *c, int dtype, body_inputs *in) {
+/* The inputs' signature, dtypes and size for dtype, without values (0 when make_node takes no
+ * same-shape inputs of it). */
+static int plan_inputs(const check_case *c, int dtype, body_inputs *in) {
   check_signature s;
+  unsigned char edges[CHECK_MAX_EDGES * 8];
+  int counts[CHECK_MAX_OPERANDS];
   memset(in, 0, sizeof *in);
   if (!pick_signature(c->op, dtype, &s)) return 0;
   in->num_inputs = s.num_inputs;
-  unsigned char edges[CHECK_MAX_OPERANDS][CHECK_MAX_EDGES * 8];
-  int counts[CHECK_MAX_OPERANDS];
   for (int32_t i = 0; i < s.num_inputs; i++) {
     in->dtypes[i] = s.mixed ? s.in_dtype[i] : dtype;
-    counts[i] = check_edge_values(in->dtypes[i], edges[i]);
+    counts[i] = check_edge_values(in->dtypes[i], edges);
   }
   in->edge_rows = edge_rows(s.num_inputs, counts);
   in->n = in->edge_rows + BODY_RANDOM_SMALL + BODY_RANDOM_BITS;
   int64_t values[CHECK_MAX_SYMBOLS] = {in->n, 1, 1, 1}; /* (n), (n, 1), ...: n elements */
   in->shape = check_instantiate(&s, values);
-  for (int32_t i = 0; i < s.num_inputs; i++) {
+  return 1;
+}
+
+/* The values of planned inputs: the edge rows, then the random ones. */
+static void fill_inputs(int dtype, body_inputs *in) {
+  unsigned char edges[CHECK_MAX_OPERANDS][CHECK_MAX_EDGES * 8];
+  int counts[CHECK_MAX_OPERANDS];
+  for (int32_t i = 0; i < in->num_inputs; i++) {
     size_t size = dlop_dtype_size((dlop_dtype)in->dtypes[i]);
+    counts[i] = check_edge_values(in->dtypes[i], edges[i]);
     in->values[i] = malloc((size_t)in->n * size + 1);
     ck_assert_msg(in->values[i] != NULL, "out of host memory");
   }
   for (int64_t r = 0; r < in->edge_rows; r++) {
     int pick[CHECK_MAX_OPERANDS];
-    edge_row(s.num_inputs, counts, r, pick);
-    for (int32_t i = 0; i < s.num_inputs; i++) {
+    edge_row(in->num_inputs, counts, r, pick);
+    for (int32_t i = 0; i < in->num_inputs; i++) {
       size_t size = dlop_dtype_size((dlop_dtype)in->dtypes[i]);
       memcpy(in->values[i] + (size_t)r * size, edges[i] + (size_t)pick[i] * size, size);
     }
   }
-  for (int32_t i = 0; i < s.num_inputs; i++) {
+  for (int32_t i = 0; i < in->num_inputs; i++) {
     size_t size = dlop_dtype_size((dlop_dtype)in->dtypes[i]);
     uint64_t seed = check_opts.seed * 7919u + (uint64_t)dtype * 131u + (uint64_t)i;
     check_random_fill(in->values[i] + (size_t)in->edge_rows * size, in->dtypes[i],
@@ -112,7 +121,6 @@ static int make_inputs(const check_case *c, int dtype, body_inputs *in) {
     check_random_bits_fill(in->values[i] + (size_t)(in->edge_rows + BODY_RANDOM_SMALL) * size,
                            in->dtypes[i], BODY_RANDOM_BITS, seed);
   }
-  return 1;
 }
 
 static void free_inputs(body_inputs *in) {
@@ -123,7 +131,8 @@ static void free_inputs(body_inputs *in) {
 static int node_types(const check_case *c, int dtype, const body_inputs *in, dlop_type *inputs,
                       dlop_type *outputs) {
   char error[512];
-  for (int32_t i = 0; i < in->num_inputs; i++) inputs[i] = check_input_type(dtype, &in->shape, i, 0);
+  for (int32_t i = 0; i < in->num_inputs; i++)
+    inputs[i] = check_input_type(dtype, &in->shape, i, 0);
   return check_call_make_node(c->op, inputs, in->num_inputs, outputs, error, sizeof error) ==
          DLOP_OK;
 }
@@ -144,7 +153,7 @@ static void context(const check_case *c, int push) {
  * compile, this dtype's kernel alone, so the failure is this dtype's. *index: the case's node. */
 static dlop__fusion_alone *compile_kernels(const check_case *c, const body_inputs *own,
                                            int32_t *index) {
-  static dlop_type types[DLOP_DTYPE_COUNT][2][CHECK_MAX_OPERANDS];
+  dlop_type types[DLOP_DTYPE_COUNT][2][CHECK_MAX_OPERANDS];
   dlop__fusion_alone_node nodes[DLOP_DTYPE_COUNT];
   int32_t count = 0;
   uint32_t declared = dlop_op_dtypes(c->op, c->device.type);
@@ -155,11 +164,10 @@ static dlop__fusion_alone *compile_kernels(const check_case *c, const body_input
     body_inputs other;
     const body_inputs *in = own;
     if (dtype != c->dtype) {
-      if (!make_inputs(c, dtype, &other)) continue; /* its own case says why */
+      if (!plan_inputs(c, dtype, &other)) continue; /* its own case says why */
       in = &other;
     }
     int ok = node_types(c, dtype, in, types[count][0], types[count][1]);
-    if (in == &other) free_inputs(&other);
     if (!ok && dtype == c->dtype)
       check_fail(c, check, own->shape.dims, own->shape.ndim,
                  "make_node refused the same-shape inputs it accepted a moment before");
@@ -190,7 +198,9 @@ static dlop__fusion_alone *compile_kernels(const check_case *c, const body_input
   if (status != DLOP_OK)
     check_fail(c, check, own->shape.dims, own->shape.ndim,
                "the kernel generated from the op's scalar body for these types (as a compiled "
-               "function would fuse it) did not compile with %s: %s: %s",
+               "function would fuse it) %s %s: %s: %s",
+               status == DLOP_INVALID_ARGUMENT ? "did not compile with"
+                                               : "could not be built with",
                c->device.type == DLOP_DEVICE_CUDA ? "NVRTC" : "the host's C compiler",
                dlop_status_name(status), error[0] ? error : "(no message)");
   return alone;
@@ -302,10 +312,11 @@ START_TEST(scalar_body_matches_thunk) {
     return;
   }
   body_inputs in;
-  if (!make_inputs(c, c->dtype, &in))
+  if (!plan_inputs(c, c->dtype, &in))
     check_fail(c, check, NULL, 0, "make_node accepts no inputs of one shape (rank 1 or more) "
                "for %s, but an op that declares a scalar body is elementwise (docs/abi.md)",
                dlop_dtype_name((dlop_dtype)c->dtype));
+  fill_inputs(c->dtype, &in);
   int32_t index;
   dlop__fusion_alone *alone = compile_kernels(c, &in, &index);
   dlop_thunk kernel;

@@ -83,7 +83,8 @@ static int32_t vector_width(const dlop__fusion_group *group) {
 
 void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
   dlop__fusion_group_describe(group);
-  group->target = device.type == DLOP_DEVICE_CUDA ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C;
+  group->target =
+      device.type == DLOP_DEVICE_CUDA ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C;
   group->device = device;
   group->vector_width = vector_width(group);
 }

@@ -79,7 +79,7 @@ static int lay_out(dlop__fusion_alone *alone, const dlop_op_desc *op,
   for (int32_t k = 0; k < count; k++) {
     dlop__function_node *node = &f->nodes[k];
     node->op = op;
-    node->index = k;
+    node->index = -1; /* in no function: messages name the op alone, not a "node #k" */
     node->num_params = op->num_params;
     node->num_inputs = num_inputs;
     node->num_outputs = outputs;

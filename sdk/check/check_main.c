@@ -2,13 +2,16 @@
  * only: CUDA is first touched in the forked test processes), builds one Suite per op with a TCase
  * per (device, dtype), runs them in a process per check (--isolation check) or one process per
  * op (--isolation op; both in check_isolate.c) and exits 0 only when everything passed. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <dlop/kit/kernel_error.h>
 
 #include "check_suite.h"
+#include "plugin_probe.h"
 
 check_options check_opts;
 const dlop_plugin *check_plugin;
@@ -233,6 +236,7 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
       } else {
         check_add_run_tests(tc, index);
         check_add_values_tests(tc, index);
+        if (op->scalar_body != NULL) check_add_body_tests(tc, index);
         if (device == 1) check_add_cuda_tests(tc, index);
       }
     }
@@ -240,9 +244,33 @@ static Suite *op_suite(const dlop_op_desc *op, int cuda_usable) {
   return suite;
 }
 
+/* dlop-check holds the runtime itself (dlop_internal), which looks for the dlop-probe program
+ * beside the file holding it: here, beside dlop-check. The probe lies in <libdir>/dlop instead,
+ * at one of these paths from dlop-check's directory (the install tree's, the build tree's:
+ * sdk/check/CMakeLists.txt), so dlop-check says which. Where neither exists the runtime's
+ * guess stays and its message says where it looked. */
+static void find_probe_program(void) {
+  static const char *const relative[] = {DLOP_CHECK_PROBE_INSTALLED, DLOP_CHECK_PROBE_BUILT};
+  char self[PATH_MAX], path[PATH_MAX + 256];
+  ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) return;
+  self[length] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash == NULL) return;
+  *slash = '\0';
+  for (size_t k = 0; k < sizeof relative / sizeof relative[0]; k++) {
+    snprintf(path, sizeof path, "%s/%s", self, relative[k]);
+    if (access(path, X_OK) == 0) {
+      dlop__probe_set_program(path);
+      return;
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   int status = parse_options(argc, argv);
   if (status != 0) return status;
+  find_probe_program();
 
   /* Only this file: DLOP_PLUGIN_PATH and the bundled plugins are not loaded. */
   if (dlop_load_plugin(check_opts.plugin_path, &check_plugin) != DLOP_OK) {

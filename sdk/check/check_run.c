@@ -35,21 +35,33 @@ void check_run_args_fill(const check_prepared *p, const check_buffer *inputs,
 
 int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, void *stream,
               char *error, size_t error_size) {
+  return check_run_thunk(p, &p->thunk, "the thunk's run",
+                         "waiting for the stream after the thunk's run (its kernels)", inputs,
+                         outputs, stream, error, error_size);
+}
+
+int check_run_thunk(check_prepared *p, const dlop_thunk *thunk, const char *stage,
+                    const char *wait_stage, check_buffer *inputs, check_buffer *outputs,
+                    void *stream, char *error, size_t error_size) {
   check_run_tensors tensors;
   dlop_run_args args;
   check_run_args_fill(p, inputs, outputs, stream, &tensors, error, error_size, &args);
-  check_where_run("the thunk's run", p);
+  if (thunk != &p->thunk) {
+    args.workspace = NULL;
+    args.workspace_bytes = 0;
+  }
+  check_where_run(stage, p);
   if (p->c->device.type != DLOP_DEVICE_CUDA) {
-    int status = p->thunk.run(p->thunk.state, &args);
+    int status = thunk->run(thunk->state, &args);
     check_where_returned();
     return status;
   }
   if (check_cuda_push(p->c->device.id, error, error_size) != DLOP_OK) return DLOP_NO_DEVICE;
-  int status = p->thunk.run(p->thunk.state, &args);
+  int status = thunk->run(thunk->state, &args);
   check_cuda_pop();
   /* The results are only ready once the given stream has finished: wait for it, not for the
    * whole device, so work left on another stream shows up as wrong results. */
-  check_where_stage("waiting for the stream after the thunk's run (its kernels)");
+  check_where_stage(wait_stage);
   int sync = dlop_host_api_table()->cuda_stream_synchronize(stream);
   check_where_returned();
   if (status == DLOP_OK && sync != DLOP_OK) {

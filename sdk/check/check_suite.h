@@ -267,6 +267,12 @@ void check_poison_pattern(int dtype, int run, unsigned char *pattern);
  * and actual values, go into report. */
 int64_t check_compare(const void *expected, const void *actual, int dtype, int64_t n, int exact,
                       char *report, size_t report_size);
+/* 1 when actual is within float dtype's tolerance of expected (check_compare's rule for one
+ * element: NaN meets NaN, infinities and signed zeros as ==, finite values within the
+ * dtype's relative and absolute terms). */
+int check_close(double expected, double actual, int dtype);
+/* "|expected - actual| <= 1e-05 + 1e-05 |expected|": the tolerance check_close applies. */
+const char *check_tolerance_text(int dtype, char *buffer, size_t size);
 /* Compare n actual elements of dtype with reference values as dtype holds them: floats rounded
  * to dtype, then within the tolerance of tolerance_dtype (the narrowest float dtype involved;
  * NaN meets NaN; infinities must match); integers exactly, modulo 2^bits (integer results
@@ -278,6 +284,23 @@ int64_t check_compare_reference(const double *reference, const void *actual, int
                                 int64_t *first);
 /* "within float16's tolerance (|e - a| <= 0.002 + 0.002 |e|)", "exactly, modulo 2^32", ... */
 const char *check_reference_rule(int dtype, int tolerance_dtype, char *buffer, size_t size);
+
+/* ---- edge values (check_edges.c) ---------------------------------------------------------- */
+
+#define CHECK_MAX_EDGES 32 /* elements check_edge_values writes at most */
+/* The edge values of dtype as storage bits into out: floats NaN, -NaN, a NaN with a payload,
+ * +-inf, +-0, +-1, 0.5, 2, -2.5, the smallest subnormal (both signs), the largest subnormal,
+ * the smallest normal (both signs) and the largest finite values (both signs); signed integers
+ * 0, +-1, +-2, +-100, min, min + 1, max, max - 1; uint8 0, 1, 2, 100, 127, 128, 254, 255; bool
+ * 0 and 1. Returns how many. */
+int check_edge_values(int dtype, void *out);
+/* n elements of dtype from random bits over the dtype's whole range (any float bit pattern,
+ * NaNs and subnormals included; bool 0 or 1), reproducible from seed. */
+void check_random_bits_fill(void *data, int dtype, int64_t n, uint64_t seed);
+/* Element i of data exactly: an integer as itself ("-128"), a float with its bits
+ * ("-0 (bits 0x8000)"). */
+const char *check_element_text(const void *data, int dtype, int64_t i, char *buffer,
+                               size_t size);
 
 /* ---- running (check_run.c) --------------------------------------------------------------- */
 
@@ -296,6 +319,12 @@ void check_run_args_fill(const check_prepared *p, const check_buffer *inputs,
  * current during the run, as the host guarantees. */
 int check_run(check_prepared *p, check_buffer *inputs, check_buffer *outputs, void *stream,
               char *error, size_t error_size);
+/* check_run with another thunk of p's node (no workspace unless it is p's own), its run and
+ * the wait for its stream recorded as stage and wait_stage (check_where.c): the kernel
+ * generated from a scalar body runs this way. */
+int check_run_thunk(check_prepared *p, const dlop_thunk *thunk, const char *stage,
+                    const char *wait_stage, check_buffer *inputs, check_buffer *outputs,
+                    void *stream, char *error, size_t error_size);
 /* Input i of p's shape on the case's device, laid out as layout, holding the random values
  * salt selects (the same values for the same salt and input, whatever the layout). */
 void check_input_buffer_init(check_buffer *b, const check_prepared *p, int32_t i,
@@ -426,6 +455,9 @@ void check_add_cuda_tests(TCase *tc, int case_index);
 /* values_match_reference (check_tests_values.c): results against a reference dtype or the
  * plugin's reference function, on inputs every compared dtype holds exactly. */
 void check_add_values_tests(TCase *tc, int case_index);
+/* scalar_body_matches_thunk (check_tests_body.c), for ops that declare a scalar body: the
+ * kernel fusion generates from the body agrees with the op's own thunk. */
+void check_add_body_tests(TCase *tc, int case_index);
 /* View ops (ABI 1.1: a view_map, make_view, maybe no make_thunk; check_tests_view.c). */
 int check_is_view_op(const dlop_op_desc *op);
 /* make_view's checks on every layout, instead of the thunk checks (noted as not applicable). */

@@ -91,25 +91,34 @@ static void tolerance(int dtype, double *rtol, double *atol) {
   }
 }
 
+int check_close(double expected, double actual, int dtype) {
+  double rtol, atol;
+  tolerance(dtype, &rtol, &atol);
+  if (isnan(expected) && isnan(actual)) return 1;
+  if (expected == actual) return 1; /* +0 and -0, equal infinities */
+  return !isnan(expected) && !isnan(actual) && !isinf(expected) && !isinf(actual) &&
+         fabs(expected - actual) <= atol + rtol * fabs(expected);
+}
+
+const char *check_tolerance_text(int dtype, char *buffer, size_t size) {
+  double rtol, atol;
+  tolerance(dtype, &rtol, &atol);
+  snprintf(buffer, size, "|expected - actual| <= %g + %g |expected|", atol, rtol);
+  return buffer;
+}
+
 int64_t check_compare(const void *expected, const void *actual, int dtype, int64_t n, int exact,
                       char *report, size_t report_size) {
   size_t size = dlop_dtype_size((dlop_dtype)dtype), used = 0;
-  double rtol, atol;
   int64_t mismatches = 0;
-  tolerance(dtype, &rtol, &atol);
   report[0] = '\0';
   for (int64_t i = 0; i < n; i++) {
     const unsigned char *e = (const unsigned char *)expected + (size_t)i * size;
     const unsigned char *a = (const unsigned char *)actual + (size_t)i * size;
     if (memcmp(e, a, size) == 0) continue;
-    if (!exact && dlop_dtype_is_float((dlop_dtype)dtype)) {
-      double ev = check_value(expected, dtype, i), av = check_value(actual, dtype, i);
-      if (isnan(ev) && isnan(av)) continue;
-      if (!isnan(ev) && !isnan(av) && !isinf(ev) && !isinf(av) &&
-          fabs(ev - av) <= atol + rtol * fabs(ev))
-        continue;
-      if (ev == av) continue; /* +0 and -0, equal infinities */
-    }
+    if (!exact && dlop_dtype_is_float((dlop_dtype)dtype) &&
+        check_close(check_value(expected, dtype, i), check_value(actual, dtype, i), dtype))
+      continue;
     if (++mismatches <= 4 && used < report_size) {
       double ev = check_value(expected, dtype, i), av = check_value(actual, dtype, i);
       unsigned long long abits = 0;

@@ -81,9 +81,17 @@ static int32_t vector_width(const dlop__fusion_group *group) {
   return (int32_t)(16 / widest);
 }
 
-/* Compile the module and find each group's entry points. */
-static int compile_module(dlop_function *function, dlop__fusion_group **groups, int32_t count,
-                          const char *source, char *error, size_t error_size) {
+void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
+  dlop__fusion_group_describe(group);
+  group->target =
+      device.type == DLOP_DEVICE_CUDA ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C;
+  group->device = device;
+  group->vector_width = vector_width(group);
+}
+
+int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *const *groups,
+                                int32_t count, const char *source, char *error,
+                                size_t error_size) {
   int cuda = function->device.type == DLOP_DEVICE_CUDA;
   const dlop_host_api *host = dlop__host_api();
   char name[96];
@@ -339,12 +347,7 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
   }
   for (g = 0; g < num_groups && status == DLOP_OK; g++) {
     status = dlop__fusion_group_build(function, group_of, g, members, &groups[g]);
-    if (status == DLOP_OK) {
-      dlop__fusion_group_describe(groups[g]);
-      groups[g]->target = cuda ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C;
-      groups[g]->device = function->device;
-      groups[g]->vector_width = vector_width(groups[g]);
-    }
+    if (status == DLOP_OK) dlop__fusion_group_prepare(groups[g], function->device);
   }
   if (status == DLOP_OK)
     status = dlop__fusion_generate(function, groups, num_groups,
@@ -355,7 +358,8 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
   }
   uint64_t hash = dlop__fusion_hash(source);
   error[0] = '\0';
-  int compiled = compile_module(function, groups, num_groups, source, error, sizeof error);
+  int compiled =
+      dlop__fusion_compile_module(function, groups, num_groups, source, error, sizeof error);
   if (compiled != DLOP_OK) {
     /* the nodes run their own kernels: slower, never wrong; say why, here and in explain */
     one_line(error[0] ? error : dlop_last_error(), line, sizeof line);

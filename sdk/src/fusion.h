@@ -180,6 +180,19 @@ dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op);
 extern const char *const dlop__fusion_nvrtc_options[];
 extern const int32_t dlop__fusion_nvrtc_option_count;
 
+/* Fills a built group's host-made descriptor (dlop__fusion_group_describe) and what its kernel
+ * is compiled for: the target of device (C on the CPU, CUDA), the device and, on CUDA, the
+ * vector kernel's elements per thread. */
+void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device);
+/* Compiles source (dlop__fusion_generate's for groups[0..count)) with function->device's
+ * compiler and fusion's options (the host's C compiler, or NVRTC for the device's
+ * architecture), keeps the module in function->fusion_module (dlop__function_release_fusion
+ * releases it, after a failure too) and points each group at its entry points. A status with what
+ * failed in error (the compiler's log for a source it rejects). */
+int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *const *groups,
+                                int32_t count, const char *source, char *error,
+                                size_t error_size);
+
 /* Fuses what it can of the function's schedule for device (after constants are placed, before
  * make_thunk): a fused node per group replaces its members, the schedule is put back in a
  * topological order, and function->fusion_note says what happened (off, unavailable and why,

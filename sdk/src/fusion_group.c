@@ -25,14 +25,22 @@ static int conversion_allowed(int32_t storage, int32_t compute) {
   return compute == DLOP_FLOAT32 && (storage == DLOP_FLOAT16 || storage == DLOP_BFLOAT16);
 }
 
+/* "node #3 exp" in messages; "exp" for a node of no function (index -1: fusion_alone.c's). */
+static const char *node_name(const dlop__function_node *node, char *buffer, size_t size) {
+  if (node->index < 0) dlop__format(buffer, size, "%s", node->op->name);
+  else dlop__format(buffer, size, "node #%d %s", (int)node->index, node->op->name);
+  return buffer;
+}
+
 static int check_compute(const dlop__function_node *node, const char *what, int32_t index,
                          int32_t storage, int32_t compute) {
+  char name[128];
   if (conversion_allowed(storage, compute)) return DLOP_OK;
   return dlop__error(DLOP_PLUGIN_ERROR,
-                     "node #%d %s: scalar_body gave %s %d (%s) the compute dtype %d (%s): the host "
+                     "%s: scalar_body gave %s %d (%s) the compute dtype %d (%s): the host "
                      "converts only float16 and bfloat16 to and from float32, so a compute dtype "
                      "is the storage dtype or that float32 (docs/abi.md, \"Scalar bodies\")",
-                     (int)node->index, node->op->name, what, (int)index,
+                     node_name(node, name, sizeof name), what, (int)index,
                      dlop_dtype_name((dlop_dtype)storage), (int)compute,
                      compute >= 0 && compute < DLOP_DTYPE_COUNT
                          ? dlop_dtype_name((dlop_dtype)compute)
@@ -43,22 +51,22 @@ static int check_compute(const dlop__function_node *node, const char *what, int3
  * host can convert. */
 static int check_body(const dlop__function_node *node, const dlop_scalar_body_args *body,
                       const char *buffer, dlop__fusion_member *member) {
-  const char *op = node->op->name;
-  int index = (int)node->index, status = DLOP_OK;
+  char op[128];
+  int status = DLOP_OK;
+  node_name(node, op, sizeof op);
   if (body->code == NULL || body->code[0] == '\0')
-    return dlop__error(DLOP_PLUGIN_ERROR, "node #%d %s: scalar_body succeeded but gave no code",
-                       index, op);
+    return dlop__error(DLOP_PLUGIN_ERROR, "%s: scalar_body succeeded but gave no code", op);
   if (body->code >= buffer && body->code < buffer + DLOP__FUSION_CODE_SIZE &&
       memchr(body->code, '\0', (size_t)(buffer + DLOP__FUSION_CODE_SIZE - body->code)) == NULL)
     return dlop__error(DLOP_PLUGIN_ERROR,
-                       "node #%d %s: scalar_body wrote code that is not NUL-terminated within "
-                       "the %d-byte code buffer",
-                       index, op, DLOP__FUSION_CODE_SIZE);
+                       "%s: scalar_body wrote code that is not NUL-terminated within the %d-byte "
+                       "code buffer",
+                       op, DLOP__FUSION_CODE_SIZE);
   if (body->prelude != NULL && (body->prelude_name == NULL || body->prelude_name[0] == '\0'))
     return dlop__error(DLOP_PLUGIN_ERROR,
-                       "node #%d %s: scalar_body gave a prelude but no prelude_name (the host "
-                       "emits one prelude per name)",
-                       index, op);
+                       "%s: scalar_body gave a prelude but no prelude_name (the host emits one "
+                       "prelude per name)",
+                       op);
   for (int32_t i = 0; i < node->num_inputs && status == DLOP_OK; i++)
     status = check_compute(node, "input", i, node->input_types[i].dtype, member->input_compute[i]);
   for (int32_t o = 0; o < node->num_outputs && status == DLOP_OK; o++)

@@ -1,9 +1,10 @@
 /* plugin_probe.c — when plugin files are probed in a child process before they are loaded, and
  * with what: the mode (dlop_set_plugin_probe, else DLOP_PLUGIN_PROBE, else "external": every file
  * but the bundled plugins, which come from the same build as libdlop), the dlop-probe program
- * beside libdlop, the time limit (DLOP_PLUGIN_PROBE_TIMEOUT) and the disk cache directory
- * (DLOP_CACHE_DIR, else $XDG_CACHE_HOME/dlop, else ~/.cache/dlop). The environment is read
- * once, at the first load. Figures behind the default: bench/RESULTS.md. */
+ * beside libdlop (or where a program holding the runtime itself says), the time limit
+ * (DLOP_PLUGIN_PROBE_TIMEOUT) and the disk cache directory (DLOP_CACHE_DIR, else
+ * $XDG_CACHE_HOME/dlop, else ~/.cache/dlop). The environment is read once, at the first load.
+ * Figures behind the default: bench/RESULTS.md. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@ static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static int environment_mode = DEFAULT_MODE;
 static int chosen_mode = -1; /* set through the API; -1: none */
 static char program[PATH_MAX];
+static char program_given[PATH_MAX]; /* dlop__probe_set_program's, or "" */
 static char cache_dir[PATH_MAX];
 static dlop__probe_settings settings;
 
@@ -78,13 +80,20 @@ static void read_settings(void) {
     else
       environment_mode = mode;
   }
-  /* An address inside libdlop: dlop-probe lies beside the library that holds it. */
-  if (!dlop__probe_program_path((const void *)&read_settings, program, sizeof program))
+  /* An address inside libdlop: dlop-probe lies beside the library that holds it, unless a
+   * program holding the runtime itself said where (dlop__probe_set_program). */
+  if (program_given[0] != '\0')
+    snprintf(program, sizeof program, "%s", program_given);
+  else if (!dlop__probe_program_path((const void *)&read_settings, program, sizeof program))
     program[0] = '\0';
   find_cache_dir();
   settings.program = program;
   settings.timeout_seconds = read_timeout();
   settings.cache_dir = cache_dir;
+}
+
+void dlop__probe_set_program(const char *path) {
+  snprintf(program_given, sizeof program_given, "%s", path);
 }
 
 int dlop_set_plugin_probe(int mode) {

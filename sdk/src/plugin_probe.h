@@ -9,4 +9,9 @@
  * bundled tells whether it came from the bundled plugin directory. */
 const dlop__probe_settings *dlop__probe_settings_for(int bundled);
 
+/* The dlop-probe program to run, for a program that holds the runtime itself (linked with
+ * dlop_internal, as dlop-check is), where "beside libdlop" would mean beside that program.
+ * Call it before the first load; later calls change nothing. */
+void dlop__probe_set_program(const char *path);
+
 #endif

@@ -164,9 +164,13 @@ void dlop__fusion_reduction_free(dlop__fusion_reduction *reduction);
 /* The input stage of node r (a reduction whose body is *reduction): in_stage[n] set for the
  * fusable nodes whose values its kernel computes per element (the cone of fusable nodes its
  * input comes from, within the operand and member limits; they stay in the schedule for
- * whoever else reads them). When there is none, why says why in a phrase for explain, or is
- * empty when no fusable node feeds the reduction (nothing to say). */
-void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable, int32_t r,
+ * whoever else reads them). On the CPU (the function's device), a node that others read too
+ * and whose body is not exact (it calls math functions: bodies[n].body_flags) is left out, its
+ * value read as a tensor: computing it twice would cost more than reading it back; on CUDA,
+ * where memory is what costs, it is computed twice. When there is no stage, why says why in a
+ * phrase for explain, or is empty when no fusable node feeds the reduction (nothing to say). */
+void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
+                                  const dlop__fusion_member *bodies, int32_t r,
                                   const dlop__fusion_reduction *reduction, char *in_stage,
                                   char *why, size_t why_size);
 /* Whether a fusable node computes node r's (first) input. */

@@ -201,6 +201,31 @@ static int feeds_stage(const dlop_function *function, const char *in_stage, int3
   return 0;
 }
 
+/* Whether a node other than the stage's members and the reduction r reads an output of node n,
+ * or the function returns one. */
+static int read_elsewhere(const dlop_function *function, const char *in_stage, int32_t r,
+                          int32_t n) {
+  const dlop__function_node *node = &function->nodes[n];
+  for (int32_t o = 0; o < node->num_outputs; o++) {
+    int32_t slot = node->output_slots[o];
+    for (int32_t k = 0; k < function->num_outputs; k++)
+      if (function->output_slots[k] == slot) return 1;
+    for (int32_t m = n + 1; m < function->num_nodes; m++) {
+      if (m == r || in_stage[m]) continue;
+      for (int32_t j = 0; j < function->nodes[m].num_inputs; j++)
+        if (function->nodes[m].input_slots[j] == slot) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Whether node n may join the stage as far as the cost of computing it twice goes. */
+static int worth_computing_twice(const dlop_function *function, const dlop__fusion_member *bodies,
+                                 const char *in_stage, int32_t r, int32_t n) {
+  if (function->device.type == DLOP_DEVICE_CUDA) return 1;
+  return (bodies[n].body_flags & DLOP_SCALAR_BODY_EXACT) || !read_elsewhere(function, in_stage, r, n);
+}
+
 /* "axes (0, 2)" for explain's reasons. */
 static void format_axes(uint32_t axes, char *text, size_t size) {
   size_t used = 0;
@@ -214,7 +239,8 @@ static void format_axes(uint32_t axes, char *text, size_t size) {
   if (used < size) snprintf(text + used, size - used, ")");
 }
 
-void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable, int32_t r,
+void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
+                                  const dlop__fusion_member *bodies, int32_t r,
                                   const dlop__fusion_reduction *reduction, char *in_stage,
                                   char *why, size_t why_size) {
   const dlop__function_node *node = &function->nodes[r];
@@ -242,6 +268,13 @@ void dlop__fusion_reduction_stage(const dlop_function *function, const char *fus
                  axes, (int)ndim, function->slot_names[slot]);
     return;
   }
+  if (!worth_computing_twice(function, bodies, in_stage, r, p)) {
+    dlop__format(why, why_size,
+                 "its input %s is also read elsewhere and %s calls math functions, which on the "
+                 "CPU cost more computed twice than read back: the reduction reads it from memory",
+                 function->slot_names[slot], function->nodes[p].op->name);
+    return;
+  }
   in_stage[p] = 1;
   if (count_inputs(function, in_stage) > DLOP__FUSION_MAX_OPERANDS - 1) {
     in_stage[p] = 0;
@@ -254,7 +287,9 @@ void dlop__fusion_reduction_stage(const dlop_function *function, const char *fus
   /* the cone above p: each fusable producer of a member joins while the kernel's operands and
    * members stay within the limits (a producer left out is read as a tensor) */
   for (int32_t n = p - 1; n >= 0 && members < DLOP__FUSION_MAX_MEMBERS; n--) {
-    if (!fusable[n] || !feeds_stage(function, in_stage, n)) continue;
+    if (!fusable[n] || !feeds_stage(function, in_stage, n) ||
+        !worth_computing_twice(function, bodies, in_stage, r, n))
+      continue;
     in_stage[n] = 1;
     if (count_inputs(function, in_stage) > DLOP__FUSION_MAX_OPERANDS - 1)
       in_stage[n] = 0;

@@ -2,9 +2,10 @@
  * evaluated per element of the reduction's input (dlop_fused_g<N>_value, the element loaded into
  * the accumulator as the op's own kernels load it) feeding the op's combine, identity and
  * finalize (from its reduction body), with no intermediate buffer.
- *   C:    a run of n elements reduced as a pairwise tree (leaves of 128 values computed by a
- *         loop gcc vectorizes, combined in 8 lanes), and combine, identity and finish entry
- *         points with which fusion_reduce_thunk.c joins runs and chunks in a fixed cascade.
+ *   C:    a run of n elements reduced as a pairwise tree (leaves of 1024 values computed by a
+ *         loop gcc vectorizes, reduced in blocks of 128 over 8 lanes), and combine, identity
+ *         and finish entry points with which fusion_reduce_thunk.c joins runs and chunks in a
+ *         fixed cascade.
  *   CUDA: a block per (output, part) or a warp per output; a row with unit or zero strides is
  *         read in 16-byte packs (group g of W elements to thread g % threads, so alignment never
  *         changes the order), others element by element; warps and blocks meet in shuffle
@@ -60,7 +61,7 @@ static void add_scalar_functions(text *t, const dlop_function *function,
 /* How a kernel reaches input k's element. */
 typedef enum access_kind {
   ACCESS_UNIT,    /* C: a<k>[i] */
-  ACCESS_STRIDED, /* C: a<k>[(begin + i) * s<k>]; CUDA: a<k>[i * s<k>] */
+  ACCESS_STRIDED, /* a<k>[i * s<k>] (a<k> at the first element of the run or part) */
   ACCESS_PACK,    /* CUDA: x<k>.e[e] */
   ACCESS_OFFSETS  /* CUDA: a<k>[q<k>] */
 } access_kind;
@@ -96,19 +97,40 @@ static void add_inputs(text *t, const dlop__fusion_group *group, const char *poi
 
 /* ---- C --------------------------------------------------------------------------------------- */
 
+/* The C run: values of up to 1024 elements at a time in a loop gcc vectorizes (a shorter loop
+ * costs more than it computes: its vector setup is paid per call), reduced in blocks of 128 over
+ * 8 lanes, blocks and halves joined pairwise: the error of NumPy's pairwise sum. */
 static void add_c(text *t, const dlop__fusion_group *group, const char *g) {
   int32_t k, first = 1;
+  add(t, "static %s_acc %s_block(const %s_acc *w, int64_t m) {\n", g, g, g);
+  add(t, "  %s_acc lane[8], r;\n  int64_t i;\n  if (m < 8) {\n    r = %s_identity_value();\n", g, g);
+  add(t, "    for (i = 0; i < m; i++) r = %s_combine_values(r, w[i]);\n    return r;\n  }\n", g);
+  add(t, "  for (int k = 0; k < 8; k++) lane[k] = w[k];\n");
+  add(t, "  for (i = 8; i + 8 <= m; i += 8)\n");
+  add(t, "    for (int k = 0; k < 8; k++) lane[k] = %s_combine_values(lane[k], w[i + k]);\n", g);
+  add(t, "  r = %s_combine_values(%s_combine_values(%s_combine_values(lane[0], lane[1]), "
+         "%s_combine_values(lane[2], lane[3])),\n", g, g, g, g);
+  add(t, "      %s_combine_values(%s_combine_values(lane[4], lane[5]), "
+         "%s_combine_values(lane[6], lane[7])));\n", g, g, g);
+  add(t, "  for (; i < m; i++) r = %s_combine_values(r, w[i]);\n  return r;\n}\n", g);
   add(t, "static %s_acc %s_leaf(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g, g);
   add_inputs(t, group, "p[%d]", "  ");
-  add(t, "  %s_acc v[128], lane[8], r;\n  int64_t i;\n  (void)s;\n  if (", g);
+  add(t, "  %s_acc v[1024], part[8];\n  int64_t i, blocks = 0;\n  (void)s;\n  if (", g);
   for (k = 0; k < group->num_inputs; k++) {
     if (group->input_scalar[k]) continue;
-    add(t, "%ss[%d] == 1", first ? "" : " && ", (int)k);
+    add(t, "%s(s[%d] == 0 || s[%d] == 1)", first ? "" : " && ", (int)k, (int)k);
     first = 0;
   }
   add(t, "%s) {\n", first ? "1" : "");
-  for (k = 0; k < group->num_inputs; k++)
-    if (!group->input_scalar[k]) add(t, "    a%d += begin;\n", (int)k);
+  /* an input constant along the run (a row's max in a softmax) is copied n times, so that the
+   * loop reads every input with unit stride and vectorizes */
+  for (k = 0; k < group->num_inputs; k++) {
+    if (group->input_scalar[k]) continue;
+    add(t, "    %s splat%d[1024];\n", dlop__fusion_c_type(group->input_types[k].dtype), (int)k);
+    add(t, "    if (s[%d] == 0) {\n      for (i = 0; i < n; i++) splat%d[i] = a%d[0];\n", (int)k,
+        (int)k, (int)k);
+    add(t, "      a%d = splat%d;\n    } else {\n      a%d += begin;\n    }\n", (int)k, (int)k, (int)k);
+  }
   add(t, "#pragma omp simd\n    for (i = 0; i < n; i++) v[i] = ");
   add_value_call(t, group, g, ACCESS_UNIT);
   add(t, ";\n  } else {\n");
@@ -118,19 +140,14 @@ static void add_c(text *t, const dlop__fusion_group *group, const char *g) {
   add(t, "    for (i = 0; i < n; i++) v[i] = ");
   add_value_call(t, group, g, ACCESS_STRIDED);
   add(t, ";\n  }\n");
-  add(t, "  if (n < 8) {\n    r = %s_identity_value();\n", g);
-  add(t, "    for (i = 0; i < n; i++) r = %s_combine_values(r, v[i]);\n    return r;\n  }\n", g);
-  add(t, "  for (int k = 0; k < 8; k++) lane[k] = v[k];\n");
-  add(t, "  for (i = 8; i + 8 <= n; i += 8)\n");
-  add(t, "    for (int k = 0; k < 8; k++) lane[k] = %s_combine_values(lane[k], v[i + k]);\n", g);
-  add(t, "  r = %s_combine_values(%s_combine_values(%s_combine_values(lane[0], lane[1]), "
-         "%s_combine_values(lane[2], lane[3])),\n", g, g, g, g);
-  add(t, "      %s_combine_values(%s_combine_values(lane[4], lane[5]), "
-         "%s_combine_values(lane[6], lane[7])));\n", g, g, g);
-  add(t, "  for (; i < n; i++) r = %s_combine_values(r, v[i]);\n  return r;\n}\n", g);
+  add(t, "  for (i = 0; i < n; i += 128) part[blocks++] = %s_block(v + i, n - i < 128 ? n - i : 128);\n", g);
+  add(t, "  for (int64_t width = 1; width < blocks; width *= 2)\n");
+  add(t, "    for (int64_t k = 0; k + width < blocks; k += 2 * width)\n");
+  add(t, "      part[k] = %s_combine_values(part[k], part[k + width]);\n", g);
+  add(t, "  return part[0];\n}\n");
   add(t, "static %s_acc %s_tree(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g, g);
-  add(t, "  if (n <= 128) return %s_leaf(p, s, begin, n);\n", g);
-  add(t, "  int64_t half = n / 2;\n  half -= half %% 8;\n");
+  add(t, "  if (n <= 1024) return %s_leaf(p, s, begin, n);\n", g);
+  add(t, "  int64_t half = n / 2;\n  half -= half %% 128;\n");
   add(t, "  return %s_combine_values(%s_tree(p, s, begin, half), %s_tree(p, s, begin + half, n - half));\n}\n",
       g, g, g);
   add(t, "DLOP_FUSED_EXPORT void %s_run(char *const *p, const int64_t *s, int64_t n, void *result) {\n", g);

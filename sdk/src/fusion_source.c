@@ -4,9 +4,9 @@
  * body in its own block, reading its inputs converted to its compute dtypes and storing each
  * output to its dtype, so intermediates round as their unfused buffers would — and the entry
  * points around it. C: a run of n elements over the operands' pointers and strides (unit
- * strides take a loop gcc vectorizes). CUDA: grid-stride kernels, contiguous (element and
- * aligned-vector forms) and strided (offsets from the linear index, by 32-bit division where
- * the size fits). */
+ * strides, and inputs constant along the run, take loops gcc vectorizes). CUDA: grid-stride
+ * kernels, contiguous (element and aligned-vector forms) and strided (offsets from the linear
+ * index, by 32-bit division where the size fits, none for the outermost dim). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +316,51 @@ static void add_operands(text *t, const dlop__fusion_group *group, const part *p
 
 /* ---- C --------------------------------------------------------------------------------------- */
 
+/* The condition (after "else if (") and the loop of a run whose outputs step by 1 and whose
+ * inputs step by 1 or 0 (a row's statistic broadcast along it, as in a softmax): each input
+ * constant along the run is copied into 1024 slots once, so that the loop, in chunks of 1024,
+ * reads every input with unit stride and vectorizes. */
+static void add_c_broadcast_run(text *t, const dlop__fusion_group *group, const part *p,
+                                const char *element) {
+  int32_t k, outputs = group->num_outputs, first = 1;
+  for (k = 0; k < outputs + group->num_inputs; k++) {
+    int input = k >= outputs, used = input ? p->input[k - outputs] && !group->input_scalar[k - outputs]
+                                           : p->output[k];
+    if (!used) continue;
+    if (input)
+      add(t, "%s(s[%d] == 0 || s[%d] == 1)", first ? "" : " && ", (int)k, (int)k);
+    else
+      add(t, "%ss[%d] == 1", first ? "" : " && ", (int)k);
+    first = 0;
+  }
+  add(t, "%s) {\n", first ? "1" : "");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    int operand = (int)(outputs + k);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "    %s splat%d[1024];\n    const %s *base%d = a%d;\n", type, (int)k, type, (int)k, (int)k);
+    add(t, "    if (s[%d] == 0)\n      for (int64_t i = 0; i < (n < 1024 ? n : 1024); i++) "
+           "splat%d[i] = a%d[0];\n", operand, (int)k, (int)k);
+  }
+  for (k = 0; k < outputs; k++)
+    if (p->output[k])
+      add(t, "    %s *obase%d = o%d;\n", c_type(group->output_types[k].dtype), (int)k, (int)k);
+  add(t, "    for (int64_t start = 0; start < n; start += 1024) {\n");
+  add(t, "      const int64_t m = n - start < 1024 ? n - start : 1024;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      const %s *a%d = s[%d] ? base%d + start : splat%d;\n",
+        c_type(group->input_types[k].dtype), (int)k, (int)(outputs + k), (int)k, (int)k);
+  }
+  for (k = 0; k < outputs; k++)
+    if (p->output[k])
+      add(t, "      %s *o%d = obase%d + start;\n", c_type(group->output_types[k].dtype), (int)k,
+          (int)k);
+  add(t, "#pragma omp simd\n      for (int64_t i = 0; i < m; i++) {\n");
+  add_call(t, group, p, element, ACCESS_UNIT, "        ");
+  add(t, "      }\n    }\n");
+}
+
 static void add_c_run(text *t, const dlop__fusion_group *group, const part *p,
                       const char *element, const char *name) {
   int32_t k, outputs = group->num_outputs, first = 1;
@@ -331,7 +376,9 @@ static void add_c_run(text *t, const dlop__fusion_group *group, const part *p,
   add(t, "%s) {\n", first ? "1" : "");
   add(t, "#pragma omp simd\n    for (int64_t i = 0; i < n; i++) {\n");
   add_call(t, group, p, element, ACCESS_UNIT, "      ");
-  add(t, "    }\n  } else {\n");
+  add(t, "    }\n  } else if (");
+  add_c_broadcast_run(t, group, p, element);
+  add(t, "  } else {\n");
   for (k = 0; k < outputs + group->num_inputs; k++) add(t, "    const int64_t s%d = s[%d];\n", (int)k, (int)k);
   add(t, "    for (int64_t i = 0; i < n; i++) {\n");
   add_call(t, group, p, element, ACCESS_STRIDED, "      ");
@@ -429,11 +476,13 @@ static void add_cuda_strided(text *t, const dlop__fusion_group *group, const par
   add(t, "    } else {\n");
   for (k = 0; k < count; k++) add(t, "      off[%d] = 0;\n", (int)k);
   add(t, "      Index rest = (Index)i;\n");
-  add(t, "      for (int d = (int)l.ndim - 1; d >= 0; d--) {\n");
+  add(t, "      for (int d = (int)l.ndim - 1; d > 0; d--) {\n");
   add(t, "        const Index size = (Index)l.shape[d], q = rest / size;\n");
   add(t, "        const int64_t at = (int64_t)(rest - q * size);\n        rest = q;\n");
   for (k = 0; k < count; k++) add(t, "        off[%d] += at * l.strides[%d][d];\n", (int)k, (int)k);
-  add(t, "      }\n    }\n");
+  add(t, "      }\n"); /* the outermost index is what remains: no division */
+  for (k = 0; k < count; k++) add(t, "      off[%d] += (int64_t)rest * l.strides[%d][0];\n", (int)k, (int)k);
+  add(t, "    }\n");
   add_call(t, group, p, element, ACCESS_OFFSETS, "    ");
   add(t, "  }\n}\n");
   add(t, "extern \"C\" __global__ void __launch_bounds__(256) %s64(dlop_fused_g%d_pointers p, "

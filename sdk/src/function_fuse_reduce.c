@@ -153,8 +153,9 @@ int dlop__function_fuse_reductions(dlop_function *function, char *fusable,
   status = query_reductions(function, fusable, bodies, reducible, &pass->declared);
   for (n = 0; n < count && status == DLOP_OK; n++) {
     if (!reducible[n]) continue;
-    dlop__fusion_reduction_stage(function, fusable, members, n, &bodies[n], in_stage, why,
-                                 sizeof why);
+    status = dlop__fusion_reduction_stage(function, fusable, members, n, &bodies[n], in_stage,
+                                          why, sizeof why);
+    if (status != DLOP_OK) break;
     if (why[0] != '\0') set_note(&function->nodes[n], why);
     if (memchr(in_stage, 1, (size_t)count) == NULL) continue;
     status = dlop__fusion_reduction_group_build(function, in_stage, members, n, &bodies[n],

@@ -168,11 +168,12 @@ void dlop__fusion_reduction_free(dlop__fusion_reduction *reduction);
  * and whose body is not exact (it calls math functions: bodies[n].body_flags) is left out, its
  * value read as a tensor: computing it twice would cost more than reading it back; on CUDA,
  * where memory is what costs, it is computed twice. When there is no stage, why says why in a
- * phrase for explain, or is empty when no fusable node feeds the reduction (nothing to say). */
-void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
-                                  const dlop__fusion_member *bodies, int32_t r,
-                                  const dlop__fusion_reduction *reduction, char *in_stage,
-                                  char *why, size_t why_size);
+ * phrase for explain, or is empty when no fusable node feeds the reduction (nothing to say).
+ * DLOP_OUT_OF_MEMORY is the only error. */
+int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
+                                 const dlop__fusion_member *bodies, int32_t r,
+                                 const dlop__fusion_reduction *reduction, char *in_stage,
+                                 char *why, size_t why_size);
 /* Whether a fusable node computes node r's (first) input. */
 int dlop__fusion_input_is_fusable(const dlop_function *function, const char *fusable, int32_t r);
 /* Builds reduction group `number` of node r: copies of the stage's nodes and bodies

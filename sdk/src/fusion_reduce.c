@@ -161,69 +161,121 @@ int dlop__fusion_input_is_fusable(const dlop_function *function, const char *fus
   return p >= 0 && fusable[p];
 }
 
-static int produced_inside(const dlop_function *function, const char *in_stage, int32_t slot) {
-  int32_t p = producer_of(function, slot);
-  return p >= 0 && in_stage[p];
+/* The stage being chosen for reduction r, with what each slot's readers are: so that asking
+ * whether a node feeds the stage, is read elsewhere, or what the stage would read costs the
+ * node's or the stage's own inputs and outputs, not the schedule's. */
+typedef struct stage_state {
+  const dlop_function *function;
+  char *in_stage;
+  int32_t *members; /* the members, latest first */
+  int32_t num_members;
+  int32_t *producer;      /* per slot: the node writing it, or -1 */
+  int32_t *outside_reads; /* per slot: reads by nodes neither members nor r, outputs counted */
+  char *member_reads;     /* per slot: a member reads it */
+  char *mark;             /* per slot: scratch of count_inputs, all 0 between calls */
+} stage_state;
+
+static int stage_init(stage_state *s, const dlop_function *function, int32_t r, char *in_stage) {
+  size_t slots = (size_t)function->num_slots + 1;
+  memset(s, 0, sizeof *s);
+  s->function = function;
+  s->in_stage = in_stage;
+  s->members = malloc(sizeof(int32_t) * DLOP__FUSION_MAX_MEMBERS);
+  s->producer = malloc(sizeof(int32_t) * slots);
+  s->outside_reads = calloc(slots, sizeof(int32_t));
+  s->member_reads = calloc(slots, 1);
+  s->mark = calloc(slots, 1);
+  if (!s->members || !s->producer || !s->outside_reads || !s->member_reads || !s->mark)
+    return DLOP_OUT_OF_MEMORY;
+  for (int32_t k = 0; k < function->num_slots; k++) s->producer[k] = -1;
+  for (int32_t o = 0; o < function->num_outputs; o++) s->outside_reads[function->output_slots[o]]++;
+  for (int32_t n = 0; n < function->num_nodes; n++) {
+    const dlop__function_node *node = &function->nodes[n];
+    in_stage[n] = 0;
+    for (int32_t j = 0; j < node->num_outputs; j++) s->producer[node->output_slots[j]] = n;
+    for (int32_t j = 0; j < node->num_inputs && n != r; j++) s->outside_reads[node->input_slots[j]]++;
+  }
+  return DLOP_OK;
+}
+
+static void stage_free(stage_state *s) {
+  free(s->members);
+  free(s->producer);
+  free(s->outside_reads);
+  free(s->member_reads);
+  free(s->mark);
+}
+
+static void join(stage_state *s, int32_t n) {
+  const dlop__function_node *node = &s->function->nodes[n];
+  s->in_stage[n] = 1;
+  s->members[s->num_members++] = n;
+  for (int32_t j = 0; j < node->num_inputs; j++) {
+    s->member_reads[node->input_slots[j]] = 1;
+    s->outside_reads[node->input_slots[j]]--;
+  }
+}
+
+/* Undoes the last join (n's inputs are read by members only if another member reads them). */
+static void leave(stage_state *s, int32_t n) {
+  const dlop__function_node *node = &s->function->nodes[n];
+  s->in_stage[n] = 0;
+  s->num_members--;
+  for (int32_t j = 0; j < node->num_inputs; j++) {
+    int32_t slot = node->input_slots[j], still = 0;
+    s->outside_reads[slot]++;
+    for (int32_t m = 0; m < s->num_members && !still; m++) {
+      const dlop__function_node *member = &s->function->nodes[s->members[m]];
+      for (int32_t k = 0; k < member->num_inputs && !still; k++) still = member->input_slots[k] == slot;
+    }
+    s->member_reads[slot] = (char)still;
+  }
 }
 
 /* The tensors the stage would read: distinct slots its members read that no member writes,
  * one-element constants aside. */
-static int32_t count_inputs(const dlop_function *function, const char *in_stage) {
+static int32_t count_inputs(stage_state *s) {
   int32_t count = 0;
-  for (int32_t n = 0; n < function->num_nodes; n++) {
-    if (!in_stage[n]) continue;
-    const dlop__function_node *node = &function->nodes[n];
-    for (int32_t j = 0; j < node->num_inputs; j++) {
-      int32_t slot = node->input_slots[j], seen = 0;
-      if (is_literal_slot(function, slot) || produced_inside(function, in_stage, slot)) continue;
-      for (int32_t m = 0; m <= n && !seen; m++) {
-        if (!in_stage[m]) continue;
-        const dlop__function_node *other = &function->nodes[m];
-        int32_t limit = m == n ? j : other->num_inputs;
-        for (int32_t k = 0; k < limit && !seen; k++) seen = other->input_slots[k] == slot;
+  for (int pass = 0; pass < 2; pass++) /* count, then clear the marks */
+    for (int32_t m = 0; m < s->num_members; m++) {
+      const dlop__function_node *node = &s->function->nodes[s->members[m]];
+      for (int32_t j = 0; j < node->num_inputs; j++) {
+        int32_t slot = node->input_slots[j], p = s->producer[slot];
+        if (pass == 1) {
+          s->mark[slot] = 0;
+          continue;
+        }
+        if (s->mark[slot] || is_literal_slot(s->function, slot) || (p >= 0 && s->in_stage[p]))
+          continue;
+        s->mark[slot] = 1;
+        count++;
       }
-      count += !seen;
     }
-  }
   return count;
 }
 
 /* Whether node n writes a slot a member reads. */
-static int feeds_stage(const dlop_function *function, const char *in_stage, int32_t n) {
-  const dlop__function_node *node = &function->nodes[n];
-  for (int32_t m = n + 1; m < function->num_nodes; m++) {
-    if (!in_stage[m]) continue;
-    const dlop__function_node *member = &function->nodes[m];
-    for (int32_t j = 0; j < member->num_inputs; j++)
-      for (int32_t o = 0; o < node->num_outputs; o++)
-        if (member->input_slots[j] == node->output_slots[o]) return 1;
-  }
+static int feeds_stage(const stage_state *s, int32_t n) {
+  const dlop__function_node *node = &s->function->nodes[n];
+  for (int32_t o = 0; o < node->num_outputs; o++)
+    if (s->member_reads[node->output_slots[o]]) return 1;
   return 0;
 }
 
-/* Whether a node other than the stage's members and the reduction r reads an output of node n,
+/* Whether a node other than the stage's members and the reduction reads an output of node n,
  * or the function returns one. */
-static int read_elsewhere(const dlop_function *function, const char *in_stage, int32_t r,
-                          int32_t n) {
-  const dlop__function_node *node = &function->nodes[n];
-  for (int32_t o = 0; o < node->num_outputs; o++) {
-    int32_t slot = node->output_slots[o];
-    for (int32_t k = 0; k < function->num_outputs; k++)
-      if (function->output_slots[k] == slot) return 1;
-    for (int32_t m = n + 1; m < function->num_nodes; m++) {
-      if (m == r || in_stage[m]) continue;
-      for (int32_t j = 0; j < function->nodes[m].num_inputs; j++)
-        if (function->nodes[m].input_slots[j] == slot) return 1;
-    }
-  }
+static int read_elsewhere(const stage_state *s, int32_t n) {
+  const dlop__function_node *node = &s->function->nodes[n];
+  for (int32_t o = 0; o < node->num_outputs; o++)
+    if (s->outside_reads[node->output_slots[o]] > 0) return 1;
   return 0;
 }
 
 /* Whether node n may join the stage as far as the cost of computing it twice goes. */
-static int worth_computing_twice(const dlop_function *function, const dlop__fusion_member *bodies,
-                                 const char *in_stage, int32_t r, int32_t n) {
-  if (function->device.type == DLOP_DEVICE_CUDA) return 1;
-  return (bodies[n].body_flags & DLOP_SCALAR_BODY_EXACT) || !read_elsewhere(function, in_stage, r, n);
+static int worth_computing_twice(const stage_state *s, const dlop__fusion_member *bodies,
+                                 int32_t n) {
+  if (s->function->device.type == DLOP_DEVICE_CUDA) return 1;
+  return (bodies[n].body_flags & DLOP_SCALAR_BODY_EXACT) || !read_elsewhere(s, n);
 }
 
 /* "axes (0, 2)" for explain's reasons. */
@@ -239,63 +291,62 @@ static void format_axes(uint32_t axes, char *text, size_t size) {
   if (used < size) snprintf(text + used, size - used, ")");
 }
 
-void dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
-                                  const dlop__fusion_member *bodies, int32_t r,
-                                  const dlop__fusion_reduction *reduction, char *in_stage,
-                                  char *why, size_t why_size) {
+int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
+                                 const dlop__fusion_member *bodies, int32_t r,
+                                 const dlop__fusion_reduction *reduction, char *in_stage,
+                                 char *why, size_t why_size) {
   const dlop__function_node *node = &function->nodes[r];
-  int32_t slot = node->input_slots[0], ndim = node->input_types[0].ndim, members = 1;
-  int32_t p = producer_of(function, slot);
-  for (int32_t n = 0; n < function->num_nodes; n++) in_stage[n] = 0;
+  int32_t slot = node->input_slots[0], ndim = node->input_types[0].ndim;
+  stage_state s;
   why[0] = '\0';
-  if (p < 0 || !fusable[p]) return; /* nothing computed elementwise feeds it */
-  for (int32_t o = 0; o < function->num_outputs; o++)
-    if (function->output_slots[o] == slot) {
-      dlop__format(why, why_size,
-                   "its input %s is a function output, written anyway: the reduction reads it",
-                   function->slot_names[slot]);
-      return;
-    }
+  if (stage_init(&s, function, r, in_stage) != DLOP_OK) {
+    stage_free(&s);
+    return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory choosing a reduction's input stage");
+  }
+  int32_t p = s.producer[slot];
   int reduced = popcount(reduction->axes);
   uint32_t all = ndim >= 32 ? 0xFFFFFFFFu : (uint32_t)((1ull << ndim) - 1);
   uint32_t trailing = all & ~(uint32_t)((1ull << (ndim - reduced)) - 1);
-  if (reduction->axes != trailing) {
+  int returned = 0;
+  for (int32_t o = 0; o < function->num_outputs; o++) returned |= function->output_slots[o] == slot;
+  if (p < 0 || !fusable[p]) {
+    /* nothing computed elementwise feeds it: nothing to say */
+  } else if (returned) {
+    dlop__format(why, why_size,
+                 "its input %s is a function output, written anyway: the reduction reads it",
+                 function->slot_names[slot]);
+  } else if (reduction->axes != trailing) {
     char axes[160];
     format_axes(reduction->axes, axes, sizeof axes);
     dlop__format(why, why_size,
                  "it reduces axes %s of a rank-%d input, and a fused reduction covers every "
                  "axis or the last ones: it reads its input %s from memory",
                  axes, (int)ndim, function->slot_names[slot]);
-    return;
-  }
-  if (!worth_computing_twice(function, bodies, in_stage, r, p)) {
+  } else if (!worth_computing_twice(&s, bodies, p)) {
     dlop__format(why, why_size,
                  "its input %s is also read elsewhere and %s calls math functions, which on the "
                  "CPU cost more computed twice than read back: the reduction reads it from memory",
                  function->slot_names[slot], function->nodes[p].op->name);
-    return;
+  } else {
+    join(&s, p);
+    if (count_inputs(&s) > DLOP__FUSION_MAX_OPERANDS - 1) {
+      leave(&s, p);
+      dlop__format(why, why_size,
+                   "the node computing its input reads more than the %d tensors a fused kernel "
+                   "takes",
+                   DLOP__FUSION_MAX_OPERANDS - 1);
+    }
+    /* the cone above p: each fusable producer of a member joins while the kernel's operands
+     * and members stay within the limits (a producer left out is read as a tensor) */
+    for (int32_t n = p - 1; n >= 0 && s.num_members > 0 && s.num_members < DLOP__FUSION_MAX_MEMBERS;
+         n--) {
+      if (!fusable[n] || !feeds_stage(&s, n) || !worth_computing_twice(&s, bodies, n)) continue;
+      join(&s, n);
+      if (count_inputs(&s) > DLOP__FUSION_MAX_OPERANDS - 1) leave(&s, n);
+    }
   }
-  in_stage[p] = 1;
-  if (count_inputs(function, in_stage) > DLOP__FUSION_MAX_OPERANDS - 1) {
-    in_stage[p] = 0;
-    dlop__format(why, why_size,
-                 "the node computing its input reads more than the %d tensors a fused kernel "
-                 "takes",
-                 DLOP__FUSION_MAX_OPERANDS - 1);
-    return;
-  }
-  /* the cone above p: each fusable producer of a member joins while the kernel's operands and
-   * members stay within the limits (a producer left out is read as a tensor) */
-  for (int32_t n = p - 1; n >= 0 && members < DLOP__FUSION_MAX_MEMBERS; n--) {
-    if (!fusable[n] || !feeds_stage(function, in_stage, n) ||
-        !worth_computing_twice(function, bodies, in_stage, r, n))
-      continue;
-    in_stage[n] = 1;
-    if (count_inputs(function, in_stage) > DLOP__FUSION_MAX_OPERANDS - 1)
-      in_stage[n] = 0;
-    else
-      members++;
-  }
+  stage_free(&s);
+  return DLOP_OK;
 }
 
 /* ---- the group ------------------------------------------------------------------------------ */

@@ -302,6 +302,39 @@ def test_math_read_elsewhere_is_computed_twice_on_cuda_only(device):
     np.testing.assert_allclose(to_numpy(fused(xs)), want / want.sum(), rtol=1e-13)
 
 
+def test_two_reductions_of_one_value(device):
+    x = dlop.matrix("x", "float32")
+    e = dlop.exp(x * 0.5)
+    outputs = [dlop.max(e, axis=-1), dlop.mean(e, axis=-1)]
+    fused = dlop.function([x], outputs, device=device)
+    unfused = dlop.function([x], outputs, device=device, fuse=False)
+    text = fused.explain()
+    if device == "cpu":  # exp feeds both: computed once, written, read by each (see above)
+        assert "function on cpu: 3 nodes (2 of the graph's nodes run in fused kernels)" in text
+        assert text.count("not fused: its input exp.1 is also read elsewhere") == 2, text
+    else:  # each reduction computes exp itself; e is never written
+        assert "function on %s: 2 nodes (4 of the graph's nodes run in fused kernels)" % shown(device) in text
+        assert "max over the last axis" in text and "mean over the last axis" in text
+    xs = to_dlop(random_values("float32", (33, 2049), 8), "float32", device)
+    (got_max, got_mean), (want_max, want_mean) = ([to_numpy(r) for r in f(xs)] for f in (fused, unfused))
+    assert np.array_equal(got_max, want_max)
+    np.testing.assert_allclose(got_mean, want_mean, rtol=1e-5)
+
+
+def test_a_stage_past_the_operand_limit_reads_the_rest(device):
+    xs = [dlop.vector("x%d" % i, "int32") for i in range(20)]
+    t = xs[0]
+    for v in xs[1:]:
+        t = t + v
+    y = dlop.sum(t)
+    fused = dlop.function(xs, y, device=device)
+    unfused = dlop.function(xs, y, device=device, fuse=False)
+    text = fused.explain()
+    assert "sum over every axis" in text and "function on %s: 2 nodes" % shown(device) in text, text
+    values = [to_dlop(random_values("int32", (777,), i), "int32", device) for i in range(20)]
+    assert to_numpy(fused(*values)) == to_numpy(unfused(*values))
+
+
 def test_fuse_false_reads_every_intermediate(device):
     a, b, _, y = build("sum", "float32", 1, None, False)
     text = dlop.function([a, b], y, device=device, fuse=False).explain()

@@ -335,6 +335,21 @@ def test_a_stage_past_the_operand_limit_reads_the_rest(device):
     assert to_numpy(fused(*values)) == to_numpy(unfused(*values))
 
 
+def test_cuda_runs_replay_a_graph_of_the_fused_reduction(device):
+    if device == "cpu":
+        pytest.skip("CUDA graphs are CUDA's")
+    x = dlop.matrix("x", "float32")
+    y = softmax(x)
+    f = dlop.function([x], y, device=device)
+    for seed in range(4):  # new inputs every call: the graph's addresses move
+        values = random_values("float32", (300, 5000), seed, -4.0, 4.0)
+        got = to_numpy(f(to_dlop(values, "float32", device)))
+        np.testing.assert_allclose(got, numpy_softmax(values.astype(np.float32)), rtol=1e-5,
+                                   atol=1e-9)
+    line = [l for l in f.explain().splitlines() if l.startswith("cuda graphs: ")][0]
+    assert line.startswith("cuda graphs: replayed (") and "1 recorded" in line, line
+
+
 def test_fuse_false_reads_every_intermediate(device):
     a, b, _, y = build("sum", "float32", 1, None, False)
     text = dlop.function([a, b], y, device=device, fuse=False).explain()

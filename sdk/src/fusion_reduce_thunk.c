@@ -108,11 +108,11 @@ static uint64_t reduce_range(const cpu_reduce *c, int64_t m, int64_t begin, int6
   const int64_t cols = l->shape[inner];
   char *row_start[DLOP__FUSION_MAX_OPERANDS], *pointers[DLOP__FUSION_MAX_OPERANDS];
   int64_t strides[DLOP__FUSION_MAX_OPERANDS], index[DLOP__FUSION_REDUCE_DIMS];
-  int64_t row = begin / cols, col = begin - row * cols;
   int32_t k, d;
   cascade s;
   s.occupied = 0;
-  if (begin >= end) return cascade_finish(c, &s);
+  if (begin >= end) return cascade_finish(c, &s); /* an empty reduction: cols may be 0 */
+  int64_t row = begin / cols, col = begin - row * cols;
   kept_pointers(l, m, row_start);
   for (k = 0; k < count; k++) strides[k] = l->strides[k][inner];
   for (d = inner - 1; d >= first; d--) {

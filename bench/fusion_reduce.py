@@ -33,8 +33,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS: list[dict] = []
 
@@ -52,7 +50,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--visible", type=int, default=784)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--out", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads of dlop and NumPy's BLAS")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="CPU threads of dlop and of NumPy's and dlop's BLAS")
     parser.add_argument("--samples", type=int, default=7)
     parser.add_argument("--small", action="store_true", help="tiny sizes: see that it works")
     parser.add_argument("--json", help="write the rows to this file")
@@ -65,11 +64,12 @@ def parse_args() -> argparse.Namespace:
 
 
 ARGS = parse_args()
-# dlop reads DLOP_NUM_THREADS when its thread pool starts, OpenBLAS its variable when loaded:
-# both before the first CPU call.
+# dlop reads DLOP_NUM_THREADS when its thread pool starts, OpenBLAS (NumPy's and dlop's CPU dot)
+# its variable when it is loaded: both before NumPy's import and the first CPU call.
 os.environ.setdefault("DLOP_NUM_THREADS", str(ARGS.threads))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(ARGS.threads))
 sys.path.insert(0, HERE)
+import numpy as np  # noqa: E402
 import dlop  # noqa: E402
 from cpu_timing import alternating_medians  # noqa: E402
 from torch_bench import median_seconds  # noqa: E402

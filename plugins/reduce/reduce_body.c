@@ -40,7 +40,8 @@ static const char *combine_of(reduce_kind kind, dlop_dtype accumulator) {
  * back to the input's type (the accumulator holds one of its values). */
 static const char *finalize_of(reduce_kind kind, dlop_dtype accumulator, dlop_dtype output) {
   if (kind == REDUCE_MEAN)
-    return accumulator == DLOP_FLOAT64 ? "out0 = in0 / (double)count;" : "out0 = in0 / (float)count;";
+    return accumulator == DLOP_FLOAT64 ? "out0 = in0 / (double)count;"
+                                       : "out0 = in0 / (float)count;";
   switch (accumulator == DLOP_INT64 ? output : DLOP_FLOAT32) {
     case DLOP_INT8: return "out0 = (int8_t)in0;";
     case DLOP_INT16: return "out0 = (int16_t)in0;";
@@ -68,8 +69,8 @@ int reduce_body(dlop_reduce_body_args *args) {
   args->keepdims = p.keepdims;
   args->accumulator_dtype = accumulator;
   /* 16-bit float outputs are computed in float32 and stored by the host, as from_acc does */
-  args->output_compute_dtype = accumulator == DLOP_FLOAT32 && output != DLOP_FLOAT32
-                                   ? DLOP_FLOAT32 : output;
+  args->output_compute_dtype =
+      accumulator == DLOP_FLOAT32 && output != DLOP_FLOAT32 ? DLOP_FLOAT32 : output;
   args->identity = identity_of(info->kind, accumulator);
   args->combine = combine_of(info->kind, accumulator);
   args->finalize = finalize_of(info->kind, accumulator, output);

@@ -360,14 +360,16 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
     goto done;
   }
   status = query_bodies(function, fusable, members, &declared);
-  if (status == DLOP_OK) status = dlop__function_fuse_reductions(function, fusable, members, &reductions);
+  if (status == DLOP_OK)
+    status = dlop__function_fuse_reductions(function, fusable, members, &reductions);
   if (status == DLOP_OK) status = dlop__fusion_plan(function, fusable, group_of, &num_groups);
   if (status != DLOP_OK) goto undo;
   int32_t first = reductions.num_groups, total = first + num_groups;
   if (total == 0) {
-    note(function, "nothing to fuse (%d of %d nodes declare a scalar body and %d a reduction "
-         "body, and none feeds another it could fuse with)", (int)declared, (int)count,
-         (int)reductions.declared);
+    note(function,
+         "nothing to fuse (%d of %d nodes declare a scalar body and %d a reduction "
+         "body, and none feeds another it could fuse with)",
+         (int)declared, (int)count, (int)reductions.declared);
     goto done;
   }
   int available = cuda ? dlop__nvrtc_available(why, sizeof why)
@@ -389,8 +391,8 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
     }
   }
   if (status == DLOP_OK)
-    status = dlop__fusion_generate(function, all, total,
-                                   cuda ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C, &source);
+    status = dlop__fusion_generate(
+        function, all, total, cuda ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C, &source);
   if (status != DLOP_OK) {
     drop_groups(groups, num_groups);
     goto undo;

@@ -128,7 +128,8 @@ static int rebuild(dlop_function *function, char *fusable, dlop__fusion_member *
   function->num_nodes = i;
   function->max_node_inputs = function->max_node_outputs = 0;
   for (int32_t n = 0; n < i; n++) {
-    if (nodes[n].num_inputs > function->max_node_inputs) function->max_node_inputs = nodes[n].num_inputs;
+    if (nodes[n].num_inputs > function->max_node_inputs)
+      function->max_node_inputs = nodes[n].num_inputs;
     if (nodes[n].num_outputs > function->max_node_outputs)
       function->max_node_outputs = nodes[n].num_outputs;
   }
@@ -153,8 +154,8 @@ int dlop__function_fuse_reductions(dlop_function *function, char *fusable,
   status = query_reductions(function, fusable, bodies, reducible, &pass->declared);
   for (n = 0; n < count && status == DLOP_OK; n++) {
     if (!reducible[n]) continue;
-    status = dlop__fusion_reduction_stage(function, fusable, members, n, &bodies[n], in_stage,
-                                          why, sizeof why);
+    status = dlop__fusion_reduction_stage(function, fusable, members, n, &bodies[n], in_stage, why,
+                                          sizeof why);
     if (status != DLOP_OK) break;
     if (why[0] != '\0') set_note(&function->nodes[n], why);
     if (memchr(in_stage, 1, (size_t)count) == NULL) continue;
@@ -165,7 +166,8 @@ int dlop__function_fuse_reductions(dlop_function *function, char *fusable,
   if (status == DLOP_OK && pass->num_groups > 0) {
     status = mark_dropped(function, fusable, group_of_node, pass->dropped);
     if (status == DLOP_OK) status = rebuild(function, fusable, members, group_of_node, pass);
-    if (status != DLOP_OK) status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory fusing reductions");
+    if (status != DLOP_OK)
+      status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory fusing reductions");
   }
   if (status != DLOP_OK) {
     for (int32_t g = 0; g < pass->num_groups; g++) drop_group(pass->groups[g]);

@@ -64,7 +64,7 @@ typedef struct dlop__fusion_member {
  * cover); the group evaluates its members per element of the reduction's input. */
 typedef struct dlop__fusion_reduction {
   dlop__function_node node;
-  uint32_t axes;          /* bit d: input axis d is reduced (the last popcount(axes) axes) */
+  uint32_t axes; /* bit d: input axis d is reduced (the last popcount(axes) axes) */
   int32_t keepdims;
   int32_t accumulator;    /* the accumulator's dtype */
   int32_t output_compute; /* the dtype finalize computes the output in */
@@ -158,7 +158,8 @@ int dlop__fusion_connect_sources(const dlop_function *function, dlop__fusion_gro
  * prelude named, an accumulator and output compute dtype the host converts, axes within the
  * input's rank and agreeing with make_node's output rank), DLOP_UNSUPPORTED when the op does
  * not fuse these types, or DLOP_PLUGIN_ERROR naming the op and what was wrong. */
-int dlop__fusion_query_reduction(const dlop__function_node *node, dlop__fusion_reduction *reduction);
+int dlop__fusion_query_reduction(const dlop__function_node *node,
+                                 dlop__fusion_reduction *reduction);
 /* Frees what a reduction owns: its codes, its node's arrays, and itself. */
 void dlop__fusion_reduction_free(dlop__fusion_reduction *reduction);
 /* The input stage of node r (a reduction whose body is *reduction): in_stage[n] set for the
@@ -172,8 +173,8 @@ void dlop__fusion_reduction_free(dlop__fusion_reduction *reduction);
  * DLOP_OUT_OF_MEMORY is the only error. */
 int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
                                  const dlop__fusion_member *bodies, int32_t r,
-                                 const dlop__fusion_reduction *reduction, char *in_stage,
-                                 char *why, size_t why_size);
+                                 const dlop__fusion_reduction *reduction, char *in_stage, char *why,
+                                 size_t why_size);
 /* Whether a fusable node computes node r's (first) input. */
 int dlop__fusion_input_is_fusable(const dlop_function *function, const char *fusable, int32_t r);
 /* Builds reduction group `number` of node r: copies of the stage's nodes and bodies
@@ -280,10 +281,10 @@ dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op);
 typedef struct dlop__reduction_pass {
   dlop__function_node *old_nodes; /* the schedule before, or NULL when nothing changed */
   int32_t old_count;
-  char *dropped;                  /* per old node: left out of the new schedule */
-  int32_t num_groups;             /* reduction groups 0 .. num_groups-1 */
+  char *dropped;      /* per old node: left out of the new schedule */
+  int32_t num_groups; /* reduction groups 0 .. num_groups-1 */
   dlop__fusion_group **groups;
-  int32_t declared;               /* nodes whose op declares a reduction body */
+  int32_t declared; /* nodes whose op declares a reduction body */
 } dlop__reduction_pass;
 
 /* Each reduction node whose input fusable nodes compute (fusable[n], their bodies members[n])

@@ -36,7 +36,8 @@ static int output_compute_allowed(int32_t output, int32_t compute) {
 }
 
 static const char *dtype_or_not(int32_t dtype) {
-  return dtype >= 0 && dtype < DLOP_DTYPE_COUNT ? dlop_dtype_name((dlop_dtype)dtype) : "not a dtype";
+  return dtype >= 0 && dtype < DLOP_DTYPE_COUNT ? dlop_dtype_name((dlop_dtype)dtype)
+                                                : "not a dtype";
 }
 
 static int popcount(uint32_t bits) {
@@ -74,12 +75,13 @@ static int check_reduction(const dlop__function_node *node, const dlop_reduce_bo
                        "emits one prelude per name)",
                        index, op);
   if (!accumulator_allowed(input->dtype, body->accumulator_dtype))
-    return dlop__error(DLOP_PLUGIN_ERROR,
-                       "node #%d %s: reduce_body gave the accumulator dtype %d (%s) for a %s "
-                       "input: the host loads an element as its own dtype, a float16 or bfloat16 "
-                       "as float32, an integer or bool as int64 (docs/abi.md, \"Reduction bodies\")",
-                       index, op, (int)body->accumulator_dtype,
-                       dtype_or_not(body->accumulator_dtype), dlop_dtype_name((dlop_dtype)input->dtype));
+    return dlop__error(
+        DLOP_PLUGIN_ERROR,
+        "node #%d %s: reduce_body gave the accumulator dtype %d (%s) for a %s "
+        "input: the host loads an element as its own dtype, a float16 or bfloat16 "
+        "as float32, an integer or bool as int64 (docs/abi.md, \"Reduction bodies\")",
+        index, op, (int)body->accumulator_dtype, dtype_or_not(body->accumulator_dtype),
+        dlop_dtype_name((dlop_dtype)input->dtype));
   if (!output_compute_allowed(output->dtype, body->output_compute_dtype))
     return dlop__error(DLOP_PLUGIN_ERROR,
                        "node #%d %s: reduce_body gave the output compute dtype %d (%s) for a %s "
@@ -94,8 +96,9 @@ static int check_reduction(const dlop__function_node *node, const dlop_reduce_bo
                        "at or past the rank names no axis",
                        index, op, (unsigned)body->axes, (int)input->ndim);
   if (body->keepdims != 0 && body->keepdims != 1)
-    return dlop__error(DLOP_PLUGIN_ERROR, "node #%d %s: reduce_body gave keepdims %d (expected 0 or 1)",
-                       index, op, (int)body->keepdims);
+    return dlop__error(DLOP_PLUGIN_ERROR,
+                       "node #%d %s: reduce_body gave keepdims %d (expected 0 or 1)", index, op,
+                       (int)body->keepdims);
   int32_t rank = body->keepdims ? input->ndim : input->ndim - popcount(body->axes);
   if (rank != output->ndim)
     return dlop__error(DLOP_PLUGIN_ERROR,
@@ -111,7 +114,8 @@ int dlop__fusion_query_reduction(const dlop__function_node *node,
   dlop_reduce_body_args body;
   char *buffer = malloc(DLOP__FUSION_CODE_SIZE);
   memset(reduction, 0, sizeof *reduction);
-  if (buffer == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory asking for reduction bodies");
+  if (buffer == NULL)
+    return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory asking for reduction bodies");
   dlop__stage_node stage = dlop__function_stage_node(node, node->index);
   int status = dlop__stage_reduce_body(&stage, &node->input_types[0], &node->output_types[0],
                                        buffer, DLOP__FUSION_CODE_SIZE, &body);
@@ -193,7 +197,8 @@ static int stage_init(stage_state *s, const dlop_function *function, int32_t r, 
     const dlop__function_node *node = &function->nodes[n];
     in_stage[n] = 0;
     for (int32_t j = 0; j < node->num_outputs; j++) s->producer[node->output_slots[j]] = n;
-    for (int32_t j = 0; j < node->num_inputs && n != r; j++) s->outside_reads[node->input_slots[j]]++;
+    for (int32_t j = 0; j < node->num_inputs && n != r; j++)
+      s->outside_reads[node->input_slots[j]]++;
   }
   return DLOP_OK;
 }
@@ -226,7 +231,8 @@ static void leave(stage_state *s, int32_t n) {
     s->outside_reads[slot]++;
     for (int32_t m = 0; m < s->num_members && !still; m++) {
       const dlop__function_node *member = &s->function->nodes[s->members[m]];
-      for (int32_t k = 0; k < member->num_inputs && !still; k++) still = member->input_slots[k] == slot;
+      for (int32_t k = 0; k < member->num_inputs && !still; k++)
+        still = member->input_slots[k] == slot;
     }
     s->member_reads[slot] = (char)still;
   }
@@ -293,8 +299,8 @@ static void format_axes(uint32_t axes, char *text, size_t size) {
 
 int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
                                  const dlop__fusion_member *bodies, int32_t r,
-                                 const dlop__fusion_reduction *reduction, char *in_stage,
-                                 char *why, size_t why_size) {
+                                 const dlop__fusion_reduction *reduction, char *in_stage, char *why,
+                                 size_t why_size) {
   const dlop__function_node *node = &function->nodes[r];
   int32_t slot = node->input_slots[0], ndim = node->input_types[0].ndim;
   stage_state s;
@@ -431,10 +437,12 @@ int dlop__fusion_reduction_group_build(const dlop_function *function, const char
   int32_t value = value_of_slot[node->input_slots[0]];
   free(value_of_slot);
   if (status == DLOP_OK && value < 0)
-    status = dlop__error(DLOP_INTERNAL, "fusion: the stage of node #%d %s does not compute its input",
-                         (int)node->index, node->op->name);
+    status =
+        dlop__error(DLOP_INTERNAL, "fusion: the stage of node #%d %s does not compute its input",
+                    (int)node->index, node->op->name);
   if (status == DLOP_OK && group->num_inputs > DLOP__FUSION_MAX_OPERANDS - 1)
-    status = dlop__error(DLOP_INTERNAL, "fusion: reduction group %d has %d inputs, more than the %d planned",
+    status = dlop__error(DLOP_INTERNAL,
+                         "fusion: reduction group %d has %d inputs, more than the %d planned",
                          (int)number, (int)group->num_inputs, DLOP__FUSION_MAX_OPERANDS - 1);
   if (status != DLOP_OK) {
     dlop__fusion_group_free(group);

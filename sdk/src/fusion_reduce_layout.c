@@ -36,8 +36,10 @@ int dlop__fusion_reduce_shape(const dlop__fusion_group *group, const dlop_tensor
       return dlop__error(DLOP_SHAPE_ERROR, "fused reduction: a constant does not broadcast");
   for (int32_t k = 0; k < group->num_inputs; k++)
     if (!broadcast_into(shape, ndim, inputs[k].shape, inputs[k].ndim))
-      return dlop__error(DLOP_SHAPE_ERROR, "fused reduction: input %d of shape %s does not "
-                         "broadcast with the others (%s so far)", (int)k,
+      return dlop__error(DLOP_SHAPE_ERROR,
+                         "fused reduction: input %d of shape %s does not "
+                         "broadcast with the others (%s so far)",
+                         (int)k,
                          dlop__format_ints(inputs[k].shape, inputs[k].ndim, have, sizeof have),
                          dlop__format_ints(shape, *ndim, want, sizeof want));
   return DLOP_OK;
@@ -87,7 +89,8 @@ int dlop__fusion_reduce_layout_init(dlop__fusion_reduce_layout *l, const int64_t
   for (d = 0; d < output->ndim && fits; d++)
     fits = d < kept ? output->shape[d] == shape[d] : output->shape[d] == 1;
   if (!fits)
-    return dlop__error(DLOP_SHAPE_ERROR, "fused reduction: the output's shape %s is not the "
+    return dlop__error(DLOP_SHAPE_ERROR,
+                       "fused reduction: the output's shape %s is not the "
                        "reduction of %s over its last %d axes",
                        dlop__format_ints(output->shape, output->ndim, have, sizeof have),
                        dlop__format_ints(shape, ndim, want, sizeof want), (int)reduced);
@@ -113,21 +116,24 @@ int dlop__fusion_reduce_layout_init(dlop__fusion_reduce_layout *l, const int64_t
       if (t->shape[j] == shape[d] && shape[d] != 1)
         strides[k][d] = stride;
       else if (t->shape[j] != 1 && t->shape[j] != shape[d])
-        return dlop__error(DLOP_SHAPE_ERROR, "fused reduction: input %d of shape %s does not "
-                           "broadcast to %s", (int)k,
-                           dlop__format_ints(t->shape, t->ndim, have, sizeof have),
+        return dlop__error(DLOP_SHAPE_ERROR,
+                           "fused reduction: input %d of shape %s does not "
+                           "broadcast to %s",
+                           (int)k, dlop__format_ints(t->shape, t->ndim, have, sizeof have),
                            dlop__format_ints(shape, ndim, want, sizeof want));
     }
   }
   l->outputs = 1;
   l->count = 1;
   for (d = 0; d < ndim; d++) {
-    if (d < kept) l->outputs *= shape[d];
-    else l->count *= shape[d];
+    if (d < kept)
+      l->outputs *= shape[d];
+    else
+      l->count *= shape[d];
   }
   l->kept_ndim = collapse(l, shape, strides, out_strides, 0, kept, 0);
   if (l->outputs == 0) return DLOP_OK; /* nothing to write */
-  if (l->count == 0) { /* every output is the empty reduction's */
+  if (l->count == 0) {                 /* every output is the empty reduction's */
     l->reduced_ndim = 1;
     l->shape[l->kept_ndim] = 0;
     for (k = 0; k < count; k++) l->strides[k][l->kept_ndim] = 0;

@@ -53,7 +53,8 @@ static void add_scalar_functions(text *t, const dlop_function *function,
   dlop__fusion_add_value(t, r->accumulator, r->identity);
   add(t, ";\n}\n");
   add(t, "DLOP_SCALAR_FN %s %s_finish_value(%s_acc in0, int64_t count) {\n", out_type, g, g);
-  add(t, "  %s out0;\n  (void)count;\n  { /* #%d %s: finalize */\n%s\n  }\n  return %s(out0);\n}\n\n",
+  add(t,
+      "  %s out0;\n  (void)count;\n  { /* #%d %s: finalize */\n%s\n  }\n  return %s(out0);\n}\n\n",
       dlop__fusion_c_type(r->output_compute), (int)r->node.index, r->node.op->name, r->finalize,
       dlop__fusion_store_function(output, r->output_compute));
 }
@@ -72,11 +73,16 @@ static void add_value_call(text *t, const dlop__fusion_group *group, const char 
   for (int32_t k = 0; k < group->num_inputs; k++) {
     int i = (int)k;
     add(t, "%s", k ? ", " : "");
-    if (group->input_scalar[k]) add(t, "c%d", i);
-    else if (access == ACCESS_UNIT) add(t, "a%d[i]", i);
-    else if (access == ACCESS_STRIDED) add(t, "a%d[i * s%d]", i, i);
-    else if (access == ACCESS_PACK) add(t, "x%d.e[e]", i);
-    else add(t, "a%d[q%d]", i, i);
+    if (group->input_scalar[k])
+      add(t, "c%d", i);
+    else if (access == ACCESS_UNIT)
+      add(t, "a%d[i]", i);
+    else if (access == ACCESS_STRIDED)
+      add(t, "a%d[i * s%d]", i, i);
+    else if (access == ACCESS_PACK)
+      add(t, "x%d.e[e]", i);
+    else
+      add(t, "a%d[q%d]", i, i);
   }
   add(t, ")");
 }
@@ -103,17 +109,23 @@ static void add_inputs(text *t, const dlop__fusion_group *group, const char *poi
 static void add_c(text *t, const dlop__fusion_group *group, const char *g) {
   int32_t k, first = 1;
   add(t, "static %s_acc %s_block(const %s_acc *w, int64_t m) {\n", g, g, g);
-  add(t, "  %s_acc lane[8], r;\n  int64_t i;\n  if (m < 8) {\n    r = %s_identity_value();\n", g, g);
+  add(t, "  %s_acc lane[8], r;\n  int64_t i;\n  if (m < 8) {\n    r = %s_identity_value();\n", g,
+      g);
   add(t, "    for (i = 0; i < m; i++) r = %s_combine_values(r, w[i]);\n    return r;\n  }\n", g);
   add(t, "  for (int k = 0; k < 8; k++) lane[k] = w[k];\n");
   add(t, "  for (i = 8; i + 8 <= m; i += 8)\n");
   add(t, "    for (int k = 0; k < 8; k++) lane[k] = %s_combine_values(lane[k], w[i + k]);\n", g);
-  add(t, "  r = %s_combine_values(%s_combine_values(%s_combine_values(lane[0], lane[1]), "
-         "%s_combine_values(lane[2], lane[3])),\n", g, g, g, g);
-  add(t, "      %s_combine_values(%s_combine_values(lane[4], lane[5]), "
-         "%s_combine_values(lane[6], lane[7])));\n", g, g, g);
+  add(t,
+      "  r = %s_combine_values(%s_combine_values(%s_combine_values(lane[0], lane[1]), "
+      "%s_combine_values(lane[2], lane[3])),\n",
+      g, g, g, g);
+  add(t,
+      "      %s_combine_values(%s_combine_values(lane[4], lane[5]), "
+      "%s_combine_values(lane[6], lane[7])));\n",
+      g, g, g);
   add(t, "  for (; i < m; i++) r = %s_combine_values(r, w[i]);\n  return r;\n}\n", g);
-  add(t, "static %s_acc %s_leaf(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g, g);
+  add(t, "static %s_acc %s_leaf(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g,
+      g);
   add_inputs(t, group, "p[%d]", "  ");
   add(t, "  %s_acc v[1024], part[8];\n  int64_t i, blocks = 0;\n  (void)s;\n  if (", g);
   for (k = 0; k < group->num_inputs; k++) {
@@ -129,34 +141,46 @@ static void add_c(text *t, const dlop__fusion_group *group, const char *g) {
     add(t, "    %s splat%d[1024];\n", dlop__fusion_c_type(group->input_types[k].dtype), (int)k);
     add(t, "    if (s[%d] == 0) {\n      for (i = 0; i < n; i++) splat%d[i] = a%d[0];\n", (int)k,
         (int)k, (int)k);
-    add(t, "      a%d = splat%d;\n    } else {\n      a%d += begin;\n    }\n", (int)k, (int)k, (int)k);
+    add(t, "      a%d = splat%d;\n    } else {\n      a%d += begin;\n    }\n", (int)k, (int)k,
+        (int)k);
   }
   add(t, "#pragma omp simd\n    for (i = 0; i < n; i++) v[i] = ");
   add_value_call(t, group, g, ACCESS_UNIT);
   add(t, ";\n  } else {\n");
   for (k = 0; k < group->num_inputs; k++)
-    if (!group->input_scalar[k]) add(t, "    const int64_t s%d = s[%d];\n    a%d += begin * s%d;\n",
-                                     (int)k, (int)k, (int)k, (int)k);
+    if (!group->input_scalar[k])
+      add(t, "    const int64_t s%d = s[%d];\n    a%d += begin * s%d;\n", (int)k, (int)k, (int)k,
+          (int)k);
   add(t, "    for (i = 0; i < n; i++) v[i] = ");
   add_value_call(t, group, g, ACCESS_STRIDED);
   add(t, ";\n  }\n");
-  add(t, "  for (i = 0; i < n; i += 128) part[blocks++] = %s_block(v + i, n - i < 128 ? n - i : 128);\n", g);
+  add(t,
+      "  for (i = 0; i < n; i += 128) part[blocks++] = %s_block(v + i, n - i < 128 ? n - i : "
+      "128);\n",
+      g);
   add(t, "  for (int64_t width = 1; width < blocks; width *= 2)\n");
   add(t, "    for (int64_t k = 0; k + width < blocks; k += 2 * width)\n");
   add(t, "      part[k] = %s_combine_values(part[k], part[k + width]);\n", g);
   add(t, "  return part[0];\n}\n");
-  add(t, "static %s_acc %s_tree(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g, g);
+  add(t, "static %s_acc %s_tree(char *const *p, const int64_t *s, int64_t begin, int64_t n) {\n", g,
+      g);
   add(t, "  if (n <= 1024) return %s_leaf(p, s, begin, n);\n", g);
   add(t, "  int64_t half = n / 2;\n  half -= half %% 128;\n");
-  add(t, "  return %s_combine_values(%s_tree(p, s, begin, half), %s_tree(p, s, begin + half, n - half));\n}\n",
+  add(t,
+      "  return %s_combine_values(%s_tree(p, s, begin, half), %s_tree(p, s, begin + half, n - "
+      "half));\n}\n",
       g, g, g);
-  add(t, "DLOP_FUSED_EXPORT void %s_run(char *const *p, const int64_t *s, int64_t n, void *result) {\n", g);
+  add(t,
+      "DLOP_FUSED_EXPORT void %s_run(char *const *p, const int64_t *s, int64_t n, void *result) "
+      "{\n",
+      g);
   add(t, "  %s_acc r = n > 0 ? %s_tree(p, s, 0, n) : %s_identity_value();\n", g, g, g);
   add(t, "  memcpy(result, &r, sizeof r);\n}\n");
   add(t, "DLOP_FUSED_EXPORT void %s_combine(void *a, const void *b) {\n  %s_acc x, y;\n", g, g);
   add(t, "  memcpy(&x, a, sizeof x);\n  memcpy(&y, b, sizeof y);\n");
   add(t, "  x = %s_combine_values(x, y);\n  memcpy(a, &x, sizeof x);\n}\n", g);
-  add(t, "DLOP_FUSED_EXPORT void %s_identity(void *a) {\n  %s_acc x = %s_identity_value();\n", g, g, g);
+  add(t, "DLOP_FUSED_EXPORT void %s_identity(void *a) {\n  %s_acc x = %s_identity_value();\n", g, g,
+      g);
   add(t, "  memcpy(a, &x, sizeof x);\n}\n");
   add(t, "DLOP_FUSED_EXPORT void %s_finish(const void *a, int64_t count, void *out) {\n", g);
   add(t, "  %s_acc x;\n  memcpy(&x, a, sizeof x);\n", g);
@@ -169,8 +193,9 @@ static void add_c(text *t, const dlop__fusion_group *group, const char *g) {
 static void add_cuda_structs(text *t, const dlop__fusion_group *group, const char *g) {
   int32_t count = group->num_inputs > 0 ? group->num_inputs : 1;
   add(t, "struct %s_pointers { const void *p[%d]; };\n", g, (int)count);
-  add(t, "struct %s_layout { int64_t kept_ndim, reduced_ndim, outputs, count, parts, slice; "
-         "int64_t shape[%d]; int64_t strides[%d][%d]; int64_t out_strides[%d]; };\n",
+  add(t,
+      "struct %s_layout { int64_t kept_ndim, reduced_ndim, outputs, count, parts, slice; "
+      "int64_t shape[%d]; int64_t strides[%d][%d]; int64_t out_strides[%d]; };\n",
       g, DLOP__FUSION_REDUCE_DIMS, (int)count, DLOP__FUSION_REDUCE_DIMS, DLOP__FUSION_REDUCE_DIMS);
 }
 
@@ -198,26 +223,34 @@ static void add_cuda_packed(text *t, const dlop__fusion_group *group, const char
   for (k = 0; k < group->num_inputs; k++) {
     if (group->input_scalar[k]) continue;
     add(t, "      a%d += begin * s%d;\n", (int)k, (int)k);
-    add(t, "      aligned = aligned && (s%d == 0 || reinterpret_cast<unsigned long long>(a%d) %% "
-           "(%d * sizeof(*a%d)) == 0);\n", (int)k, (int)k, (int)w, (int)k);
+    add(t,
+        "      aligned = aligned && (s%d == 0 || reinterpret_cast<unsigned long long>(a%d) %% "
+        "(%d * sizeof(*a%d)) == 0);\n",
+        (int)k, (int)k, (int)w, (int)k);
   }
   add(t, "      if (aligned) {\n        for (int64_t g = t; g < groups; g += T) {\n");
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = dlop__fusion_c_type(group->input_types[k].dtype);
     if (group->input_scalar[k]) continue;
     add(t, "          dlop_fused_pack<%s, %d> x%d;\n", type, (int)w, (int)k);
-    add(t, "          if (s%d) x%d = dlop_fused_load(reinterpret_cast<const dlop_fused_pack<%s, %d> "
-           "*>(a%d + g * %d));\n", (int)k, (int)k, type, (int)w, (int)k, (int)w);
-    add(t, "          else for (int e = 0; e < %d; e++) x%d.e[e] = a%d[0];\n", (int)w, (int)k, (int)k);
+    add(t,
+        "          if (s%d) x%d = dlop_fused_load(reinterpret_cast<const dlop_fused_pack<%s, %d> "
+        "*>(a%d + g * %d));\n",
+        (int)k, (int)k, type, (int)w, (int)k, (int)w);
+    add(t, "          else for (int e = 0; e < %d; e++) x%d.e[e] = a%d[0];\n", (int)w, (int)k,
+        (int)k);
   }
-  add(t, "#pragma unroll\n          for (int e = 0; e < %d; e++) acc = %s_combine_values(acc, ", (int)w, g);
+  add(t, "#pragma unroll\n          for (int e = 0; e < %d; e++) acc = %s_combine_values(acc, ",
+      (int)w, g);
   add_value_call(t, group, g, ACCESS_PACK);
   add(t, ");\n        }\n      } else {\n        for (int64_t g = t; g < groups; g += T)\n");
   add(t, "#pragma unroll\n          for (int e = 0; e < %d; e++) {\n", (int)w);
-  add(t, "            const int64_t i = g * %d + e;\n            acc = %s_combine_values(acc, ", (int)w, g);
+  add(t, "            const int64_t i = g * %d + e;\n            acc = %s_combine_values(acc, ",
+      (int)w, g);
   add_value_call(t, group, g, ACCESS_STRIDED);
   add(t, ");\n          }\n      }\n");
-  add(t, "      if (t == (int)(groups %% T))\n        for (int64_t i = groups * %d; i < n; i++)\n", (int)w);
+  add(t, "      if (t == (int)(groups %% T))\n        for (int64_t i = groups * %d; i < n; i++)\n",
+      (int)w);
   add(t, "          acc = %s_combine_values(acc, ", g);
   add_value_call(t, group, g, ACCESS_STRIDED);
   add(t, ");\n");
@@ -226,14 +259,17 @@ static void add_cuda_packed(text *t, const dlop__fusion_group *group, const char
 /* Thread t of T's share of output m's elements [begin, end). */
 static void add_cuda_part(text *t, const dlop__fusion_group *group, const char *g) {
   int32_t k, first = 1;
-  add(t, "template <int T>\n__device__ __forceinline__ %s_acc %s_part(const %s_pointers &p, "
-         "const %s_layout &l, int64_t m, int64_t begin, int64_t end, int t) {\n", g, g, g, g);
+  add(t,
+      "template <int T>\n__device__ __forceinline__ %s_acc %s_part(const %s_pointers &p, "
+      "const %s_layout &l, int64_t m, int64_t begin, int64_t end, int t) {\n",
+      g, g, g, g);
   add_cuda_row(t, group);
   add(t, "  %s_acc acc = %s_identity_value();\n", g, g);
   add(t, "  const int r0 = (int)l.kept_ndim;\n  (void)r0;\n");
   add(t, "  if (l.reduced_ndim == 1) {\n");
   for (k = 0; k < group->num_inputs; k++)
-    if (!group->input_scalar[k]) add(t, "    const int64_t s%d = l.strides[%d][r0];\n", (int)k, (int)k);
+    if (!group->input_scalar[k])
+      add(t, "    const int64_t s%d = l.strides[%d][r0];\n", (int)k, (int)k);
   add(t, "    if (");
   for (k = 0; k < group->num_inputs; k++) {
     if (group->input_scalar[k]) continue;
@@ -265,44 +301,61 @@ static void add_cuda_kernels(text *t, const dlop__fusion_group *group, const cha
   const char *out_type = dlop__fusion_c_type(group->output_types[0].dtype);
   add(t, "__device__ __forceinline__ %s_acc %s_warp_combine(%s_acc v) {\n", g, g, g);
   add(t, "#pragma unroll\n  for (int offset = 16; offset > 0; offset >>= 1)\n");
-  add(t, "    v = %s_combine_values(v, __shfl_down_sync(0xffffffffu, v, offset));\n  return v;\n}\n", g);
+  add(t,
+      "    v = %s_combine_values(v, __shfl_down_sync(0xffffffffu, v, offset));\n  return v;\n}\n",
+      g);
   add(t, "__device__ __forceinline__ %s_acc %s_block_combine(%s_acc v) {\n", g, g, g);
   add(t, "  __shared__ %s_acc slots[8];\n", g);
   add(t, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
   add(t, "  v = %s_warp_combine(v);\n  if (lane == 0) slots[warp] = v;\n  __syncthreads();\n", g);
-  add(t, "  if (warp == 0) v = %s_warp_combine(lane < 8 ? slots[lane] : %s_identity_value());\n", g, g);
+  add(t, "  if (warp == 0) v = %s_warp_combine(lane < 8 ? slots[lane] : %s_identity_value());\n", g,
+      g);
   add(t, "  __syncthreads(); /* the slots are free for the next item */\n  return v;\n}\n");
-  add(t, "__device__ __forceinline__ void %s_store(void *out, const %s_layout &l, int64_t m, "
-         "%s_acc acc) {\n", g, g, g);
+  add(t,
+      "__device__ __forceinline__ void %s_store(void *out, const %s_layout &l, int64_t m, "
+      "%s_acc acc) {\n",
+      g, g, g);
   add(t, "  int64_t offset = 0, rest = m;\n  for (int d = (int)l.kept_ndim - 1; d >= 0; d--) {\n");
   add(t, "    const int64_t size = l.shape[d], q = rest / size;\n");
   add(t, "    offset += (rest - q * size) * l.out_strides[d];\n    rest = q;\n  }\n");
   add(t, "  ((%s *)out)[offset] = %s_finish_value(acc, l.count);\n}\n", out_type, g);
-  add(t, "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_block(%s_pointers p, "
-         "void *out, void *partials, %s_layout l) {\n", g, g, g);
+  add(t,
+      "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_block(%s_pointers p, "
+      "void *out, void *partials, %s_layout l) {\n",
+      g, g, g);
   add(t, "  const int64_t items = l.outputs * l.parts;\n");
   add(t, "  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {\n");
   add(t, "    const int64_t m = item / l.parts, j = item - m * l.parts;\n");
   add(t, "    const int64_t begin = j * l.slice < l.count ? j * l.slice : l.count;\n");
   add(t, "    const int64_t end = l.slice < l.count - begin ? begin + l.slice : l.count;\n");
-  add(t, "    %s_acc acc = %s_block_combine(%s_part<256>(p, l, m, begin, end, threadIdx.x));\n", g, g, g);
+  add(t, "    %s_acc acc = %s_block_combine(%s_part<256>(p, l, m, begin, end, threadIdx.x));\n", g,
+      g, g);
   add(t, "    if (threadIdx.x == 0) {\n      if (l.parts == 1) %s_store(out, l, m, acc);\n", g);
   add(t, "      else ((%s_acc *)partials)[item] = acc;\n    }\n  }\n}\n", g);
-  add(t, "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_warp(%s_pointers p, "
-         "void *out, %s_layout l) {\n", g, g, g);
+  add(t,
+      "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_warp(%s_pointers p, "
+      "void *out, %s_layout l) {\n",
+      g, g, g);
   add(t, "  const int lane = threadIdx.x & 31;\n  const int64_t warps = (int64_t)gridDim.x * 8;\n");
-  add(t, "  for (int64_t m = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); m < l.outputs; "
-         "m += warps) {\n");
+  add(t,
+      "  for (int64_t m = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); m < l.outputs; "
+      "m += warps) {\n");
   add(t, "    %s_acc acc = %s_warp_combine(%s_part<32>(p, l, m, 0, l.count, lane));\n", g, g, g);
   add(t, "    if (lane == 0) %s_store(out, l, m, acc);\n  }\n}\n", g);
-  add(t, "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_finish(void *out, "
-         "const void *partials, %s_layout l) {\n", g, g);
+  add(t,
+      "extern \"C\" __global__ void __launch_bounds__(256) %s_reduce_finish(void *out, "
+      "const void *partials, %s_layout l) {\n",
+      g, g);
   add(t, "  const %s_acc *q = (const %s_acc *)partials;\n", g, g);
   add(t, "  for (int64_t m = blockIdx.x; m < l.outputs; m += gridDim.x) {\n");
   add(t, "    %s_acc acc = %s_identity_value();\n", g, g);
-  add(t, "    for (int64_t j = threadIdx.x; j < l.parts; j += 256) "
-         "acc = %s_combine_values(acc, q[m * l.parts + j]);\n", g);
-  add(t, "    acc = %s_block_combine(acc);\n    if (threadIdx.x == 0) %s_store(out, l, m, acc);\n  }\n}\n\n",
+  add(t,
+      "    for (int64_t j = threadIdx.x; j < l.parts; j += 256) "
+      "acc = %s_combine_values(acc, q[m * l.parts + j]);\n",
+      g);
+  add(t,
+      "    acc = %s_block_combine(acc);\n    if (threadIdx.x == 0) %s_store(out, l, m, acc);\n  "
+      "}\n}\n\n",
       g, g);
 }
 

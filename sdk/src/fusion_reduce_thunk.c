@@ -134,7 +134,8 @@ static uint64_t reduce_range(const cpu_reduce *c, int64_t m, int64_t begin, int6
     while (++index[d] == l->shape[d] && d > first) {
       index[d] = 0;
       for (k = 0; k < count; k++)
-        row_start[k] += (l->strides[k][d - 1] - l->shape[d] * l->strides[k][d]) * l->element_size[k];
+        row_start[k] +=
+            (l->strides[k][d - 1] - l->shape[d] * l->strides[k][d]) * l->element_size[k];
       d--;
     }
     for (k = 0; k < count; k++) pointers[k] = row_start[k];
@@ -178,9 +179,13 @@ static void join_body(void *context, int64_t begin, int64_t end) {
 static int cpu_reduce_run(const dlop__fusion_group *group, const dlop__fusion_reduce_layout *l,
                           const dlop_run_args *args) {
   const dlop_host_api *host = dlop__host_api();
-  cpu_reduce c = {l, (run_fn)group->functions[C_RUN], (combine_fn)group->functions[C_COMBINE],
-                  (identity_fn)group->functions[C_IDENTITY], (finish_fn)group->functions[C_FINISH],
-                  1, NULL};
+  cpu_reduce c = {l,
+                  (run_fn)group->functions[C_RUN],
+                  (combine_fn)group->functions[C_COMBINE],
+                  (identity_fn)group->functions[C_IDENTITY],
+                  (finish_fn)group->functions[C_FINISH],
+                  1,
+                  NULL};
   int status = DLOP_OK;
   /* rounded up by division: a zero-stride view may count up to 2^63-1 elements */
   c.chunks = l->count / REDUCE_CPU_CHUNK + (l->count % REDUCE_CPU_CHUNK != 0);
@@ -191,15 +196,18 @@ static int cpu_reduce_run(const dlop__fusion_group *group, const dlop__fusion_re
   } else {
     int64_t items;
     if (dlop_mul_overflow(l->outputs, c.chunks, &items) || (uint64_t)items > SIZE_MAX / 8) {
-      dlop__format(args->error, args->error_size, "fused reduction: %lld outputs of %lld chunks "
-                   "each are more partials than memory holds", (long long)l->outputs,
-                   (long long)c.chunks);
+      dlop__format(args->error, args->error_size,
+                   "fused reduction: %lld outputs of %lld chunks "
+                   "each are more partials than memory holds",
+                   (long long)l->outputs, (long long)c.chunks);
       return DLOP_OUT_OF_MEMORY;
     }
     c.partials = malloc(sizeof(uint64_t) * (size_t)items);
     if (c.partials == NULL) {
-      dlop__format(args->error, args->error_size, "fused reduction: out of memory for %lld "
-                   "partials", (long long)items);
+      dlop__format(args->error, args->error_size,
+                   "fused reduction: out of memory for %lld "
+                   "partials",
+                   (long long)items);
       return DLOP_OUT_OF_MEMORY;
     }
     status = host->parallel_for(items, 1, chunks_body, &c);
@@ -207,8 +215,8 @@ static int cpu_reduce_run(const dlop__fusion_group *group, const dlop__fusion_re
     free(c.partials);
   }
   if (status != DLOP_OK)
-    dlop__format(args->error, args->error_size, "fused reduction: the host's parallel_for failed (%d)",
-                 status);
+    dlop__format(args->error, args->error_size,
+                 "fused reduction: the host's parallel_for failed (%d)", status);
   return status;
 }
 
@@ -219,7 +227,8 @@ static uint32_t grid_of(int64_t items, uint32_t cap) {
   return items > (int64_t)cap ? cap : (uint32_t)items;
 }
 
-static int cuda_launch(void *function, uint32_t grid, void **kernel_args, const dlop_run_args *args) {
+static int cuda_launch(void *function, uint32_t grid, void **kernel_args,
+                       const dlop_run_args *args) {
   uint32_t grid3[3] = {grid, 1, 1}, block[3] = {REDUCE_CUDA_BLOCK, 1, 1};
   return dlop__host_api()->cuda_launch(function, grid3, block, 0, args->stream, kernel_args,
                                        args->error, args->error_size);
@@ -239,7 +248,8 @@ static int cuda_reduce_run(const dlop__fusion_group *group, const dlop__fusion_r
   }
   if (l->count > REDUCE_CUDA_WARP_MAX_COUNT && l->outputs < REDUCE_CUDA_MAX_PARTIALS / 2) {
     parts = l->count / REDUCE_CUDA_MIN_PART + (l->count % REDUCE_CUDA_MIN_PART != 0);
-    if (parts > REDUCE_CUDA_MAX_PARTIALS / l->outputs) parts = REDUCE_CUDA_MAX_PARTIALS / l->outputs;
+    if (parts > REDUCE_CUDA_MAX_PARTIALS / l->outputs)
+      parts = REDUCE_CUDA_MAX_PARTIALS / l->outputs;
     if (parts < 1) parts = 1;
     /* slices of a multiple of 16 elements: each starts on a pack when the row does */
     slice = l->count / parts + (l->count % parts != 0);
@@ -248,8 +258,10 @@ static int cuda_reduce_run(const dlop__fusion_group *group, const dlop__fusion_r
   }
   if (parts > 1 && (args->workspace == NULL ||
                     args->workspace_bytes < (size_t)(l->outputs * parts) * sizeof(uint64_t))) {
-    dlop__format(args->error, args->error_size, "fused reduction: the run needs %lld bytes of "
-                 "workspace, the host gave %zu", (long long)(l->outputs * parts * 8),
+    dlop__format(args->error, args->error_size,
+                 "fused reduction: the run needs %lld bytes of "
+                 "workspace, the host gave %zu",
+                 (long long)(l->outputs * parts * 8),
                  args->workspace ? args->workspace_bytes : (size_t)0);
     return DLOP_INTERNAL;
   }
@@ -274,12 +286,13 @@ static int cuda_reduce_run(const dlop__fusion_group *group, const dlop__fusion_r
   if (l->count <= REDUCE_CUDA_WARP_MAX_COUNT) {
     void *kernel_args[3] = {(void *)pointers, &out, layout};
     int64_t warps = REDUCE_CUDA_BLOCK / 32;
-    return cuda_launch(group->functions[CUDA_WARP], grid_of(l->outputs / warps + (l->outputs % warps != 0), cap),
-                       kernel_args, args);
+    return cuda_launch(group->functions[CUDA_WARP],
+                       grid_of(l->outputs / warps + (l->outputs % warps != 0), cap), kernel_args,
+                       args);
   }
   void *block_args[4] = {(void *)pointers, &out, &partials, layout};
-  int status = cuda_launch(group->functions[CUDA_BLOCK], grid_of(l->outputs * parts, cap),
-                           block_args, args);
+  int status =
+      cuda_launch(group->functions[CUDA_BLOCK], grid_of(l->outputs * parts, cap), block_args, args);
   if (status != DLOP_OK || parts == 1) return status;
   void *finish_args[3] = {&out, &partials, layout};
   return cuda_launch(group->functions[CUDA_FINISH], grid_of(l->outputs, cap), finish_args, args);
@@ -294,21 +307,23 @@ static int reduction_run(void *state, const dlop_run_args *args) {
   int64_t shape[DLOP_MAX_NDIM];
   int32_t ndim = 0, reduced = 0;
   if (args->num_inputs != group->num_inputs || args->num_outputs != 1) {
-    dlop__format(args->error, args->error_size, "fused reduction: run with %d inputs and %d "
-                 "outputs, expected %d and 1", (int)args->num_inputs, (int)args->num_outputs,
-                 (int)group->num_inputs);
+    dlop__format(args->error, args->error_size,
+                 "fused reduction: run with %d inputs and %d "
+                 "outputs, expected %d and 1",
+                 (int)args->num_inputs, (int)args->num_outputs, (int)group->num_inputs);
     return DLOP_INVALID_ARGUMENT;
   }
   int status = dlop__fusion_reduce_shape(group, args->inputs, shape, &ndim);
   if (status == DLOP_OK && ndim != r->node.input_types[0].ndim)
-    status = dlop__error(DLOP_INTERNAL, "fused reduction: its inputs broadcast to rank %d, but "
-                         "the reduction's input has rank %d", (int)ndim,
-                         (int)r->node.input_types[0].ndim);
+    status = dlop__error(DLOP_INTERNAL,
+                         "fused reduction: its inputs broadcast to rank %d, but "
+                         "the reduction's input has rank %d",
+                         (int)ndim, (int)r->node.input_types[0].ndim);
   for (uint32_t bits = r->axes; bits; bits &= bits - 1) reduced++;
   if (status == DLOP_OK)
-    status = dlop__fusion_reduce_layout_init(&layout, shape, ndim, reduced, args->inputs,
-                                             group->input_scalar, group->num_inputs,
-                                             &args->outputs[0]);
+    status =
+        dlop__fusion_reduce_layout_init(&layout, shape, ndim, reduced, args->inputs,
+                                        group->input_scalar, group->num_inputs, &args->outputs[0]);
   if (status != DLOP_OK) {
     dlop__format(args->error, args->error_size, "%s", dlop_last_error());
     return status;

@@ -324,8 +324,8 @@ static void add_c_broadcast_run(text *t, const dlop__fusion_group *group, const 
                                 const char *element) {
   int32_t k, outputs = group->num_outputs, first = 1;
   for (k = 0; k < outputs + group->num_inputs; k++) {
-    int input = k >= outputs, used = input ? p->input[k - outputs] && !group->input_scalar[k - outputs]
-                                           : p->output[k];
+    int input = k >= outputs,
+        used = input ? p->input[k - outputs] && !group->input_scalar[k - outputs] : p->output[k];
     if (!used) continue;
     if (input)
       add(t, "%s(s[%d] == 0 || s[%d] == 1)", first ? "" : " && ", (int)k, (int)k);
@@ -338,9 +338,12 @@ static void add_c_broadcast_run(text *t, const dlop__fusion_group *group, const 
     const char *type = c_type(group->input_types[k].dtype);
     int operand = (int)(outputs + k);
     if (!p->input[k] || group->input_scalar[k]) continue;
-    add(t, "    %s splat%d[1024];\n    const %s *base%d = a%d;\n", type, (int)k, type, (int)k, (int)k);
-    add(t, "    if (s[%d] == 0)\n      for (int64_t i = 0; i < (n < 1024 ? n : 1024); i++) "
-           "splat%d[i] = a%d[0];\n", operand, (int)k, (int)k);
+    add(t, "    %s splat%d[1024];\n    const %s *base%d = a%d;\n", type, (int)k, type, (int)k,
+        (int)k);
+    add(t,
+        "    if (s[%d] == 0)\n      for (int64_t i = 0; i < (n < 1024 ? n : 1024); i++) "
+        "splat%d[i] = a%d[0];\n",
+        operand, (int)k, (int)k);
   }
   for (k = 0; k < outputs; k++)
     if (p->output[k])
@@ -481,7 +484,8 @@ static void add_cuda_strided(text *t, const dlop__fusion_group *group, const par
   add(t, "        const int64_t at = (int64_t)(rest - q * size);\n        rest = q;\n");
   for (k = 0; k < count; k++) add(t, "        off[%d] += at * l.strides[%d][d];\n", (int)k, (int)k);
   add(t, "      }\n"); /* the outermost index is what remains: no division */
-  for (k = 0; k < count; k++) add(t, "      off[%d] += (int64_t)rest * l.strides[%d][0];\n", (int)k, (int)k);
+  for (k = 0; k < count; k++)
+    add(t, "      off[%d] += (int64_t)rest * l.strides[%d][0];\n", (int)k, (int)k);
   add(t, "    }\n");
   add_call(t, group, p, element, ACCESS_OFFSETS, "    ");
   add(t, "  }\n}\n");
@@ -515,8 +519,8 @@ static int32_t prelude_uses(dlop__fusion_group *const *groups, int32_t count, pr
     const dlop__fusion_reduction *reduction = groups[g]->reduction;
     if (reduction == NULL || reduction->prelude == NULL) continue;
     if (uses != NULL)
-      uses[found] = (prelude_use){reduction->prelude, reduction->prelude_name,
-                                  reduction->node.op->name};
+      uses[found] =
+          (prelude_use){reduction->prelude, reduction->prelude_name, reduction->node.op->name};
     found++;
   }
   return found;
@@ -543,8 +547,9 @@ static int add_preludes(text *t, dlop__fusion_group *const *groups, int32_t coun
         return status;
       }
     }
-    if (!seen) add(t, "/* ---- prelude \"%s\" (op %s) ---- */\n%s\n", uses[i].name, uses[i].op,
-                   uses[i].text);
+    if (!seen)
+      add(t, "/* ---- prelude \"%s\" (op %s) ---- */\n%s\n", uses[i].name, uses[i].op,
+          uses[i].text);
   }
   free(uses);
   return DLOP_OK;

@@ -127,12 +127,18 @@ int dlop__stage_reduce_body(const dlop__stage_node *node, const dlop_type *input
                             dlop_reduce_body_args *result) {
   char error[DLOP__STAGE_ERROR_SIZE];
   code_buffer[0] = '\0';
-  dlop_reduce_body_args args = {
-      .struct_size = sizeof(dlop_reduce_body_args), .op = node->op, .params = node->params,
-      .num_params = node->num_params, .input = input, .output = output,
-      .accumulator_dtype = input->dtype, .output_compute_dtype = output->dtype,
-      .code_buffer = code_buffer, .code_buffer_size = code_buffer_size, .error = error,
-      .error_size = sizeof error};
+  dlop_reduce_body_args args = {.struct_size = sizeof(dlop_reduce_body_args),
+                                .op = node->op,
+                                .params = node->params,
+                                .num_params = node->num_params,
+                                .input = input,
+                                .output = output,
+                                .accumulator_dtype = input->dtype,
+                                .output_compute_dtype = output->dtype,
+                                .code_buffer = code_buffer,
+                                .code_buffer_size = code_buffer_size,
+                                .error = error,
+                                .error_size = sizeof error};
   error[0] = '\0';
   int status = node->op->reduce_body(&args);
   *result = args;

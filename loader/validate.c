@@ -225,6 +225,33 @@ static int validate_view_map(dlop__loader_report *report, const char *path, cons
   return DLOP_OK;
 }
 
+/* ABI 1.2: a reduction body says how one input is reduced into one output, so it belongs to an
+ * op of one input and one output that computes (no view) and is not elementwise (no scalar
+ * body). Descriptors that end before the field read NULL. */
+static int validate_reduce_body(dlop__loader_report *report, const char *path, const char *where,
+                                const dlop_op_desc *op) {
+  if (op->reduce_body == NULL) return DLOP_OK;
+  if (op->view_map != NULL)
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares both a view_map and a reduce_body: a view op runs no kernel, so "
+        "there is nothing to fuse (leave reduce_body NULL)",
+        path, where);
+  if (op->scalar_body != NULL)
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares both a scalar_body and a reduce_body: an op is elementwise or a "
+        "reduction, not both (leave one NULL)",
+        path, where);
+  if (op->num_inputs != 1 || op->num_outputs != 1)
+    return dlop__loader_error(
+        report, DLOP_INVALID_PLUGIN,
+        "%s: %s declares a reduce_body with %d inputs and %d outputs: a reduction body "
+        "reduces one input into one output (num_inputs 1, num_outputs 1)",
+        path, where, (int)op->num_inputs, (int)op->num_outputs);
+  return DLOP_OK;
+}
+
 int dlop__validate_op(dlop__loader_report *report, const char *path, int index,
                       const dlop_op_desc *op, const dlop_op_desc *earlier_ops) {
   char where[160], name[80];
@@ -291,5 +318,7 @@ int dlop__validate_op(dlop__loader_report *report, const char *path, int index,
         "%s: %s declares both a view_map and a scalar_body: a view op runs no kernel, so "
         "there is nothing to fuse (leave scalar_body NULL)",
         path, where);
+  status = validate_reduce_body(report, path, where, op);
+  if (status != DLOP_OK) return status;
   return validate_inplace_map(report, path, where, op);
 }

@@ -1,5 +1,6 @@
 /* plugin.c — the reduce plugin's entry point and op descriptors: sum, mean, max and min along
- * any axes (parameter axes, empty for all) with keepdims, on the CPU and CUDA. */
+ * any axes (parameter axes, empty for all) with keepdims, on the CPU and CUDA, each with a
+ * reduction body (reduce_body.c) so that fusion can feed it a group. */
 #include "reduce_plugin.h"
 
 static const dlop_host_api *host_table;
@@ -44,6 +45,7 @@ static const reduce_op_info min_info = {"min", REDUCE_MIN, REDUCE_NUMERIC_DTYPES
       .infer_shape = reduce_infer_shape,                                                    \
       .make_thunk = reduce_make_thunk,                                                      \
       .op_data = (void *)&info_var,                                                         \
+      .reduce_body = reduce_body,                                                           \
   }
 
 REDUCE_OP(sum_op, "sum", sum_info, REDUCE_NUMERIC_DTYPES,

@@ -44,6 +44,8 @@ int reduce_output_shape(const reduce_op_info *info, const reduce_params *p, int3
 int reduce_make_node(const dlop_node_args *args);
 int reduce_infer_shape(const dlop_node_args *args);
 int reduce_make_thunk(const dlop_thunk_args *args);
+/* The reduction body (ABI 1.2, reduce_body.c): what fusion needs to reduce a fused group. */
+int reduce_body(dlop_reduce_body_args *args);
 
 /* The CPU kernel: reduces input into output over a layout from reduce_layout_init, of tensors
  * that passed the run's checks (so max and min never see an empty reduction). */

@@ -178,6 +178,9 @@ static int command_info(const char *name) {
   if (op->scalar_body != NULL) /* ABI 1.2 */
     printf("  fusion: declares a scalar body: compiled functions fuse it with its elementwise "
            "neighbours\n");
+  if (op->reduce_body != NULL) /* ABI 1.2 */
+    printf("  fusion: declares a reduction body: compiled functions compute its input in its "
+           "kernel when a fused group produces it\n");
   if (plugin != NULL) {
     printf("  plugin: %s %s (ABI ", dlop_plugin_name(plugin), dlop_plugin_version(plugin));
     print_abi(dlop_plugin_abi_version(plugin));

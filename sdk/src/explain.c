@@ -2,8 +2,10 @@
  * order ("#0 double(x: float32[5]) -> float32[5] on cpu", '?' for unknown dims, and
  * "(in place of input 0)" where the buffer plan reuses an input's array, "(view of input 0)"
  * for view nodes, which run no kernel), each fused node's members below it (which of their
- * outputs keep a buffer, which live only in the kernel), its outputs, what fusion did, and on
- * CUDA whether runs replay CUDA graphs ("cuda graphs: replayed (...)" or "... not replayed: why").
+ * outputs keep a buffer, which live only in the kernel; a reduction group's reduction last),
+ * why a reduction was not fused with the group computing its input, its outputs, what fusion
+ * did, and on CUDA whether runs replay CUDA graphs ("cuda graphs: replayed (...)" or "... not
+ * replayed: why").
  * It answers "where did each node run?", which Theano's graphs could not. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,10 +79,29 @@ static void append_view(text_buffer *text, const dlop__function_node *node) {
 /* A fused node's group: one line per member, its inputs by name and its outputs with where they
  * live: "(output N)" of the fused node (a buffer, read after the group), or "(in the kernel)"
  * (no buffer: only the kernel's registers hold it). One-element constants are in the code. */
+/* "every axis", "the last axis", "the last 2 axes" of a reduction group. */
+static void append_axes(text_buffer *text, const dlop__fusion_reduction *reduction) {
+  int32_t reduced = 0, ndim = reduction->node.input_types[0].ndim;
+  for (uint32_t bits = reduction->axes; bits; bits &= bits - 1) reduced++;
+  if (reduced == ndim)
+    append(text, "every axis");
+  else if (reduced == 1)
+    append(text, "the last axis");
+  else
+    append(text, "the last %d axes", (int)reduced);
+}
+
 static void append_group(text_buffer *text, const dlop_function *function,
                          const dlop__fusion_group *group) {
-  append(text, " (group %d: %d nodes in one kernel, dlop_fused_g%d)\n", (int)group->number,
-         (int)group->num_members, (int)group->number);
+  const dlop__fusion_reduction *reduction = group->reduction;
+  append(text, " (group %d: %d nodes in one kernel, dlop_fused_g%d", (int)group->number,
+         (int)group->num_members + (reduction != NULL), (int)group->number);
+  if (reduction != NULL) {
+    append(text, "; %s over ", reduction->node.op->name);
+    append_axes(text, reduction);
+    append(text, " of values computed in the kernel");
+  }
+  append(text, ")\n");
   for (int32_t m = 0; m < group->num_members; m++) {
     const dlop__fusion_member *member = &group->members[m];
     const dlop__function_node *node = &member->node;
@@ -102,7 +123,14 @@ static void append_group(text_buffer *text, const dlop_function *function,
       else
         append(text, " (in the kernel)");
     }
-    append(text, "%s", m + 1 < group->num_members ? "\n" : "");
+    append(text, "%s", m + 1 < group->num_members || reduction != NULL ? "\n" : "");
+  }
+  if (reduction != NULL) {
+    append(text, "    %s(", reduction->node.op->name);
+    append_slot(text, function, reduction->node.input_slots[0], 1);
+    append(text, ") -> ");
+    append_slot(text, function, reduction->node.output_slots[0], 1);
+    append(text, " (output 0)");
   }
 }
 
@@ -144,6 +172,7 @@ int dlop_function_explain(const dlop_function *function, char *buffer, size_t si
     append(&text, " on %s", device);
     append_inplace(&text, node);
     append_view(&text, node);
+    if (node->fusion_note) append(&text, " (%s)", node->fusion_note);
     if (node->fused) append_group(&text, function, node->fused);
     append(&text, "\n");
   }

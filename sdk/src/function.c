@@ -42,6 +42,7 @@ void dlop_function_destroy(dlop_function *function) {
     free(node->dead_slots);
     free(node->inplace_input);
     free(node->inplace_certain);
+    free(node->fusion_note);
   }
   dlop__function_release_fusion(function); /* after the fused nodes' thunks */
   free(function->fusion_note);

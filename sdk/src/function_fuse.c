@@ -75,7 +75,8 @@ static int32_t vector_width(const dlop__fusion_group *group) {
   for (int32_t k = 0; k < group->num_inputs; k++)
     if (!group->input_scalar[k] && dlop_dtype_size((dlop_dtype)group->input_types[k].dtype) > widest)
       widest = dlop_dtype_size((dlop_dtype)group->input_types[k].dtype);
-  for (int32_t o = 0; o < group->num_outputs; o++)
+  /* a reduction's kernel loads packs of its inputs only */
+  for (int32_t o = 0; o < group->num_outputs && group->reduction == NULL; o++)
     if (dlop_dtype_size((dlop_dtype)group->output_types[o].dtype) > widest)
       widest = dlop_dtype_size((dlop_dtype)group->output_types[o].dtype);
   return (int32_t)(16 / widest);
@@ -125,11 +126,18 @@ int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *con
   for (int32_t g = 0; g < count; g++) {
     dlop__fusion_group *group = groups[g];
     static const char *const cuda_kernels[] = {"contiguous", "vector", "strided32", "strided64"};
+    /* fusion_reduce_thunk.c's order */
+    static const char *const reduce_c[] = {"run", "combine", "identity", "finish"};
+    static const char *const reduce_cuda[] = {"reduce_block", "reduce_warp", "reduce_finish"};
     int32_t found = 0, wanted = cuda ? 4 : 1;
     group->module = function->fusion_module;
     group->max_blocks = max_blocks;
+    if (group->reduction != NULL) wanted = cuda ? 3 : 4;
     for (int32_t k = 0; k < wanted + (group->per_output ? group->num_outputs : 0); k++) {
-      if (k < wanted && cuda)
+      if (group->reduction != NULL)
+        snprintf(name, sizeof name, "dlop_fused_g%d_%s", (int)group->number,
+                 cuda ? reduce_cuda[k] : reduce_c[k]);
+      else if (k < wanted && cuda)
         snprintf(name, sizeof name, "dlop_fused_g%d_%s", (int)group->number, cuda_kernels[k]);
       else if (k < wanted)
         snprintf(name, sizeof name, "dlop_fused_g%d_run", (int)group->number);
@@ -163,6 +171,33 @@ void dlop__function_release_fusion(dlop_function *function) {
   function->fusion_module = NULL;
 }
 
+int dlop__function_fused_node(dlop__fusion_group *group, dlop__function_node *node) {
+  memset(node, 0, sizeof *node);
+  node->op = &group->op;
+  node->num_inputs = group->num_inputs;
+  node->num_outputs = group->num_outputs;
+  node->input_slots = malloc(sizeof(int32_t) * ((size_t)group->num_inputs + 1));
+  node->input_types = malloc(sizeof(dlop_type) * ((size_t)group->num_inputs + 1));
+  node->output_slots = malloc(sizeof(int32_t) * ((size_t)group->num_outputs + 1));
+  node->output_types = malloc(sizeof(dlop_type) * ((size_t)group->num_outputs + 1));
+  if (!node->input_slots || !node->input_types || !node->output_slots || !node->output_types) {
+    free(node->input_slots);
+    free(node->input_types);
+    free(node->output_slots);
+    free(node->output_types);
+    memset(node, 0, sizeof *node);
+    return DLOP_OUT_OF_MEMORY;
+  }
+  memcpy(node->input_slots, group->input_slots, sizeof(int32_t) * (size_t)group->num_inputs);
+  memcpy(node->input_types, group->input_types, sizeof(dlop_type) * (size_t)group->num_inputs);
+  memcpy(node->output_slots, group->output_slots, sizeof(int32_t) * (size_t)group->num_outputs);
+  memcpy(node->output_types, group->output_types, sizeof(dlop_type) * (size_t)group->num_outputs);
+  dlop__fusion_group_thunk(group, &node->thunk);
+  node->has_thunk = 1;
+  node->fused = group;
+  return DLOP_OK;
+}
+
 /* The schedule with each group's members replaced by its fused node, in a topological order
  * that keeps the nodes' order wherever it can (Kahn's algorithm, the earliest ready first). */
 static int rewrite_schedule(dlop_function *function, const int32_t *group_of,
@@ -180,28 +215,11 @@ static int rewrite_schedule(dlop_function *function, const int32_t *group_of,
     status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory fusing");
     goto done;
   }
-  for (g = 0; g < num_groups; g++) {
-    dlop__fusion_group *group = groups[g];
-    dlop__function_node *node = &nodes[g];
-    node->op = &group->op;
-    node->num_inputs = group->num_inputs;
-    node->num_outputs = group->num_outputs;
-    node->input_slots = malloc(sizeof(int32_t) * ((size_t)group->num_inputs + 1));
-    node->input_types = malloc(sizeof(dlop_type) * ((size_t)group->num_inputs + 1));
-    node->output_slots = malloc(sizeof(int32_t) * ((size_t)group->num_outputs + 1));
-    node->output_types = malloc(sizeof(dlop_type) * ((size_t)group->num_outputs + 1));
-    if (!node->input_slots || !node->input_types || !node->output_slots || !node->output_types) {
+  for (g = 0; g < num_groups; g++)
+    if (dlop__function_fused_node(groups[g], &nodes[g]) != DLOP_OK) {
       status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory fusing");
       goto done;
     }
-    memcpy(node->input_slots, group->input_slots, sizeof(int32_t) * (size_t)group->num_inputs);
-    memcpy(node->input_types, group->input_types, sizeof(dlop_type) * (size_t)group->num_inputs);
-    memcpy(node->output_slots, group->output_slots, sizeof(int32_t) * (size_t)group->num_outputs);
-    memcpy(node->output_types, group->output_types, sizeof(dlop_type) * (size_t)group->num_outputs);
-    dlop__fusion_group_thunk(group, &node->thunk);
-    node->has_thunk = 1;
-    node->fused = group;
-  }
   /* items: groups 0..G-1, then the nodes left alone */
   items = num_groups;
   for (g = 0; g < num_groups; g++) {
@@ -288,6 +306,12 @@ int dlop__function_fused_source(const dlop_function *function, dlop__fusion_targ
   if (groups == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory");
   for (int32_t n = 0; n < function->num_nodes; n++)
     if (function->nodes[n].fused) groups[count++] = function->nodes[n].fused;
+  for (int32_t i = 1; i < count; i++) /* in the order compiled: by number */
+    for (int32_t j = i; j > 0 && groups[j - 1]->number > groups[j]->number; j--) {
+      dlop__fusion_group *swap = groups[j - 1];
+      groups[j - 1] = groups[j];
+      groups[j] = swap;
+    }
   int status = count == 0 ? dlop__error(DLOP_NOT_FOUND, "the function has no fused node")
                           : dlop__fusion_generate(function, groups, count, target, source);
   free(groups);
@@ -319,6 +343,8 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
   char why[1024], error[4096], line[1024];
   char *source = NULL;
   int status = DLOP_OK;
+  dlop__reduction_pass reductions;
+  memset(&reductions, 0, sizeof reductions);
   if (!enabled) {
     note(function, "off (turned off when the function was compiled)");
     return DLOP_OK;
@@ -326,40 +352,53 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
   char *fusable = calloc((size_t)count + 1, 1);
   int32_t *group_of = malloc(sizeof(int32_t) * ((size_t)count + 1));
   dlop__fusion_member *members = calloc((size_t)count + 1, sizeof(dlop__fusion_member));
-  dlop__fusion_group **groups = calloc((size_t)count + 1, sizeof(dlop__fusion_group *));
-  if (!fusable || !group_of || !members || !groups) {
+  /* the module's groups: the reductions' (numbered first), then the elementwise ones */
+  dlop__fusion_group **all = calloc((size_t)count + 1, sizeof(dlop__fusion_group *));
+  if (!fusable || !group_of || !members || !all) {
     status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory fusing");
     goto done;
   }
   status = query_bodies(function, fusable, members, &declared);
+  if (status == DLOP_OK)
+    status = dlop__function_fuse_reductions(function, fusable, members, &reductions);
   if (status == DLOP_OK) status = dlop__fusion_plan(function, fusable, group_of, &num_groups);
-  if (status != DLOP_OK) goto done;
-  if (num_groups == 0) {
-    note(function, "nothing to fuse (%d of %d nodes declare a scalar body, and no two of them "
-         "feed one another)", (int)declared, (int)count);
+  if (status != DLOP_OK) goto undo;
+  int32_t first = reductions.num_groups, total = first + num_groups;
+  if (total == 0) {
+    note(function,
+         "nothing to fuse (%d of %d nodes declare a scalar body and %d a reduction "
+         "body, and none feeds another it could fuse with)",
+         (int)declared, (int)count, (int)reductions.declared);
     goto done;
   }
   int available = cuda ? dlop__nvrtc_available(why, sizeof why)
                        : dlop__c_compiler_available(why, sizeof why);
   if (!available) {
     note(function, "unavailable, the function runs unfused: %s", why);
-    goto done;
+    goto undo;
+  }
+  dlop__fusion_group **groups = all + first; /* the elementwise ones, by plan number */
+  for (g = 0; g < first; g++) {
+    all[g] = reductions.groups[g];
+    dlop__fusion_group_prepare(all[g], function->device);
   }
   for (g = 0; g < num_groups && status == DLOP_OK; g++) {
     status = dlop__fusion_group_build(function, group_of, g, members, &groups[g]);
-    if (status == DLOP_OK) dlop__fusion_group_prepare(groups[g], function->device);
+    if (status == DLOP_OK) {
+      groups[g]->number = first + g;
+      dlop__fusion_group_prepare(groups[g], function->device);
+    }
   }
   if (status == DLOP_OK)
-    status = dlop__fusion_generate(function, groups, num_groups,
-                                 cuda ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C, &source);
+    status = dlop__fusion_generate(
+        function, all, total, cuda ? DLOP__FUSION_TARGET_CUDA : DLOP__FUSION_TARGET_C, &source);
   if (status != DLOP_OK) {
     drop_groups(groups, num_groups);
-    goto done;
+    goto undo;
   }
   uint64_t hash = dlop__fusion_hash(source);
   error[0] = '\0';
-  int compiled =
-      dlop__fusion_compile_module(function, groups, num_groups, source, error, sizeof error);
+  int compiled = dlop__fusion_compile_module(function, all, total, source, error, sizeof error);
   if (compiled != DLOP_OK) {
     /* the nodes run their own kernels: slower, never wrong; say why, here and in explain */
     one_line(error[0] ? error : dlop_last_error(), line, sizeof line);
@@ -369,29 +408,35 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
     dlop__function_release_fusion(function);
     drop_groups(groups, num_groups);
     dlop__clear_error();
-    goto done;
+    goto undo;
   }
-  int32_t fused = 0;
-  for (g = 0; g < num_groups; g++) {
-    groups[g]->source_hash = hash;
-    fused += groups[g]->num_members;
-  }
-  status = rewrite_schedule(function, group_of, groups, num_groups);
+  for (g = 0; g < total; g++) all[g]->source_hash = hash;
+  if (num_groups > 0) status = rewrite_schedule(function, group_of, groups, num_groups);
   if (status != DLOP_OK) {
     drop_groups(groups, num_groups);
-    goto done;
+    dlop__function_release_fusion(function);
+    goto undo;
   }
+  dlop__reduction_pass_keep(&reductions);
+  /* every node of the graph runs on its own or inside kernels (a stage's node may run in two) */
+  int32_t alone = 0;
+  for (n = 0; n < function->num_nodes; n++) alone += function->nodes[n].fused == NULL;
+  int32_t fused = count - alone;
   function->fused_nodes = fused;
   note(function, "%d node%s in %d generated kernel%s (%s), source %016llx", (int)fused,
-       fused == 1 ? "" : "s", (int)num_groups, num_groups == 1 ? "" : "s",
+       fused == 1 ? "" : "s", (int)total, total == 1 ? "" : "s",
        cuda ? "CUDA, compiled by NVRTC" : "C, compiled by the host's C compiler",
        (unsigned long long)hash);
+  goto done;
+undo:
+  dlop__reduction_pass_undo(function, &reductions);
 done:
+  dlop__reduction_pass_keep(&reductions); /* nothing left when kept or undone already */
   for (n = 0; members != NULL && n < count; n++) dlop__fusion_member_free(&members[n]);
   free(source);
   free(fusable);
   free(group_of);
   free(members);
-  free(groups);
+  free(all);
   return status;
 }

@@ -51,6 +51,9 @@ typedef struct dlop__function_node {
   /* A fused node (fusion.h): op is the group's host-made descriptor and the thunk runs the
    * kernel generated for its members; the node owns the group. NULL for any other node. */
   dlop__fusion_group *fused;
+  /* Why fusion left this node as it is where that is worth saying (a reduction that reads its
+   * input from memory though a group computes it): owned, shown by explain, or NULL. */
+  char *fusion_note;
   /* Buffer plan: node-output slots whose last use is this node; released right after it so
    * later nodes reuse their memory from the pool. */
   int32_t *dead_slots;

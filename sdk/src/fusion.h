@@ -58,6 +58,24 @@ typedef struct dlop__fusion_member {
   int32_t *values;            /* per output: its value index */
 } dlop__fusion_member;
 
+/* A reduction that takes a group as its input stage (fusion_reduce.c): the reduce node as
+ * compiled (owned: op, params, slots, static types) and its reduction body (owned copies), and
+ * the group's value it reduces. Its axes are every axis or the trailing ones (what the kernels
+ * cover); the group evaluates its members per element of the reduction's input. */
+typedef struct dlop__fusion_reduction {
+  dlop__function_node node;
+  uint32_t axes; /* bit d: input axis d is reduced (the last popcount(axes) axes) */
+  int32_t keepdims;
+  int32_t accumulator;    /* the accumulator's dtype */
+  int32_t output_compute; /* the dtype finalize computes the output in */
+  uint64_t identity;      /* the accumulator's identity, its bits */
+  char *combine;          /* the statements (owned copies) */
+  char *finalize;
+  const char *prelude;      /* the plugin's text, or NULL */
+  const char *prelude_name; /* NULL when prelude is */
+  int32_t value;            /* the group's value that is the reduction's input */
+} dlop__fusion_reduction;
+
 struct dlop__fusion_group {
   int32_t number; /* 0, 1, ... in the function: "group 0" in explain, dlop_fused_g0_* symbols */
   int32_t num_members;
@@ -82,6 +100,10 @@ struct dlop__fusion_group {
   /* 1 when the outputs' static shapes do not prove them equal: the kernel source then also
    * has one function per output, for runs whose output shapes differ */
   int per_output;
+  /* A reduction group: the members are the reduction's input stage, evaluated per element of
+   * its input and reduced without an intermediate buffer; its one output is the reduction's
+   * (output_values[0] is -1: no member's value is written). NULL for an elementwise group. */
+  dlop__fusion_reduction *reduction;
   /* what the kernel became (function_fuse.c): the node's op and its thunk state */
   dlop_op_desc op;
   char op_name[32];
@@ -120,6 +142,49 @@ int dlop__fusion_group_build(const dlop_function *function, const int32_t *group
 void dlop__fusion_group_free(dlop__fusion_group *group);
 /* Frees what a member owns (its body and node), for members never moved into a group. */
 void dlop__fusion_member_free(dlop__fusion_member *member);
+/* A zeroed group with room for members, their reads (inputs, literals) and writes (values,
+ * outputs); NULL when out of memory. */
+dlop__fusion_group *dlop__fusion_group_alloc(int32_t members, int32_t reads, int32_t writes);
+/* Where each member's inputs come from (earlier members' values, one-element constants as
+ * literals, the group's inputs) and the values its outputs become; value_of_slot[slot] is -1
+ * on entry for every slot and is filled with each value's index. */
+int dlop__fusion_connect_sources(const dlop_function *function, dlop__fusion_group *group,
+                                 int32_t *value_of_slot);
+
+/* ---- reductions (fusion_reduce.c) -------------------------------------------------------- */
+
+/* The reduction body of node n (its op has reduce_body) for the function's static types:
+ * DLOP_OK with the body in *reduction (codes copied; checked: code given and terminated, a
+ * prelude named, an accumulator and output compute dtype the host converts, axes within the
+ * input's rank and agreeing with make_node's output rank), DLOP_UNSUPPORTED when the op does
+ * not fuse these types, or DLOP_PLUGIN_ERROR naming the op and what was wrong. */
+int dlop__fusion_query_reduction(const dlop__function_node *node,
+                                 dlop__fusion_reduction *reduction);
+/* Frees what a reduction owns: its codes, its node's arrays, and itself. */
+void dlop__fusion_reduction_free(dlop__fusion_reduction *reduction);
+/* The input stage of node r (a reduction whose body is *reduction): in_stage[n] set for the
+ * fusable nodes whose values its kernel computes per element (the cone of fusable nodes its
+ * input comes from, within the operand and member limits; they stay in the schedule for
+ * whoever else reads them). On the CPU (the function's device), a node that others read too
+ * and whose body is not exact (it calls math functions: bodies[n].body_flags) is left out, its
+ * value read as a tensor: computing it twice would cost more than reading it back; on CUDA,
+ * where memory is what costs, it is computed twice. When there is no stage, why says why in a
+ * phrase for explain, or is empty when no fusable node feeds the reduction (nothing to say).
+ * DLOP_OUT_OF_MEMORY is the only error. */
+int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusable,
+                                 const dlop__fusion_member *bodies, int32_t r,
+                                 const dlop__fusion_reduction *reduction, char *in_stage, char *why,
+                                 size_t why_size);
+/* Whether a fusable node computes node r's (first) input. */
+int dlop__fusion_input_is_fusable(const dlop_function *function, const char *fusable, int32_t r);
+/* Builds reduction group `number` of node r: copies of the stage's nodes and bodies
+ * (bodies[n] for node n: they may also join an elementwise group), the reduction moved in
+ * (*reduction is left zeroed; its node is function->nodes[r], which the caller's schedule no
+ * longer holds once the group replaces it), its inputs, and its one output: r's. */
+int dlop__fusion_reduction_group_build(const dlop_function *function, const char *in_stage,
+                                       const dlop__fusion_member *bodies, int32_t r,
+                                       dlop__fusion_reduction *reduction, int32_t number,
+                                       dlop__fusion_group **group);
 
 /* ---- source (fusion_source.c) ----------------------------------------------------------- */
 
@@ -162,6 +227,39 @@ int dlop__fusion_layout_init(dlop__fusion_layout *layout, const int64_t *shape, 
 /* True when every operand not flat walks the single collapsed dim with unit stride. */
 int dlop__fusion_layout_contiguous(const dlop__fusion_layout *layout, const char *flat);
 
+/* The loop of a fused reduction's run (fusion_reduce_layout.c): the iteration shape (the
+ * reduction's input shape) as its leading kept dims (one per output element) then its trailing
+ * reduced dims, each list with dims of size 1 dropped and dims every operand steps through as
+ * one run merged (never a kept dim with a reduced one), at least one dim in each list (of size
+ * 1 and stride 0 when there is none). Per input its strides (an unused or scalar input: all 0),
+ * the output's strides over the kept dims, in elements. */
+#define DLOP__FUSION_REDUCE_DIMS (DLOP_MAX_NDIM + 1) /* a padding dim may join 16 real ones */
+typedef struct dlop__fusion_reduce_layout {
+  int32_t kept_ndim, reduced_ndim; /* dims [0, kept_ndim) kept, then reduced_ndim reduced ones */
+  int32_t num_inputs;
+  int64_t outputs; /* the product of the kept dims */
+  int64_t count;   /* the product of the reduced dims: elements reduced into each output */
+  int64_t shape[DLOP__FUSION_REDUCE_DIMS];
+  int64_t strides[DLOP__FUSION_MAX_OPERANDS][DLOP__FUSION_REDUCE_DIMS];
+  int64_t output_strides[DLOP__FUSION_REDUCE_DIMS];
+  char *base[DLOP__FUSION_MAX_OPERANDS];
+  int64_t element_size[DLOP__FUSION_MAX_OPERANDS];
+  char *output_base;
+  int64_t output_element_size;
+} dlop__fusion_reduce_layout;
+
+/* The iteration shape of a reduction group's run: the broadcast (NumPy rules) of its inputs'
+ * shapes and its literals' static ones. DLOP_SHAPE_ERROR when they do not broadcast. */
+int dlop__fusion_reduce_shape(const dlop__fusion_group *group, const dlop_tensor *inputs,
+                              int64_t *shape, int32_t *ndim);
+/* Sets up the loop over shape (ndim dims, the last `reduced` of them reduced) for the inputs
+ * (broadcast to shape unless flat[k]: a scalar) and the output (its first ndim - reduced dims are
+ * the kept ones). DLOP_SHAPE_ERROR when an input does not broadcast or the output's kept dims
+ * differ from shape's. */
+int dlop__fusion_reduce_layout_init(dlop__fusion_reduce_layout *layout, const int64_t *shape,
+                                    int32_t ndim, int32_t reduced, const dlop_tensor *inputs,
+                                    const char *flat, int32_t count, const dlop_tensor *output);
+
 /* ---- the node (fusion_thunk.c) ---------------------------------------------------------- */
 
 /* Fills group->op: a host-owned descriptor the runner treats as any op's (name "fused", the
@@ -171,8 +269,38 @@ void dlop__fusion_group_describe(dlop__fusion_group *group);
 /* The thunk of a group whose module is loaded (group->module and group->functions set): run
  * launches the kernels on the device. The module belongs to the function. */
 void dlop__fusion_group_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
+/* The thunk of a reduction group (fusion_reduce_thunk.c): dlop__fusion_group_thunk's for a
+ * group with a reduction. On CUDA it takes a workspace for its partials. */
+void dlop__fusion_reduction_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
 /* The group of a fused node's op, or NULL for any other op. */
 dlop__fusion_group *dlop__fusion_group_of(const dlop_op_desc *op);
+
+/* ---- reductions in the pass (function_fuse_reduce.c) ------------------------------------- */
+
+/* What the first step of the pass changed, so that the rest can keep it or undo it. */
+typedef struct dlop__reduction_pass {
+  dlop__function_node *old_nodes; /* the schedule before, or NULL when nothing changed */
+  int32_t old_count;
+  char *dropped;      /* per old node: left out of the new schedule */
+  int32_t num_groups; /* reduction groups 0 .. num_groups-1 */
+  dlop__fusion_group **groups;
+  int32_t declared; /* nodes whose op declares a reduction body */
+} dlop__reduction_pass;
+
+/* Each reduction node whose input fusable nodes compute (fusable[n], their bodies members[n])
+ * gets a group of them as its input stage and is replaced in the schedule by its fused node;
+ * the stage's nodes that nothing else reads any more are left out. fusable and members are
+ * compacted to the new schedule; reductions left as they are get a fusion_note saying why
+ * when a group computes their input. The new schedule is topological and pass remembers the
+ * old one. */
+int dlop__function_fuse_reductions(dlop_function *function, char *fusable,
+                                   dlop__fusion_member *members, dlop__reduction_pass *pass);
+/* Puts the old schedule back (the module did not compile, fusion is unavailable, an error):
+ * the fused nodes and their groups are freed, the nodes they replaced belong to the schedule
+ * again. */
+void dlop__reduction_pass_undo(dlop_function *function, dlop__reduction_pass *pass);
+/* Keeps the new schedule: frees the nodes left out and the old array. */
+void dlop__reduction_pass_keep(dlop__reduction_pass *pass);
 
 /* ---- the pass (function_fuse.c) --------------------------------------------------------- */
 
@@ -205,6 +333,10 @@ int dlop__function_fuse(dlop_function *function, int enabled);
  * NVRTC where no GPU is (the tests do). DLOP_NOT_FOUND when nothing was fused. */
 int dlop__function_fused_source(const dlop_function *function, dlop__fusion_target target,
                                 char **source);
+/* Makes node the fused node of group (schedule index unset): the group's op, inputs and outputs
+ * (allocated), the thunk of its kernel, node->fused = group. DLOP_OUT_OF_MEMORY leaves nothing
+ * allocated. */
+int dlop__function_fused_node(dlop__fusion_group *group, dlop__function_node *node);
 /* Frees a fused node's group (its members and descriptor). */
 void dlop__function_free_fused(dlop__function_node *node);
 /* Releases the function's module of fused kernels, after the fused nodes' last run. */

@@ -126,6 +126,7 @@ void dlop__fusion_group_free(dlop__fusion_group *group) {
   free(group->output_slots);
   free(group->output_types);
   free(group->output_values);
+  dlop__fusion_reduction_free(group->reduction);
   free(group);
 }
 
@@ -201,8 +202,8 @@ static int read_inside(const dlop__fusion_group *group, int32_t slot) {
   return 0;
 }
 
-static int connect(const dlop_function *function, const int32_t *group_of, int32_t number,
-                   dlop__fusion_group *group, int32_t *value_of_slot) {
+int dlop__fusion_connect_sources(const dlop_function *function, dlop__fusion_group *group,
+                                 int32_t *value_of_slot) {
   int32_t m, j, status = DLOP_OK;
   for (m = 0; m < group->num_members && status == DLOP_OK; m++) {
     dlop__fusion_member *member = &group->members[m];
@@ -229,6 +230,12 @@ static int connect(const dlop_function *function, const int32_t *group_of, int32
       member->values[j] = v;
     }
   }
+  return status;
+}
+
+static int connect(const dlop_function *function, const int32_t *group_of, int32_t number,
+                   dlop__fusion_group *group, int32_t *value_of_slot) {
+  int status = dlop__fusion_connect_sources(function, group, value_of_slot);
   if (status != DLOP_OK) return status;
   for (int32_t v = 0; v < group->num_values; v++) {
     int32_t slot = group->value_slots[v];
@@ -249,6 +256,27 @@ static int connect(const dlop_function *function, const int32_t *group_of, int32
   return DLOP_OK;
 }
 
+dlop__fusion_group *dlop__fusion_group_alloc(int32_t members, int32_t reads, int32_t writes) {
+  dlop__fusion_group *group = calloc(1, sizeof *group);
+  if (group == NULL) return NULL;
+  group->members = calloc((size_t)members + 1, sizeof(dlop__fusion_member));
+  group->value_slots = malloc(sizeof(int32_t) * ((size_t)writes + 1));
+  group->input_slots = malloc(sizeof(int32_t) * ((size_t)reads + 1));
+  group->input_types = malloc(sizeof(dlop_type) * ((size_t)reads + 1));
+  group->input_scalar = calloc((size_t)reads + 1, 1);
+  group->literals = calloc((size_t)reads + 1, sizeof(dlop__fusion_literal));
+  group->output_slots = malloc(sizeof(int32_t) * ((size_t)writes + 1));
+  group->output_types = malloc(sizeof(dlop_type) * ((size_t)writes + 1));
+  group->output_values = malloc(sizeof(int32_t) * ((size_t)writes + 1));
+  if (!group->members || !group->value_slots || !group->input_slots || !group->input_types ||
+      !group->input_scalar || !group->literals || !group->output_slots || !group->output_types ||
+      !group->output_values) {
+    dlop__fusion_group_free(group);
+    return NULL;
+  }
+  return group;
+}
+
 int dlop__fusion_group_build(const dlop_function *function, const int32_t *group_of,
                              int32_t number, dlop__fusion_member *members_of_node,
                              dlop__fusion_group **result) {
@@ -260,22 +288,9 @@ int dlop__fusion_group_build(const dlop_function *function, const int32_t *group
     reads += function->nodes[n].num_inputs;
     writes += function->nodes[n].num_outputs;
   }
-  dlop__fusion_group *group = calloc(1, sizeof *group);
+  dlop__fusion_group *group = dlop__fusion_group_alloc(members, reads, writes);
   int32_t *value_of_slot = malloc(sizeof(int32_t) * ((size_t)function->num_slots + 1));
-  if (group != NULL) {
-    group->members = calloc((size_t)members + 1, sizeof(dlop__fusion_member));
-    group->value_slots = malloc(sizeof(int32_t) * ((size_t)writes + 1));
-    group->input_slots = malloc(sizeof(int32_t) * ((size_t)reads + 1));
-    group->input_types = malloc(sizeof(dlop_type) * ((size_t)reads + 1));
-    group->input_scalar = calloc((size_t)reads + 1, 1);
-    group->literals = calloc((size_t)reads + 1, sizeof(dlop__fusion_literal));
-    group->output_slots = malloc(sizeof(int32_t) * ((size_t)writes + 1));
-    group->output_types = malloc(sizeof(dlop_type) * ((size_t)writes + 1));
-    group->output_values = malloc(sizeof(int32_t) * ((size_t)writes + 1));
-  }
-  if (group == NULL || value_of_slot == NULL || !group->members || !group->value_slots ||
-      !group->input_slots || !group->input_types || !group->input_scalar || !group->literals ||
-      !group->output_slots || !group->output_types || !group->output_values) {
+  if (group == NULL || value_of_slot == NULL) {
     free(value_of_slot);
     dlop__fusion_group_free(group);
     return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory building a fused group");

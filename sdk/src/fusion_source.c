@@ -4,34 +4,29 @@
  * body in its own block, reading its inputs converted to its compute dtypes and storing each
  * output to its dtype, so intermediates round as their unfused buffers would — and the entry
  * points around it. C: a run of n elements over the operands' pointers and strides (unit
- * strides take a loop gcc vectorizes). CUDA: grid-stride kernels, contiguous (element and
- * aligned-vector forms) and strided (offsets from the linear index, by 32-bit division where
- * the size fits). */
+ * strides, and inputs constant along the run, take loops gcc vectorizes). CUDA: grid-stride
+ * kernels, contiguous (element and aligned-vector forms) and strided (offsets from the linear
+ * index, by 32-bit division where the size fits, none for the outermost dim). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusion.h"
+#include "fusion_source.h"
 
 /* fusion_prelude.h's text (sdk/CMakeLists.txt embeds it) */
 extern const char dlop__fusion_host_prelude[] __attribute__((visibility("hidden")));
 
-typedef struct text {
-  char *data;
-  size_t length, capacity;
-  int failed;
-} text;
+typedef dlop__fusion_text text;
 
-static void add(text *t, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void add(text *t, const char *format, ...) {
-  va_list args;
+void dlop__fusion_text_vadd(text *t, const char *format, va_list args) {
   if (t->failed) return;
   for (;;) {
     size_t room = t->capacity - t->length;
-    va_start(args, format);
-    int n = vsnprintf(t->data ? t->data + t->length : NULL, t->data ? room : 0, format, args);
-    va_end(args);
+    va_list copy;
+    va_copy(copy, args);
+    int n = vsnprintf(t->data ? t->data + t->length : NULL, t->data ? room : 0, format, copy);
+    va_end(copy);
     if (n < 0) {
       t->failed = 1;
       return;
@@ -50,6 +45,14 @@ static void add(text *t, const char *format, ...) {
     t->data = grown;
     t->capacity = capacity;
   }
+}
+
+static void add(text *t, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  dlop__fusion_text_vadd(t, format, args);
+  va_end(args);
 }
 
 uint64_t dlop__fusion_hash(const char *string) {
@@ -84,10 +87,16 @@ static const char *store_function(int32_t storage, int32_t compute) {
   return storage == DLOP_FLOAT16 ? "dlop_scalar_store_float16" : "dlop_scalar_store_bfloat16";
 }
 
-/* A literal's storage value as an expression of its C type. */
-static void add_literal(text *t, const dlop__fusion_literal *literal) {
-  uint64_t bits = literal->bits;
-  switch (literal->dtype) {
+const char *dlop__fusion_c_type(int32_t dtype) { return c_type(dtype); }
+const char *dlop__fusion_load_function(int32_t storage, int32_t compute) {
+  return load_function(storage, compute);
+}
+const char *dlop__fusion_store_function(int32_t storage, int32_t compute) {
+  return store_function(storage, compute);
+}
+
+void dlop__fusion_add_value(text *t, int32_t dtype, uint64_t bits) {
+  switch (dtype) {
     case DLOP_INT8: add(t, "((int8_t)%d)", (int)(int8_t)(uint8_t)bits); break;
     case DLOP_INT16: add(t, "((int16_t)%d)", (int)(int16_t)(uint16_t)bits); break;
     case DLOP_INT32: add(t, "((int32_t)(%lldLL))", (long long)(int32_t)(uint32_t)bits); break;
@@ -115,6 +124,11 @@ static void add_literal(text *t, const dlop__fusion_literal *literal) {
     }
     default: add(t, "((uint8_t)%uu)", (unsigned)(bits & 0xFFu)); break;
   }
+}
+
+/* A literal's storage value as an expression of its C type. */
+static void add_literal(text *t, const dlop__fusion_literal *literal) {
+  dlop__fusion_add_value(t, literal->dtype, literal->bits);
 }
 
 /* ---- which members, inputs and outputs an element function covers ----------------------- */
@@ -180,7 +194,7 @@ static void add_source(text *t, const dlop__fusion_group *group, const dlop__fus
 /* DLOP_SCALAR_FN void <name>(inputs by value..., outputs by pointer...) */
 static void add_element(text *t, const dlop_function *function, const dlop__fusion_group *group,
                         const part *p, const char *name) {
-  int32_t k, m, j, first = 1;
+  int32_t k, first = 1;
   add(t, "DLOP_SCALAR_FN void %s(", name);
   for (k = 0; k < group->num_inputs; k++) {
     if (!p->input[k]) continue;
@@ -193,10 +207,19 @@ static void add_element(text *t, const dlop_function *function, const dlop__fusi
     first = 0;
   }
   add(t, ") {\n");
-  for (m = 0; m < group->num_members; m++) {
+  dlop__fusion_add_members(t, function, group, p->member);
+  for (k = 0; k < group->num_outputs; k++)
+    if (p->output[k]) add(t, "  *y%d = v%d;\n", (int)k, (int)group->output_values[k]);
+  add(t, "}\n\n");
+}
+
+void dlop__fusion_add_members(text *t, const dlop_function *function,
+                              const dlop__fusion_group *group, const char *which) {
+  for (int32_t m = 0; m < group->num_members; m++) {
     const dlop__fusion_member *member = &group->members[m];
     const dlop__function_node *node = &member->node;
-    if (!p->member[m]) continue;
+    int32_t j;
+    if (which != NULL && !which[m]) continue;
     for (j = 0; j < node->num_outputs; j++)
       add(t, "  %s v%d; /* %s */\n", c_type(node->output_types[j].dtype), (int)member->values[j],
           function->slot_names[node->output_slots[j]]);
@@ -215,9 +238,6 @@ static void add_element(text *t, const dlop_function *function, const dlop__fusi
           store_function(node->output_types[j].dtype, member->output_compute[j]), (int)j);
     add(t, "  }\n");
   }
-  for (k = 0; k < group->num_outputs; k++)
-    if (p->output[k]) add(t, "  *y%d = v%d;\n", (int)k, (int)group->output_values[k]);
-  add(t, "}\n\n");
 }
 
 /* The call of an element function on element expressions: inputs `<prefix>x<k><suffix>` as
@@ -296,6 +316,54 @@ static void add_operands(text *t, const dlop__fusion_group *group, const part *p
 
 /* ---- C --------------------------------------------------------------------------------------- */
 
+/* The condition (after "else if (") and the loop of a run whose outputs step by 1 and whose
+ * inputs step by 1 or 0 (a row's statistic broadcast along it, as in a softmax): each input
+ * constant along the run is copied into 1024 slots once, so that the loop, in chunks of 1024,
+ * reads every input with unit stride and vectorizes. */
+static void add_c_broadcast_run(text *t, const dlop__fusion_group *group, const part *p,
+                                const char *element) {
+  int32_t k, outputs = group->num_outputs, first = 1;
+  for (k = 0; k < outputs + group->num_inputs; k++) {
+    int input = k >= outputs,
+        used = input ? p->input[k - outputs] && !group->input_scalar[k - outputs] : p->output[k];
+    if (!used) continue;
+    if (input)
+      add(t, "%s(s[%d] == 0 || s[%d] == 1)", first ? "" : " && ", (int)k, (int)k);
+    else
+      add(t, "%ss[%d] == 1", first ? "" : " && ", (int)k);
+    first = 0;
+  }
+  add(t, "%s) {\n", first ? "1" : "");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    int operand = (int)(outputs + k);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "    %s splat%d[1024];\n    const %s *base%d = a%d;\n", type, (int)k, type, (int)k,
+        (int)k);
+    add(t,
+        "    if (s[%d] == 0)\n      for (int64_t i = 0; i < (n < 1024 ? n : 1024); i++) "
+        "splat%d[i] = a%d[0];\n",
+        operand, (int)k, (int)k);
+  }
+  for (k = 0; k < outputs; k++)
+    if (p->output[k])
+      add(t, "    %s *obase%d = o%d;\n", c_type(group->output_types[k].dtype), (int)k, (int)k);
+  add(t, "    for (int64_t start = 0; start < n; start += 1024) {\n");
+  add(t, "      const int64_t m = n - start < 1024 ? n - start : 1024;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      const %s *a%d = s[%d] ? base%d + start : splat%d;\n",
+        c_type(group->input_types[k].dtype), (int)k, (int)(outputs + k), (int)k, (int)k);
+  }
+  for (k = 0; k < outputs; k++)
+    if (p->output[k])
+      add(t, "      %s *o%d = obase%d + start;\n", c_type(group->output_types[k].dtype), (int)k,
+          (int)k);
+  add(t, "#pragma omp simd\n      for (int64_t i = 0; i < m; i++) {\n");
+  add_call(t, group, p, element, ACCESS_UNIT, "        ");
+  add(t, "      }\n    }\n");
+}
+
 static void add_c_run(text *t, const dlop__fusion_group *group, const part *p,
                       const char *element, const char *name) {
   int32_t k, outputs = group->num_outputs, first = 1;
@@ -311,7 +379,9 @@ static void add_c_run(text *t, const dlop__fusion_group *group, const part *p,
   add(t, "%s) {\n", first ? "1" : "");
   add(t, "#pragma omp simd\n    for (int64_t i = 0; i < n; i++) {\n");
   add_call(t, group, p, element, ACCESS_UNIT, "      ");
-  add(t, "    }\n  } else {\n");
+  add(t, "    }\n  } else if (");
+  add_c_broadcast_run(t, group, p, element);
+  add(t, "  } else {\n");
   for (k = 0; k < outputs + group->num_inputs; k++) add(t, "    const int64_t s%d = s[%d];\n", (int)k, (int)k);
   add(t, "    for (int64_t i = 0; i < n; i++) {\n");
   add_call(t, group, p, element, ACCESS_STRIDED, "      ");
@@ -320,7 +390,7 @@ static void add_c_run(text *t, const dlop__fusion_group *group, const part *p,
 
 /* ---- CUDA ------------------------------------------------------------------------------------ */
 
-static const char cuda_support[] =
+const char dlop__fusion_cuda_support[] =
     "/* ---- fused kernels' support (CUDA) ---- */\n"
     "template <typename T, int W> struct alignas(sizeof(T) * W) dlop_fused_pack { T e[W]; };\n"
     "template <int B> struct dlop_fused_bits;\n"
@@ -409,11 +479,14 @@ static void add_cuda_strided(text *t, const dlop__fusion_group *group, const par
   add(t, "    } else {\n");
   for (k = 0; k < count; k++) add(t, "      off[%d] = 0;\n", (int)k);
   add(t, "      Index rest = (Index)i;\n");
-  add(t, "      for (int d = (int)l.ndim - 1; d >= 0; d--) {\n");
+  add(t, "      for (int d = (int)l.ndim - 1; d > 0; d--) {\n");
   add(t, "        const Index size = (Index)l.shape[d], q = rest / size;\n");
   add(t, "        const int64_t at = (int64_t)(rest - q * size);\n        rest = q;\n");
   for (k = 0; k < count; k++) add(t, "        off[%d] += at * l.strides[%d][d];\n", (int)k, (int)k);
-  add(t, "      }\n    }\n");
+  add(t, "      }\n"); /* the outermost index is what remains: no division */
+  for (k = 0; k < count; k++)
+    add(t, "      off[%d] += (int64_t)rest * l.strides[%d][0];\n", (int)k, (int)k);
+  add(t, "    }\n");
   add_call(t, group, p, element, ACCESS_OFFSETS, "    ");
   add(t, "  }\n}\n");
   add(t, "extern \"C\" __global__ void __launch_bounds__(256) %s64(dlop_fused_g%d_pointers p, "
@@ -426,33 +499,59 @@ static void add_cuda_strided(text *t, const dlop__fusion_group *group, const par
 
 /* ---- the module -------------------------------------------------------------------------------- */
 
-/* Each prelude once per name, in order of first use; two of one name must be one text. */
-static int add_preludes(text *t, dlop__fusion_group *const *groups, int32_t count) {
+/* One op's prelude as a group's member or reduction uses it. */
+typedef struct prelude_use {
+  const char *text, *name, *op;
+} prelude_use;
+
+/* The preludes the groups use, in order (members, then the reduction, group by group), into
+ * uses when it is not NULL; returns how many. */
+static int32_t prelude_uses(dlop__fusion_group *const *groups, int32_t count, prelude_use *uses) {
+  int32_t found = 0;
   for (int32_t g = 0; g < count; g++) {
     for (int32_t m = 0; m < groups[g]->num_members; m++) {
       const dlop__fusion_member *member = &groups[g]->members[m];
-      int seen = 0;
       if (member->prelude == NULL) continue;
-      for (int32_t h = 0; h <= g && !seen; h++) {
-        int32_t limit = h == g ? m : groups[h]->num_members;
-        for (int32_t n = 0; n < limit && !seen; n++) {
-          const dlop__fusion_member *other = &groups[h]->members[n];
-          if (other->prelude == NULL || strcmp(other->prelude_name, member->prelude_name) != 0)
-            continue;
-          seen = 1;
-          if (strcmp(other->prelude, member->prelude) != 0)
-            return dlop__error(DLOP_PLUGIN_ERROR,
-                               "fusion: ops '%s' and '%s' both name their scalar body's prelude "
-                               "\"%s\" but the texts differ (one name must mean one text: give a "
-                               "changed prelude a new name)",
-                               other->node.op->name, member->node.op->name, member->prelude_name);
-        }
-      }
-      if (seen) continue;
-      add(t, "/* ---- prelude \"%s\" (op %s) ---- */\n%s\n", member->prelude_name,
-          member->node.op->name, member->prelude);
+      if (uses != NULL)
+        uses[found] = (prelude_use){member->prelude, member->prelude_name, member->node.op->name};
+      found++;
     }
+    const dlop__fusion_reduction *reduction = groups[g]->reduction;
+    if (reduction == NULL || reduction->prelude == NULL) continue;
+    if (uses != NULL)
+      uses[found] =
+          (prelude_use){reduction->prelude, reduction->prelude_name, reduction->node.op->name};
+    found++;
   }
+  return found;
+}
+
+/* Each prelude once per name, in order of first use; two of one name must be one text. */
+static int add_preludes(text *t, dlop__fusion_group *const *groups, int32_t count) {
+  int32_t total = prelude_uses(groups, count, NULL);
+  prelude_use *uses = malloc(sizeof(prelude_use) * ((size_t)total + 1));
+  if (uses == NULL) return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory writing the preludes");
+  prelude_uses(groups, count, uses);
+  for (int32_t i = 0; i < total; i++) {
+    int seen = 0;
+    for (int32_t j = 0; j < i && !seen; j++) {
+      if (strcmp(uses[j].name, uses[i].name) != 0) continue;
+      seen = 1;
+      if (strcmp(uses[j].text, uses[i].text) != 0) {
+        int status = dlop__error(DLOP_PLUGIN_ERROR,
+                                 "fusion: ops '%s' and '%s' both name their body's prelude "
+                                 "\"%s\" but the texts differ (one name must mean one text: "
+                                 "give a changed prelude a new name)",
+                                 uses[j].op, uses[i].op, uses[i].name);
+        free(uses);
+        return status;
+      }
+    }
+    if (!seen)
+      add(t, "/* ---- prelude \"%s\" (op %s) ---- */\n%s\n", uses[i].name, uses[i].op,
+          uses[i].text);
+  }
+  free(uses);
   return DLOP_OK;
 }
 
@@ -507,8 +606,13 @@ int dlop__fusion_generate(const dlop_function *function, dlop__fusion_group *con
   if (target == DLOP__FUSION_TARGET_C)
     add(&t, "#define DLOP_FUSED_EXPORT __attribute__((visibility(\"default\")))\n\n");
   else
-    add(&t, "%s", cuda_support);
-  for (int32_t g = 0; g < count; g++) add_group(&t, function, groups[g], target);
+    add(&t, "%s", dlop__fusion_cuda_support);
+  for (int32_t g = 0; g < count; g++) {
+    if (groups[g]->reduction != NULL)
+      dlop__fusion_add_reduction_group(&t, function, groups[g], target);
+    else
+      add_group(&t, function, groups[g], target);
+  }
   if (t.failed) {
     free(t.data);
     return dlop__error(DLOP_OUT_OF_MEMORY, "out of memory writing the fused kernels' source");

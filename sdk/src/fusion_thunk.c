@@ -63,6 +63,43 @@ static int broadcast_holds(const dlop_type *inputs, int32_t count, const dlop_ty
   return 1;
 }
 
+/* A reduction group's output: the reduction's own shape rule on its input's shape, held to the
+ * reduction body (the reduced axes dropped, or kept as 1 with keepdims), which is what its
+ * kernel writes. */
+static int reduction_shape(const dlop__fusion_group *group, const dlop_type *input,
+                           const dlop_node_args *args) {
+  const dlop__fusion_reduction *r = group->reduction;
+  dlop_type *output = &args->outputs[0];
+  int32_t d, o = 0, fits = 1;
+  memset(output, 0, sizeof *output);
+  output->dtype = r->node.output_types[0].dtype;
+  output->ndim = r->node.output_types[0].ndim;
+  for (d = 0; d < output->ndim; d++) output->shape[d] = DLOP_DIM_UNKNOWN;
+  dlop__stage_node stage = dlop__function_stage_node(&r->node, -1);
+  int status = dlop__stage_infer_shape(&stage, input, output);
+  if (status != DLOP_OK) {
+    dlop__format(args->error, args->error_size, "the reduction: %s", dlop_last_error());
+    return status;
+  }
+  for (d = 0; d < input->ndim && fits; d++) {
+    int reduced = (r->axes >> d) & 1u;
+    if (reduced && !r->keepdims) continue;
+    int64_t want = reduced ? 1 : input->shape[d];
+    fits = o < output->ndim && (want == DLOP_DIM_UNKNOWN || output->shape[o] == DLOP_DIM_UNKNOWN ||
+                                output->shape[o] == want);
+    o++;
+  }
+  if (fits && o == output->ndim) return DLOP_OK;
+  char have[96], from[96];
+  dlop__format(args->error, args->error_size,
+               "op '%s' declares a reduction body reducing axes 0x%x%s, but infer_shape gave %s "
+               "for an input of %s",
+               r->node.op->name, (unsigned)r->axes, r->keepdims ? " (keepdims)" : "",
+               dlop__type_format(output, have, sizeof have),
+               dlop__type_format(input, from, sizeof from));
+  return DLOP_PLUGIN_ERROR;
+}
+
 static int fused_infer_shape(const dlop_node_args *args) {
   const dlop__fusion_group *group = (const dlop__fusion_group *)args->op->op_data;
   int32_t most = 1, m, j;
@@ -112,7 +149,9 @@ static int fused_infer_shape(const dlop_node_args *args) {
       values[member->values[j]] = outputs[j];
     }
   }
-  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK; o++)
+  if (group->reduction != NULL && status == DLOP_OK)
+    status = reduction_shape(group, &values[group->reduction->value], args);
+  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK && group->reduction == NULL; o++)
     args->outputs[o] = values[group->output_values[o]];
   free(values);
   return status;
@@ -121,6 +160,7 @@ static int fused_infer_shape(const dlop_node_args *args) {
 void dlop__fusion_group_describe(dlop__fusion_group *group) {
   uint32_t flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE;
   for (int32_t m = 0; m < group->num_members; m++) flags &= group->members[m].node.op->flags;
+  if (group->reduction != NULL) flags &= group->reduction->node.op->flags;
   dlop__format(group->op_name, sizeof group->op_name, "fused");
   memset(&group->op, 0, sizeof group->op);
   group->op.struct_size = sizeof(dlop_op_desc);
@@ -128,7 +168,10 @@ void dlop__fusion_group_describe(dlop__fusion_group *group) {
    * and deterministic as its members are */
   group->op.flags = flags;
   group->op.name = group->op_name;
-  group->op.doc = "a fused group of elementwise nodes, run as one generated kernel";
+  group->op.doc = group->reduction != NULL
+                      ? "a reduction fed by a fused group of elementwise nodes, run as one "
+                        "generated kernel"
+                      : "a fused group of elementwise nodes, run as one generated kernel";
   group->op.num_inputs = group->num_inputs;
   group->op.num_outputs = group->num_outputs;
   group->op.cpu_dtypes = DLOP_DTYPES_ALL;
@@ -321,6 +364,10 @@ static int fused_run(void *state, const dlop_run_args *args) {
 }
 
 void dlop__fusion_group_thunk(dlop__fusion_group *group, dlop_thunk *thunk) {
+  if (group->reduction != NULL) {
+    dlop__fusion_reduction_thunk(group, thunk);
+    return;
+  }
   memset(thunk, 0, sizeof *thunk);
   thunk->struct_size = sizeof(dlop_thunk);
   thunk->state = group;

@@ -122,6 +122,33 @@ int dlop__stage_scalar_body(const dlop__stage_node *node, const dlop_type *input
                             "failed without a message");
 }
 
+int dlop__stage_reduce_body(const dlop__stage_node *node, const dlop_type *input,
+                            const dlop_type *output, char *code_buffer, size_t code_buffer_size,
+                            dlop_reduce_body_args *result) {
+  char error[DLOP__STAGE_ERROR_SIZE];
+  code_buffer[0] = '\0';
+  dlop_reduce_body_args args = {.struct_size = sizeof(dlop_reduce_body_args),
+                                .op = node->op,
+                                .params = node->params,
+                                .num_params = node->num_params,
+                                .input = input,
+                                .output = output,
+                                .accumulator_dtype = input->dtype,
+                                .output_compute_dtype = output->dtype,
+                                .code_buffer = code_buffer,
+                                .code_buffer_size = code_buffer_size,
+                                .error = error,
+                                .error_size = sizeof error};
+  error[0] = '\0';
+  int status = node->op->reduce_body(&args);
+  *result = args;
+  result->error = NULL; /* the message buffer is this call's */
+  result->error_size = 0;
+  if (status == DLOP_OK) return DLOP_OK;
+  return dlop__stage_failed(status, node->op, node->index, "reduce_body: ", error,
+                            "failed without a message");
+}
+
 void dlop__stage_destroy(const dlop_thunk *thunk) {
   if (thunk->destroy != NULL) thunk->destroy(thunk->state);
 }

@@ -1,7 +1,8 @@
 /* stage.h — the gateway into plugin code (stage.c, and the thunk's run inline at the end):
- * libdlop calls an op's stages (make_node, infer_shape, make_thunk, make_view, scalar_body) and
- * a thunk's run and destroy only through these, so every call gets its arguments, error
- * buffer, status mapping and message prefix the same way. Not part of the public ABI. */
+ * libdlop calls an op's stages (make_node, infer_shape, make_thunk, make_view, scalar_body,
+ * reduce_body) and a thunk's run and destroy only through these, so every call gets its
+ * arguments, error buffer, status mapping and message prefix the same way. Not part of the
+ * public ABI. */
 #ifndef DLOP_STAGE_H
 #define DLOP_STAGE_H
 
@@ -52,6 +53,13 @@ int dlop__stage_scalar_body(const dlop__stage_node *node, const dlop_type *input
                             const dlop_type *outputs, char *code_buffer, size_t code_buffer_size,
                             int32_t *input_compute, int32_t *output_compute,
                             dlop_scalar_body_args *result);
+/* reduce_body (ABI 1.2; the caller checks op->reduce_body is set) for the node's static input
+ * and output types: accumulator_dtype and output_compute_dtype are preset to their dtypes,
+ * code_buffer (code_buffer_size bytes) is the op's to write into. On success *result holds what
+ * the op filled in (pointers into code_buffer or the plugin's static storage). */
+int dlop__stage_reduce_body(const dlop__stage_node *node, const dlop_type *input,
+                            const dlop_type *output, char *code_buffer, size_t code_buffer_size,
+                            dlop_reduce_body_args *result);
 /* The thunk's destroy, when it has one. */
 void dlop__stage_destroy(const dlop_thunk *thunk);
 

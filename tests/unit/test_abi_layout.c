@@ -46,7 +46,7 @@ PIN(dlop_param_decl, reserved, 12);
 PIN(dlop_param_decl, doc, 16);
 PIN(dlop_param_decl, default_value, 24);
 
-SIZE(dlop_op_desc, 120);
+SIZE(dlop_op_desc, 128);
 PIN(dlop_op_desc, struct_size, 0);
 PIN(dlop_op_desc, flags, 4);
 PIN(dlop_op_desc, name, 8);
@@ -68,6 +68,8 @@ PIN(dlop_op_desc, op_data, 96);
 PIN(dlop_op_desc, make_view, 104);
 /* ABI 1.2 appended scalar_body; 1.1 plugins' descriptors end at make_view (112 bytes). */
 PIN(dlop_op_desc, scalar_body, 112);
+/* ABI 1.2 then appended reduce_body; descriptors built before it end at scalar_body (120). */
+PIN(dlop_op_desc, reduce_body, 120);
 
 /* ABI 1.2: the scalar_body stage's arguments. */
 SIZE(dlop_scalar_body_args, 128);
@@ -90,6 +92,30 @@ PIN(dlop_scalar_body_args, input_compute_dtypes, 96);
 PIN(dlop_scalar_body_args, output_compute_dtypes, 104);
 PIN(dlop_scalar_body_args, error, 112);
 PIN(dlop_scalar_body_args, error_size, 120);
+
+/* ABI 1.2: the reduce_body stage's arguments. */
+SIZE(dlop_reduce_body_args, 136);
+PIN(dlop_reduce_body_args, struct_size, 0);
+PIN(dlop_reduce_body_args, reserved, 4);
+PIN(dlop_reduce_body_args, op, 8);
+PIN(dlop_reduce_body_args, params, 16);
+PIN(dlop_reduce_body_args, num_params, 24);
+PIN(dlop_reduce_body_args, reserved2, 28);
+PIN(dlop_reduce_body_args, input, 32);
+PIN(dlop_reduce_body_args, output, 40);
+PIN(dlop_reduce_body_args, axes, 48);
+PIN(dlop_reduce_body_args, keepdims, 52);
+PIN(dlop_reduce_body_args, accumulator_dtype, 56);
+PIN(dlop_reduce_body_args, output_compute_dtype, 60);
+PIN(dlop_reduce_body_args, identity, 64);
+PIN(dlop_reduce_body_args, combine, 72);
+PIN(dlop_reduce_body_args, finalize, 80);
+PIN(dlop_reduce_body_args, code_buffer, 88);
+PIN(dlop_reduce_body_args, code_buffer_size, 96);
+PIN(dlop_reduce_body_args, prelude, 104);
+PIN(dlop_reduce_body_args, prelude_name, 112);
+PIN(dlop_reduce_body_args, error, 120);
+PIN(dlop_reduce_body_args, error_size, 128);
 
 /* ABI 1.1: the make_view stage's arguments. */
 SIZE(dlop_view_args, 104);

@@ -5,7 +5,8 @@
  * a cubin for sm_90 (the H200) for float32 and bfloat16 (ptxas too, three times as long), and
  * for sm_75 (before hardware bfloat16 conversions: the prelude's software path) for the 16-bit
  * floats; and so does a group with per-output kernels (outputs whose shapes may differ at run
- * time). gpu_test_fusion_cuda runs them. */
+ * time); and so do reductions fed by groups, for every dtype the reduce ops declare.
+ * gpu_test_fusion_cuda and test_gpu_fusion_reduce.py run them. */
 #define _GNU_SOURCE /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,13 @@ static const dlop_device CPU = {DLOP_DEVICE_CPU, 0};
 
 /* The function's groups as CUDA, compiled for arch: a cubin with each group's kernels in it;
  * arch 0: PTX (for an architecture newer than NVRTC knows: NVRTC's newest). */
-static void compile_cuda(const dlop_function *function, int32_t arch, const char *what) {
+/* The kernels the thunk of an elementwise group 0 looks up. */
+static const char *const elementwise_kernels[] = {
+    "dlop_fused_g0_contiguous", "dlop_fused_g0_vector", "dlop_fused_g0_strided32",
+    "dlop_fused_g0_strided64", NULL};
+
+static void compile_cuda_kernels(const dlop_function *function, int32_t arch, const char *what,
+                                 const char *const *kernels) {
   int want_ptx = arch == 0;
   if (want_ptx) arch = 1000;
   char *source = NULL, error[16384] = "";
@@ -30,8 +37,6 @@ static void compile_cuda(const dlop_function *function, int32_t arch, const char
   size_t bytes = 0;
   int is_ptx = -1;
   DLOP_CK_OK(dlop__function_fused_source(function, DLOP__FUSION_TARGET_CUDA, &source));
-  ck_assert_msg(strstr(source, "extern \"C\" __global__ void __launch_bounds__(256) dlop_fused_g0_vector("),
-                "%s: no vector kernel in the source", what);
   int status = dlop__nvrtc_compile(arch, source, dlop__fusion_nvrtc_options,
                                    dlop__fusion_nvrtc_option_count, &image, &bytes, &is_ptx, error,
                                    sizeof error);
@@ -45,9 +50,7 @@ static void compile_cuda(const dlop_function *function, int32_t arch, const char
   }
   /* the kernels the thunk looks up are in the image (their names are in its symbol table, or
    * the PTX's .entry lines) */
-  static const char *const kernels[] = {"dlop_fused_g0_contiguous", "dlop_fused_g0_vector",
-                                        "dlop_fused_g0_strided32", "dlop_fused_g0_strided64"};
-  for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+  for (size_t k = 0; kernels[k] != NULL; k++) {
     char entry[96];
     snprintf(entry, sizeof entry, want_ptx ? ".entry %s(" : "%s", kernels[k]);
     ck_assert_msg(memmem(image, bytes, entry, strlen(entry) + !want_ptx) != NULL,
@@ -55,6 +58,10 @@ static void compile_cuda(const dlop_function *function, int32_t arch, const char
   }
   free(image);
   free(source);
+}
+
+static void compile_cuda(const dlop_function *function, int32_t arch, const char *what) {
+  compile_cuda_kernels(function, arch, what, elementwise_kernels);
 }
 
 START_TEST(every_op_and_dtype_compiles_for_cuda) {
@@ -99,6 +106,71 @@ START_TEST(per_output_kernels_compile_for_cuda) {
 }
 END_TEST
 
+/* Reductions fed by groups, for every dtype the reduce ops declare: sum over every axis, max
+ * and min over the last one (keepdims for max) and, for floats, mean over the last axis, of
+ * exp(a) * b (floats) or a * b + a (integers): four reduction groups, no elementwise one (nothing
+ * else reads the body). PTX for each dtype; cubins for sm_90 for float32, float16 and int8 and
+ * for sm_75 for bfloat16 (its software conversions). gpu_test_fusion_reduce runs them. */
+static const dlop_dtype reduce_dtypes[] = {DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64,
+                                           DLOP_UINT8, DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32,
+                                           DLOP_FLOAT64};
+
+static dlop_var *reduce(dlop_graph *graph, const char *op, dlop_var *x, int64_t axis, int keepdims) {
+  dlop_named_param params[2] = {
+      {"axes", {.kind = DLOP_PARAM_INTS, .count = axis == 99 ? 0 : 1, .u.ints = &axis}},
+      {"keepdims", {.kind = DLOP_PARAM_BOOL, .count = 1, .u.i = keepdims}}};
+  dlop_var *y;
+  DLOP_CK_OK(dlop_graph_apply(graph, op, &x, 1, params, 2, &y, 1));
+  return y;
+}
+
+START_TEST(reductions_compile_for_cuda) {
+  dlop_dtype dtype = reduce_dtypes[_i];
+  int is_float = dlop_dtype_is_float(dtype);
+  dlop_graph *graph = dlop_test_new_graph();
+  int64_t unknown[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
+  dlop_var *a, *b, *t, *u, *pair[2];
+  DLOP_CK_OK(dlop_graph_input(graph, "a", dtype, 2, unknown, &a));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", dtype, 2, unknown, &b));
+  pair[0] = a;
+  pair[1] = b;
+  if (is_float) {
+    DLOP_CK_OK(dlop_graph_apply(graph, "exp", &a, 1, NULL, 0, &t, 1));
+    pair[0] = t;
+    DLOP_CK_OK(dlop_graph_apply(graph, "mul", pair, 2, NULL, 0, &u, 1));
+  } else {
+    DLOP_CK_OK(dlop_graph_apply(graph, "mul", pair, 2, NULL, 0, &t, 1));
+    pair[0] = t;
+    pair[1] = a;
+    DLOP_CK_OK(dlop_graph_apply(graph, "add", pair, 2, NULL, 0, &u, 1));
+  }
+  dlop_var *outputs[4] = {reduce(graph, "sum", u, 99, 0), reduce(graph, "max", u, -1, 1),
+                          reduce(graph, "min", u, -1, 0), NULL};
+  int32_t count = 3;
+  if (is_float) outputs[count++] = reduce(graph, "mean", u, -1, 0);
+  dlop_var *inputs[2] = {a, b};
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_function_compile(graph, inputs, 2, outputs, count, CPU, &function));
+  ck_assert_int_eq(dlop_function_node_count(function), count);
+  const char *kernels[4 * 3 + 1] = {NULL};
+  char names[4 * 3][48];
+  static const char *const suffixes[] = {"reduce_block", "reduce_warp", "reduce_finish"};
+  for (int32_t g = 0; g < count; g++)
+    for (int k = 0; k < 3; k++) {
+      snprintf(names[g * 3 + k], sizeof names[0], "dlop_fused_g%d_%s", (int)g, suffixes[k]);
+      kernels[g * 3 + k] = names[g * 3 + k];
+    }
+  char what[64];
+  snprintf(what, sizeof what, "the %s reductions", dlop_dtype_name(dtype));
+  compile_cuda_kernels(function, 0, what, kernels);
+  if (dtype == DLOP_FLOAT32 || dtype == DLOP_FLOAT16 || dtype == DLOP_INT8)
+    compile_cuda_kernels(function, 90, what, kernels);
+  if (dtype == DLOP_BFLOAT16) compile_cuda_kernels(function, 75, what, kernels);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 int main(void) {
   char why[2048];
   if (!dlop__nvrtc_available(why, sizeof why) && !DLOP_TEST_WITH_CUDA) {
@@ -109,5 +181,7 @@ int main(void) {
   TCase *tcase = dlop_test_tcase(suite, "compile", 300, NULL, NULL);
   tcase_add_loop_test(tcase, every_op_and_dtype_compiles_for_cuda, 0, DLOP_DTYPE_COUNT);
   dlop_test_add_tests(tcase, per_output_kernels_compile_for_cuda, NULL);
+  tcase_add_loop_test(tcase, reductions_compile_for_cuda, 0,
+                      (int)(sizeof reduce_dtypes / sizeof reduce_dtypes[0]));
   return dlop_test_run_suite(suite);
 }

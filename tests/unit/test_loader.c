@@ -290,6 +290,7 @@ START_TEST(abi_1_1_op_struct_loads) {
   ck_assert_ptr_nonnull(op);
   ck_assert_uint_eq(op->struct_size, offsetof(dlop_op_desc, scalar_body));
   ck_assert_ptr_null(op->scalar_body);
+  ck_assert_ptr_null(op->reduce_body);
   ck_assert_ptr_null(op->make_view);
   ck_assert_ptr_nonnull(op->make_thunk);
 }
@@ -299,6 +300,27 @@ START_TEST(scalar_body_on_a_view_is_refused) {
   expect_failure(FIXTURE("scalar_body_on_view"), DLOP_INVALID_PLUGIN,
                  "op 'fixture_view_with_body' declares both a view_map and a scalar_body",
                  "nothing to fuse", NULL);
+}
+END_TEST
+
+START_TEST(reduce_body_on_a_view_is_refused) {
+  expect_failure(FIXTURE("reduce_body_on_view"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_view_with_reduce_body' declares both a view_map and a reduce_body",
+                 "nothing to fuse", NULL);
+}
+END_TEST
+
+START_TEST(reduce_body_with_scalar_body_is_refused) {
+  expect_failure(FIXTURE("reduce_body_with_scalar_body"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_both_bodies' declares both a scalar_body and a reduce_body",
+                 "elementwise or a reduction", NULL);
+}
+END_TEST
+
+START_TEST(reduce_body_of_two_inputs_is_refused) {
+  expect_failure(FIXTURE("reduce_body_two_inputs"), DLOP_INVALID_PLUGIN,
+                 "op 'fixture_reduce_of_two' declares a reduce_body with 2 inputs and 1 outputs",
+                 "num_inputs 1, num_outputs 1", NULL);
 }
 END_TEST
 
@@ -390,7 +412,8 @@ START_TEST(bad_plugins_never_stop_good_ones) {
       "bad_struct_size", "duplicate_op_within_plugin", "bad_param", "duplicate_op",
       "unknown_flag", "duplicate_plugin_name", "view_map", "view_map_old_struct",
       "view_map_variadic", "view_map_with_inplace", "view_map_bad_index",
-      "make_view_without_view_map", "scalar_body_on_view"};
+      "make_view_without_view_map", "scalar_body_on_view", "reduce_body_on_view",
+      "reduce_body_with_scalar_body", "reduce_body_two_inputs"};
   int count = (int)(sizeof bad / sizeof bad[0]);
   ck_assert_int_eq(dlop_load_error_count(), count);
   for (int i = 0; i < count; i++) {
@@ -525,6 +548,9 @@ int main(void) {
                       abi_1_0_op_struct_loads,
                       abi_1_1_op_struct_loads,
                       scalar_body_on_a_view_is_refused,
+                      reduce_body_on_a_view_is_refused,
+                      reduce_body_with_scalar_body_is_refused,
+                      reduce_body_of_two_inputs_is_refused,
                       inplace_map_is_accepted,
                       bad_struct_size,
                       duplicate_op_within_plugin,

@@ -222,6 +222,56 @@ typedef struct dlop_scalar_body_args {
   size_t error_size;
 } dlop_scalar_body_args;
 
+/* Arguments of reduce_body (ABI 1.2), the stage of reductions that fusion may feed from a group:
+ * given a node's types and parameters (as make_node saw them), the op says how it reduces, so
+ * that the host can evaluate the fused group that computes the op's input element by element
+ * inside the reduction's kernel, with no intermediate buffer. Such an op has one input and one
+ * output; it reduces the input axes in `axes` (the output keeps the others in order, and the
+ * reduced ones with size 1 when keepdims is 1). Each output element is finalize(acc), where
+ * acc is identity combined with every element of its reduction, each loaded from the input's
+ * dtype into the accumulator dtype by the host (the same dtype, float16 or bfloat16 as float32,
+ * an integer or bool as int64). The host combines in any order and grouping (lanes, trees,
+ * threads, blocks): combine must be associative and commutative and identity its neutral
+ * element, exactly for integer accumulators and for selections such as max and min (a zero's
+ * sign and a NaN's payload aside), up to rounding for floating-point sums. combine reads in0
+ * and in1 and assigns out0, all of the accumulator's C type; finalize reads in0 (the
+ * accumulator) and count (int64_t: the elements reduced into this output, 0 for an empty
+ * reduction) and assigns out0 of the output compute dtype, which the host stores into the
+ * output's dtype (float32 into float16 or bfloat16, else the same dtype). The code is what
+ * scalar bodies may use (docs/abi.md, "Reduction bodies"). Contract: the results are the op's
+ * own kernels' within its documented tolerance (values of integer sums, max and min exactly).
+ * Pure, like infer_shape. Return DLOP_UNSUPPORTED (with a message) for types or parameters the
+ * op does not fuse: the node then reads its input from memory with its own thunk. */
+typedef struct dlop_reduce_body_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const struct dlop_op_desc *op;
+  const dlop_param_value *params; /* op->num_params values, declaration order */
+  int32_t num_params;
+  int32_t reserved2;
+  const dlop_type *input;  /* make_node's input type */
+  const dlop_type *output; /* make_node's output type */
+  /* to fill: bit d set when input axis d is reduced (d < input->ndim) */
+  uint32_t axes;
+  int32_t keepdims; /* to fill: 1 when reduced axes stay with size 1, 0 when they are dropped */
+  /* to fill: the accumulator's dtype (preset to the input's) and the dtype finalize computes
+   * the output in (preset to the output's) */
+  int32_t accumulator_dtype;
+  int32_t output_compute_dtype;
+  uint64_t identity; /* to fill: the accumulator's identity as its bits, zero-extended */
+  /* to fill: the statements, each a string of static storage or written into code_buffer
+   * (code_buffer_size bytes, host-owned) */
+  const char *combine;
+  const char *finalize;
+  char *code_buffer;
+  size_t code_buffer_size;
+  /* to fill, or leave NULL: as dlop_scalar_body_args' */
+  const char *prelude;
+  const char *prelude_name;
+  char *error;
+  size_t error_size;
+} dlop_reduce_body_args;
+
 typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
 typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
@@ -229,6 +279,8 @@ typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
 /* Not const, unlike the other stages: the stage fills fields of its arguments (code, flags,
  * prelude, prelude_name), not only memory they point to. */
 typedef int (*dlop_scalar_body_fn)(dlop_scalar_body_args *args);
+/* Not const either: the stage fills fields of its arguments. */
+typedef int (*dlop_reduce_body_fn)(dlop_reduce_body_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 
@@ -273,6 +325,9 @@ typedef struct dlop_op_desc {
   dlop_make_view_fn make_view; /* for ops with a view_map; NULL otherwise */
   /* ---- since ABI 1.2 ---- */
   dlop_scalar_body_fn scalar_body; /* elementwise ops that fusion may inline; NULL otherwise */
+  /* reductions that may take a fused group as their input stage; NULL otherwise. Appended to
+   * ABI 1.2 after scalar_body: descriptors that end before it read as NULL. */
+  dlop_reduce_body_fn reduce_body;
 } dlop_op_desc;
 
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
  * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels of
- * every op, misaligned too), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
 #include <stdio.h>
@@ -151,6 +151,9 @@ static const layout NEGATIVE = {2, {40, 50}, {-100, 2}, 0};
 static const layout NEG_ROW = {1, {50}, {-1}, 0};
 static const layout EMPTY = {2, {0, 5}, {0}, 0};
 static const layout FIVE = {1, {5}, {0}, 0};
+/* Contiguous and shorter than one chunk of the vector kernels plus a tail (comparisons and
+ * casts take chunks of 4 to 16 elements, elemwise_cuda.cuh) */
+static const layout SEVEN = {1, {7}, {0}, 0};
 /* Rows long enough for the 2-d broadcast kernel (at least half a block of 16-byte vectors per
  * row for 2- to 8-byte types), with the row or the column on either side. */
 static const layout LONG_ROWS = {2, {67, 2048}, {0}, 0};
@@ -161,7 +164,7 @@ static const layout *const PAIRS[][2] = {
     {&BIG, &BIG},         {&BIG_MISALIGNED, &BIG}, {&MATRIX, &ROW},     {&COLUMN, &WIDE},
     {&COL3, &ROW4},       {&SCALAR, &VEC1000},     {&NEGATIVE, &NEG_ROW}, {&EMPTY, &FIVE},
     {&LONG_ROWS, &LONG_ROW}, {&LONG_ROW, &LONG_ROWS}, {&LONG_COLUMN, &LONG_ROWS},
-    {&LONG_ROWS, &LONG_COLUMN},
+    {&LONG_ROWS, &LONG_COLUMN}, {&SEVEN, &SEVEN}, {&BIG, &BIG_MISALIGNED},
 };
 #define NUM_PAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
@@ -260,11 +263,12 @@ START_TEST(test_cast_table) {
   for (size_t f = 0; f < sizeof ALL / sizeof ALL[0]; f++)
     for (size_t t = 0; t < sizeof ALL / sizeof ALL[0]; t++) {
       const layout *big[1] = {&BIG}, *neg[1] = {&NEG_BIG}, *scalar[1] = {&SCALAR};
-      const layout *misaligned[1] = {&BIG_MISALIGNED};
+      const layout *misaligned[1] = {&BIG_MISALIGNED}, *seven[1] = {&SEVEN};
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], big, 11u * f + t, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], misaligned, 11u * f + t + 3, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], neg, 11u * f + t + 1, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], scalar, 11u * f + t + 2, 0.0);
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], seven, 11u * f + t + 4, 0.0);
     }
 }
 END_TEST

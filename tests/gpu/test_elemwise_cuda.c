@@ -1,7 +1,8 @@
 /* test_elemwise_cuda.c — the elemwise plugin on CUDA against its CPU results (the CPU kernels
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
- * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels of
+ * where and the 10x10 cast table, which must agree bit for bit, and casts to 16-bit floats next
+ * to their rounding boundaries), contiguous (vector kernels of
  * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "op_runner.h"
 #include "test_support.h"
 
@@ -273,6 +275,91 @@ START_TEST(test_cast_table) {
 }
 END_TEST
 
+/* ---- casts to 16-bit floats next to their rounding boundaries ----------------------------- */
+
+/* cast(x, dtype=to) of n host elements on device, the output's bytes into out. */
+static void cast_on(dlop_device device, dlop_dtype from, const void *data, int64_t n,
+                    const char *to, void *out, size_t out_bytes) {
+  dlop_graph *graph = dlop_test_new_graph();
+  dlop_var *x, *y;
+  dlop_named_param param = {"dtype", {.kind = DLOP_PARAM_STRING, .count = 1, .u = {.s = to}}};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", from, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "cast", &x, 1, &param, 1, &y, 1));
+  dlop_function *function = dlop_test_compile(graph, &x, 1, y, device);
+  dlop_array *input, *output;
+  DLOP_CK_OK(dlop_array_from_host(device, from, 1, &n, data, &input));
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  DLOP_CK_OK(dlop_array_to_host(output, out, out_bytes));
+  dlop_test_release_arrays(2, input, output);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+
+/* Values next to the rounding boundaries of a float with p stored mantissa bits and exponents
+ * from emin (the smallest normal) to emax: for each chosen exponent and mantissa, the midpoint
+ * between two neighbours exactly and nudged by 2^-2, 2^-13, 2^-29 and 2^-40 of a step either
+ * way (a double rounding through float32 gets the last ones wrong), signed; subnormal steps;
+ * the largest finite value's midpoint to infinity; zeros, infinities, NaN, far out of range.
+ * Returns the count written (at most 4096). */
+static int64_t rounding_edges(double *v, int p, int emin, int emax) {
+  static const int nudges[] = {2, 13, 29, 40};
+  const int exponents[] = {emin - 1, emin, emin + 1, -1, 0, 1, 7, emax - 1, emax};
+  const int64_t top = ((int64_t)1 << p) - 1;
+  const int64_t mantissas[] = {0, 1, 2, 3, top / 2, top - 1, top};
+  int64_t n = 0;
+  for (size_t e = 0; e < sizeof exponents / sizeof exponents[0]; e++)
+    for (size_t m = 0; m < sizeof mantissas / sizeof mantissas[0]; m++) {
+      /* exponents[e] below emin: the subnormal steps of 2^(emin - p) */
+      const int subnormal = exponents[e] < emin;
+      const double step = ldexp(1.0, (subnormal ? emin : exponents[e]) - p);
+      const double low = subnormal ? (double)mantissas[m] * step
+                                   : ldexp((double)(((int64_t)1 << p) + mantissas[m]), exponents[e] - p);
+      const double mid = low + step / 2;
+      for (int sign = -1; sign <= 1; sign += 2) {
+        v[n++] = sign * mid;
+        for (size_t k = 0; k < sizeof nudges / sizeof nudges[0]; k++) {
+          v[n++] = sign * (mid + ldexp(step, -nudges[k]));
+          v[n++] = sign * (mid - ldexp(step, -nudges[k]));
+        }
+        v[n++] = sign * low;
+      }
+    }
+  static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 1e300, -1e300, 1e-300};
+  for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++) v[n++] = specials[k];
+  return n;
+}
+
+/* float64 and float32 to float16 and bfloat16 (CUDA rounds float64 once in hardware, the CPU
+ * through a round-to-odd float): bit for bit, through the contiguous kernel (chunks and tail). */
+START_TEST(test_cast_rounding_edges) {
+  static const struct { const char *to; dlop_dtype dtype; int p, emin, emax; } targets[] = {
+      {"float16", DLOP_FLOAT16, 10, -14, 15}, {"bfloat16", DLOP_BFLOAT16, 7, -126, 127}};
+  static const dlop_dtype sources[] = {DLOP_FLOAT64, DLOP_FLOAT32};
+  double *values = malloc(4096 * sizeof(double));
+  unsigned char *data = malloc(4096 * 8), *cpu = malloc(4096 * 2), *cuda = malloc(4096 * 2);
+  ck_assert(values && data && cpu && cuda);
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 2; s++) {
+      const int64_t n = rounding_edges(values, targets[t].p, targets[t].emin, targets[t].emax);
+      for (int64_t i = 0; i < n; i++) dlop_test_set(data, sources[s], i, values[i]);
+      cast_on(CPU, sources[s], data, n, targets[t].to, cpu, (size_t)n * 2);
+      cast_on(CUDA, sources[s], data, n, targets[t].to, cuda, (size_t)n * 2);
+      for (int64_t i = 0; i < n; i++) {
+        uint16_t a, b;
+        memcpy(&a, cpu + 2 * i, 2);
+        memcpy(&b, cuda + 2 * i, 2);
+        ck_assert_msg(a == b, "cast %s -> %s of %.17g: CPU 0x%04x, CUDA 0x%04x",
+                      dlop_dtype_name(sources[s]), targets[t].to, dlop_test_get(data, sources[s], i),
+                      a, b);
+      }
+    }
+  free(values);
+  free(data);
+  free(cpu);
+  free(cuda);
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("elemwise_cuda");
@@ -283,6 +370,7 @@ int main(void) {
                       test_unary,
                       test_comparisons_and_where,
                       test_cast_table,
+                      test_cast_rounding_edges,
                       NULL);
   return dlop_test_run_suite(suite);
 }

@@ -89,13 +89,12 @@ static int reduce_launch(const reduce_state *s, int kind, uint32_t blocks, void 
   return status;
 }
 
-/* The columns kernel's outputs per thread for this op and dtype (reduce_cuda_plan.h): pairs,
- * one vector load of two elements per row (half the load instructions, twice the bytes in
- * flight per thread), for max and min of the float dtypes. */
+/* The columns kernel's outputs per thread for this dtype (reduce_cuda_plan.h): pairs, one
+ * vector load of two elements per row (half the load instructions, twice the bytes in flight
+ * per thread), for every op of the float dtypes. A 16-bit sum's thread loaded 2 bytes per row
+ * (64 bytes per warp instruction): 0.82x of PyTorch's time along a first axis on an H200. */
 static int32_t reduce_cuda_pack_limit(const reduce_state *s) {
-  const int is_float = dlop_dtype_is_float((dlop_dtype)s->input.dtype);
-  const int extreme = s->info->kind == REDUCE_MAX || s->info->kind == REDUCE_MIN;
-  return is_float && extreme ? 2 : 1;
+  return dlop_dtype_is_float((dlop_dtype)s->input.dtype) ? 2 : 1;
 }
 
 static int reduce_run_cuda(void *state, const dlop_run_args *args) {

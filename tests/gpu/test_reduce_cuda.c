@@ -197,8 +197,8 @@ static void check_exact(const reduce_case *c, uint64_t seed, int specials, int64
 }
 
 /* Layouts of the columns kernel (reduce_cuda_plan.h: consecutive outputs closer in memory than
- * consecutive reduced elements; pairs of outputs per thread for max and min of floats where
- * the layout has them) and of short contiguous reductions (the rows kernel). offset: elements
+ * consecutive reduced elements; pairs of outputs per thread for the float dtypes where the
+ * layout has them) and of short contiguous reductions (the rows kernel). offset: elements
  * before the first one. */
 typedef struct axis_layout {
   int32_t ndim;

@@ -55,6 +55,89 @@
   EW_CUDA_STRIDED1(op, name, T, T)                                                           \
   DLOP_CUDA_UNARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, U)
 
+/* ---- unary math of float16 and bfloat16, two elements per 32-bit word ------------------- */
+/* The contiguous kernel of sqrt, log, tanh and sigmoid on 16-bit floats: U 16-byte vectors per
+ * thread and step as the kit's dlop_cuda_unary_contiguous, each 32-bit word's two elements
+ * widened (one instruction each), computed in float and narrowed together: one packed
+ * conversion to nearest even, then the NaN lanes replaced by the canonical quiet NaN with the
+ * float's sign, which is what ew_store_<dtype> gives element by element (so the bits are the
+ * element function's, which the tail and the strided kernel call). Element by element, the
+ * narrowing and its NaN test cost about as much as a cheap function. */
+template <bool BF16>
+__device__ __forceinline__ float2 ew_cuda_widen_word(uint32_t w) {
+  if constexpr (BF16) return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+  __half2 h;
+  memcpy(&h, &w, 4);
+  return __half22float2(h);
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t ew_cuda_narrow_word(float lo, float hi) {
+  uint32_t r, nan;
+  if constexpr (BF16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&r, &h, 4);
+    nan = __hneu2_mask(h, h);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&r, &h, 4);
+    nan = __hneu2_mask(h, h);
+  }
+  /* each float's top 16 bits (its sign at bit 15 of its half), then the canonical NaN */
+  const uint32_t signs = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+  const uint32_t canonical = (signs & 0x80008000u) | (BF16 ? 0x7FC07FC0u : 0x7E007E00u);
+  return (r & ~nan) | (canonical & nan);
+}
+
+/* f: a functor with the element function (operator(), on the 16-bit storage) and math (its
+ * float function). */
+template <int U, bool BF16, typename F>
+__device__ __forceinline__ void ew_cuda_unary16_contiguous(const uint16_t *__restrict__ x,
+                                                           uint16_t *__restrict__ y, int64_t n, F f) {
+  if (dlop_cuda_aligned16(x) && dlop_cuda_aligned16(y)) {
+    const int64_t vectors = n / 8, step = dlop_cuda_thread_count();
+    const int4 *xv = reinterpret_cast<const int4 *>(x);
+    int4 *yv = reinterpret_cast<int4 *>(y);
+    for (int64_t i = dlop_cuda_thread_index(); i < vectors; i += U * step) {
+      int4 a[U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (i + u * step < vectors) a[u] = __ldcs(xv + i + u * step);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (i + u * step >= vectors) break;
+        uint32_t w[4] = {(uint32_t)a[u].x, (uint32_t)a[u].y, (uint32_t)a[u].z, (uint32_t)a[u].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const float2 v = ew_cuda_widen_word<BF16>(w[k]);
+          w[k] = ew_cuda_narrow_word<BF16>(f.math(v.x), f.math(v.y));
+        }
+        __stcs(yv + i + u * step, make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]));
+      }
+    }
+    const int64_t tail = vectors * 8;
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n - tail) y[tail + i] = f(x[tail + i]);
+  } else {
+    DLOP_CUDA_GRID_STRIDE_LOOP(i, n) y[i] = f(x[i]);
+  }
+}
+
+#define EW_CUDA_IS_BF16_float16 false
+#define EW_CUDA_IS_BF16_bfloat16 true
+
+/* A math op of a 16-bit float: the strided kernel and the packed contiguous one; MATH is the
+ * float function the element function ew_<op>_<name> applies. */
+#define EW_CUDA_UNARY16(op, name, U, MATH)                                                   \
+  struct op##_##name##_f {                                                                   \
+    __device__ __forceinline__ uint16_t operator()(uint16_t x) const { return ew_##op##_##name(x); } \
+    __device__ __forceinline__ float math(float x) const { return MATH(x); }                 \
+  };                                                                                         \
+  DLOP_CUDA_UNARY_STRIDED(dlop_elemwise_##op, name, uint16_t, uint16_t, op##_##name##_f)     \
+  extern "C" __global__ void dlop_elemwise_##op##_contiguous_##name(                         \
+      const uint16_t *x, uint16_t *y, int64_t n, op##_##name##_f f) {                        \
+    ew_cuda_unary16_contiguous<U, EW_CUDA_IS_BF16_##name>(x, y, n, f);                       \
+  }
+
 /* Cheap binary ops: also the kit's contiguous kernel (streaming 16-byte vectors, one per
  * thread: 99-100% of a device copy for multiply_them on an H200) and its 2-d rows kernel
  * (the operand kinds fixed at compile time: 96-99% of a copy for float16 on an H200, where the

@@ -2,7 +2,8 @@
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
  * where and the 10x10 cast table, which must agree bit for bit, and casts to 16-bit floats next
- * to their rounding boundaries), contiguous (vector kernels of
+ * to their rounding boundaries; sqrt, log, tanh and sigmoid of every float16 and bfloat16
+ * value), contiguous (vector kernels of
  * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
@@ -277,20 +278,24 @@ END_TEST
 
 /* ---- casts to 16-bit floats next to their rounding boundaries ----------------------------- */
 
-/* cast(x, dtype=to) of n host elements on device, the output's bytes into out. */
-static void cast_on(dlop_device device, dlop_dtype from, const void *data, int64_t n,
-                    const char *to, void *out, size_t out_bytes) {
+/* op(x) (cast: to dtype to; other ops: to is NULL) of the n host elements at data + offset
+ * elements on device (an offset breaks the 16-byte alignment of the vector kernels: they go
+ * element by element), the output's bytes into out. */
+static void unary_on(dlop_device device, const char *op, dlop_dtype from, const void *data,
+                     int64_t n, int64_t offset, const char *to, void *out, size_t out_bytes) {
   dlop_graph *graph = dlop_test_new_graph();
   dlop_var *x, *y;
   dlop_named_param param = {"dtype", {.kind = DLOP_PARAM_STRING, .count = 1, .u = {.s = to}}};
   DLOP_CK_OK(dlop_graph_input(graph, "x", from, 1, &n, &x));
-  DLOP_CK_OK(dlop_graph_apply(graph, "cast", &x, 1, &param, 1, &y, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, op, &x, 1, to ? &param : NULL, to ? 1 : 0, &y, 1));
   dlop_function *function = dlop_test_compile(graph, &x, 1, y, device);
-  dlop_array *input, *output;
-  DLOP_CK_OK(dlop_array_from_host(device, from, 1, &n, data, &input));
+  dlop_array *span, *input, *output;
+  const int64_t total = n + offset, one = 1;
+  DLOP_CK_OK(dlop_array_from_host(device, from, 1, &total, data, &span));
+  DLOP_CK_OK(dlop_array_view(span, 1, &n, &one, (uint64_t)offset * dlop_dtype_size(from), &input));
   DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
   DLOP_CK_OK(dlop_array_to_host(output, out, out_bytes));
-  dlop_test_release_arrays(2, input, output);
+  dlop_test_release_arrays(3, input, span, output);
   dlop_function_destroy(function);
   dlop_graph_destroy(graph);
 }
@@ -342,8 +347,8 @@ START_TEST(test_cast_rounding_edges) {
     for (int s = 0; s < 2; s++) {
       const int64_t n = rounding_edges(values, targets[t].p, targets[t].emin, targets[t].emax);
       for (int64_t i = 0; i < n; i++) dlop_test_set(data, sources[s], i, values[i]);
-      cast_on(CPU, sources[s], data, n, targets[t].to, cpu, (size_t)n * 2);
-      cast_on(CUDA, sources[s], data, n, targets[t].to, cuda, (size_t)n * 2);
+      unary_on(CPU, "cast", sources[s], data, n, 0, targets[t].to, cpu, (size_t)n * 2);
+      unary_on(CUDA, "cast", sources[s], data, n, 0, targets[t].to, cuda, (size_t)n * 2);
       for (int64_t i = 0; i < n; i++) {
         uint16_t a, b;
         memcpy(&a, cpu + 2 * i, 2);
@@ -360,6 +365,61 @@ START_TEST(test_cast_rounding_edges) {
 }
 END_TEST
 
+/* ---- 16-bit unary math on every value ----------------------------------------------------- */
+
+/* The distance between two 16-bit floats of one sign in units in the last place (their bits
+ * are ordered like their magnitudes); opposite signs count from zero on both sides. */
+static int64_t ulps16(uint16_t a, uint16_t b) {
+  const int64_t x = a & 0x8000u ? -(int64_t)(a & 0x7FFFu) : (int64_t)a;
+  const int64_t y = b & 0x8000u ? -(int64_t)(b & 0x7FFFu) : (int64_t)b;
+  return x > y ? x - y : y - x;
+}
+
+static int is_nan16(uint16_t h, dlop_dtype dtype) {
+  return dtype == DLOP_FLOAT16 ? (h & 0x7FFFu) > 0x7C00u : (h & 0x7FFFu) > 0x7F80u;
+}
+
+/* sqrt, log, tanh and sigmoid of every float16 and every bfloat16 value (all 65536 bit
+ * patterns, so every subnormal, both zeros, the infinities and NaNs): the packed kernel of two
+ * elements per word gives the element function's bits (the same input one element later,
+ * misaligned, goes element by element; and a length that leaves a tail); against the CPU,
+ * sqrt bit for bit (NaN for NaN), the others within 2 ulp of the 16-bit type (each device's
+ * result is within 1 of the true value), NaN for NaN, infinities alike. */
+START_TEST(test_unary_every_16_bit_value) {
+  static const char *const names[] = {"sqrt", "log", "tanh", "sigmoid"};
+  static const dlop_dtype types[] = {DLOP_FLOAT16, DLOP_BFLOAT16};
+  const int64_t n = 65536 + 5; /* a tail of five after whole vectors */
+  uint16_t *data = malloc((size_t)(n + 1) * 2), *cpu = malloc((size_t)n * 2);
+  uint16_t *cuda = malloc((size_t)n * 2), *shifted = malloc((size_t)n * 2);
+  ck_assert(data && cpu && cuda && shifted);
+  data[0] = 0x3C00u; /* the shifted run's first element is data[1] */
+  for (int64_t i = 0; i < n; i++) data[i + 1] = (uint16_t)(i & 0xFFFF);
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 4; o++) {
+      const dlop_dtype dt = types[t];
+      unary_on(CPU, names[o], dt, data + 1, n, 0, NULL, cpu, (size_t)n * 2);
+      unary_on(CUDA, names[o], dt, data, n, 1, NULL, shifted, (size_t)n * 2);
+      unary_on(CUDA, names[o], dt, data + 1, n, 0, NULL, cuda, (size_t)n * 2);
+      for (int64_t i = 0; i < n; i++) {
+        const uint16_t x = data[i + 1], a = cpu[i], b = cuda[i];
+        ck_assert_msg(b == shifted[i], "%s %s of 0x%04x: 0x%04x aligned (packed), 0x%04x misaligned",
+                      names[o], dlop_dtype_name(dt), x, b, shifted[i]);
+        const int nan_a = is_nan16(a, dt), nan_b = is_nan16(b, dt);
+        const int64_t tol = o == 0 ? 0 : 2;
+        const int inf = (a & 0x7FFFu) == (dt == DLOP_FLOAT16 ? 0x7C00u : 0x7F80u);
+        const int ok = nan_a || nan_b ? nan_a == nan_b : inf ? a == b : ulps16(a, b) <= tol;
+        ck_assert_msg(ok, "%s %s of 0x%04x (%g): CPU 0x%04x (%g), CUDA 0x%04x (%g)", names[o],
+                      dlop_dtype_name(dt), x, dlop_test_get(&x, dt, 0), a, dlop_test_get(&a, dt, 0),
+                      b, dlop_test_get(&b, dt, 0));
+      }
+    }
+  free(data);
+  free(cpu);
+  free(cuda);
+  free(shifted);
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("elemwise_cuda");
@@ -371,6 +431,7 @@ int main(void) {
                       test_comparisons_and_where,
                       test_cast_table,
                       test_cast_rounding_edges,
+                      test_unary_every_16_bit_value,
                       NULL);
   return dlop_test_run_suite(suite);
 }

@@ -1,8 +1,9 @@
 /* blas_cuda.c — the CUDA backend of the blas ops: row-major GEMMs as cuBLAS column-major ones
  * (C^T = B^T A^T: operands swapped), cublasGemmEx or cublasGemmStridedBatchedEx with the
  * dtype's compute type, functions found through the host's cublas_symbol (the plugin never
- * links cuBLAS), a handle per run from the host's cublas_handle; copies through the plugin's
- * own copy kernels (blas_copy_cuda.cu). */
+ * links cuBLAS), a handle per run from the host's cublas_handle; a GEMM of one output element
+ * (a dot of two vectors) through the plugin's own dot kernels instead (blas_cuda_dot.c); copies
+ * through the plugin's own copy kernels (blas_copy_cuda.cu). */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,7 @@ static const char *status_text(const blas_thunk_state *s, int status) {
 }
 
 void blas_cuda_release(blas_thunk_state *s) {
+  blas_cuda_dot_release(s);
   if (s->module != NULL && DLOP_HOST_HAS(s->host, cuda_module_unload))
     s->host->cuda_module_unload(s->module);
   s->module = NULL;
@@ -112,6 +114,8 @@ int blas_cuda_prepare(blas_thunk_state *s, const dlop_thunk_args *args) {
   if (status == DLOP_OK) status = find_kernel(s, args, "rows", &s->copy_kernels.rows);
   if (status == DLOP_OK) status = find_kernel(s, args, "strided", &s->copy_kernels.strided);
   s->copy_kernels.contiguous_elements = (int32_t)(16 / dlop_dtype_size((dlop_dtype)s->output.dtype));
+  s->sm_count = s->copy_kernels.max_blocks / DLOP_CUDA_BLOCKS_PER_SM; /* what dlop_cuda_max_blocks multiplied */
+  if (status == DLOP_OK) status = blas_cuda_dot_prepare(s, args);
   return status;
 }
 
@@ -129,6 +133,12 @@ static int cuda_gemm(const blas_thunk_state *s, const dlop_run_args *args, const
   void *handle = NULL;
   int status, result;
   const int64_t dims[] = {c->m, c->n, c->k, c->lda, c->ldb, c->ldc, c->batch_count};
+  if (args->stream == NULL) {
+    dlop_set_error(args->error, args->error_size,
+                   "%s: no CUDA stream given (thunks never use the default stream)", name);
+    return DLOP_INVALID_ARGUMENT;
+  }
+  if (c->m == 1 && c->n == 1 && c->batch_count == 1) return blas_cuda_dot(s, args, c);
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
     if (dims[i] > INT_MAX) {
       dlop_set_error(args->error, args->error_size,
@@ -138,11 +148,6 @@ static int cuda_gemm(const blas_thunk_state *s, const dlop_run_args *args, const
                      (long long)c->ldb, (long long)c->ldc, (long long)c->batch_count, INT_MAX);
       return DLOP_UNSUPPORTED;
     }
-  }
-  if (args->stream == NULL) {
-    dlop_set_error(args->error, args->error_size,
-                   "%s: no CUDA stream given (thunks never use the default stream)", name);
-    return DLOP_INVALID_ARGUMENT;
   }
   status = s->host->cublas_handle(s->device.id, args->stream, &handle, args->error, args->error_size);
   if (status != DLOP_OK) return status;

@@ -161,6 +161,8 @@ struct blas_thunk_state {
   void *module;                /* CUDA thunks: the copy kernels' module */
   dlop_cuda_elementwise copy_kernels;
   blas_cuda_functions cublas;
+  void *dot_module, *dot_partials, *dot_finish; /* CUDA thunks: the dot kernels */
+  uint32_t sm_count;                            /* CUDA thunks: the device's */
 };
 
 extern const blas_backend blas_cpu_backend;
@@ -174,5 +176,12 @@ int blas_run(void *state, const dlop_run_args *args);
 int blas_cpu_prepare(blas_thunk_state *s, const dlop_thunk_args *args);
 int blas_cuda_prepare(blas_thunk_state *s, const dlop_thunk_args *args);
 void blas_cuda_release(blas_thunk_state *s);
+
+/* A GEMM of one output element (m = n = 1, one batch element) on CUDA: the plugin's own dot
+ * kernels (blas_cuda_dot.c), loaded by blas_cuda_dot_prepare, unloaded by
+ * blas_cuda_dot_release. */
+int blas_cuda_dot_prepare(blas_thunk_state *s, const dlop_thunk_args *args);
+void blas_cuda_dot_release(blas_thunk_state *s);
+int blas_cuda_dot(const blas_thunk_state *s, const dlop_run_args *args, const blas_gemm_call *c);
 
 #endif

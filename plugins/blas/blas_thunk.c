@@ -3,6 +3,7 @@
  * functions and the copy kernels on CUDA). The run itself is blas_run (blas_run.c). */
 #include <stdlib.h>
 
+#include "blas_dot_plan.h"
 #include "blas_plugin.h"
 
 static void blas_destroy(void *state) {
@@ -75,6 +76,7 @@ int blas_make_thunk(const dlop_thunk_args *args) {
   args->thunk->state = s;
   args->thunk->run = blas_run;
   args->thunk->destroy = blas_destroy;
-  args->thunk->workspace_bytes = 0;
+  /* CUDA: the partials of a dot (blas_cuda_dot.c), fixed so that nothing is allocated per run */
+  args->thunk->workspace_bytes = args->device.type == DLOP_DEVICE_CUDA ? BLAS_DOT_WORKSPACE_BYTES : 0;
   return DLOP_OK;
 }

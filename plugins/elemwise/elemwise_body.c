@@ -53,9 +53,13 @@ static int write_code(const elemwise_op_info *info, int32_t value, int32_t out, 
     case EW_LOG:
     case EW_SQRT:
     case EW_TANH:
-    case EW_SIGMOID:
-      snprintf(code, size, "out0 = ew_%s%s(in0);", functions[info->id], math);
+    case EW_SIGMOID: {
+      /* 16-bit sqrt and sigmoid have their own float functions (elemwise_scalar.h) */
+      int own = is_16_bit_float(value) && (info->id == EW_SQRT || info->id == EW_SIGMOID);
+      snprintf(code, size, "out0 = ew_%s%s(in0);", functions[info->id],
+               own ? (value == DLOP_BFLOAT16 ? "b16f" : "16f") : math);
       return 1;
+    }
     case EW_WHERE:
       snprintf(code, size, "out0 = in0 ? in1 : in2;"); /* any nonzero condition byte is true */
       return 0;

@@ -10,7 +10,8 @@
  * such a value is exactly a float and exactly a double, so the shared path's round-to-odd float
  * of it is the value itself, and rounding it to float16/bfloat16, widening it, or its NaN's
  * sign are the same taken from the float; integer and bool targets take the shared functions
- * of the (exact) double. float64 and integer sources take the shared path. */
+ * of the (exact) double. float64 sources to float16 and bfloat16 round once in hardware (below);
+ * float64 to other dtypes and integer sources take the shared path. */
 #include "elemwise_cuda.cuh"
 
 
@@ -41,17 +42,37 @@ EW_FN int32_t ewc_int32_of_float(float f) { return ew_int32_of_double((double)f)
 EW_FN int64_t ewc_int64_of_float(float f) { return ew_int64_of_double((double)f); }
 EW_FN uint8_t ewc_uint8_of_float(float f) { return ew_uint8_of_double((double)f); }
 
+/* ---- float64 to float16 and bfloat16 in one hardware rounding ---------------------------- */
+/* The shared path rounds to odd into float, then to nearest even (ew_float16_of_double): two
+ * conversions through the double units, compares and bit fixes per element. The GPU's direct
+ * conversion (cvt.rn.f16.f64 everywhere, cvt.rn.bf16.f64 from sm_90) rounds the double once to
+ * nearest even, which is the value the shared path computes (that is why it rounds to odd
+ * first), and NaN takes the shared path's canonical NaN with its sign. */
+EW_FN uint16_t ewc_float16_of_double(double d) {
+  if (d != d) return ew_float16_of_double(d);
+  return __half_as_ushort(__double2half(d));
+}
+EW_FN uint16_t ewc_bfloat16_of_double(double d) {
+#if __CUDA_ARCH__ >= 900
+  if (d != d) return ew_bfloat16_of_double(d);
+  return __bfloat16_as_ushort(__double2bfloat16(d));
+#else
+  return ew_bfloat16_of_double(d);
+#endif
+}
+
 /* The shared path's pieces under the names the CUDA-only table below picks. */
+#define EWC_SHARED_OF_INT(name, T) EW_FN T ewc_##name##_of_int(int64_t v) { return ew_##name##_of_int(v); }
 #define EWC_SHARED_OF(name, T) EW_FN T ewc_##name##_of_double(double d) { return ew_##name##_of_double(d); } \
-  EW_FN T ewc_##name##_of_int(int64_t v) { return ew_##name##_of_int(v); }
+  EWC_SHARED_OF_INT(name, T)
 EWC_SHARED_OF(bool, uint8_t)
 EWC_SHARED_OF(int8, int8_t)
 EWC_SHARED_OF(int16, int16_t)
 EWC_SHARED_OF(int32, int32_t)
 EWC_SHARED_OF(int64, int64_t)
 EWC_SHARED_OF(uint8, uint8_t)
-EWC_SHARED_OF(float16, uint16_t)
-EWC_SHARED_OF(bfloat16, uint16_t)
+EWC_SHARED_OF_INT(float16, uint16_t)
+EWC_SHARED_OF_INT(bfloat16, uint16_t)
 EWC_SHARED_OF(float32, float)
 EWC_SHARED_OF(float64, double)
 EW_FN double ewc_double_of_float64(double x) { return ew_double_of_float64(x); }

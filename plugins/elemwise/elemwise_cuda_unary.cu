@@ -2,7 +2,8 @@
  * and sqrt, log, tanh and sigmoid (floats), each with a contiguous and a strided kernel. The
  * contiguous kernels load one 16-byte vector per step for the cheap ops (neg, abs, sqrt) and
  * two for log, tanh and sigmoid, whose arithmetic then overlaps the next load (plugin.c's
- * contiguous-vectors column matches). Embedded as dlop_elemwise_elemwise_cuda_unary_fatbin. */
+ * contiguous-vectors column matches); float16 and bfloat16 widen and narrow two elements at a
+ * time. Embedded as dlop_elemwise_elemwise_cuda_unary_fatbin. */
 #include "elemwise_cuda.cuh"
 
 
@@ -16,4 +17,14 @@ EW_CUDA_NUMERIC_DTYPES(UNARY_CHEAP)
   EW_CUDA_UNARY_VECTOR(log, name, T, 2)                            \
   EW_CUDA_UNARY_VECTOR(tanh, name, T, 2)                           \
   EW_CUDA_UNARY_VECTOR(sigmoid, name, T, 2)
-EW_CUDA_FLOAT_DTYPES(UNARY_FLOAT)
+UNARY_FLOAT(float32, float)
+UNARY_FLOAT(float64, double)
+
+/* float16 and bfloat16: two elements per 32-bit word (elemwise_cuda.cuh) */
+#define UNARY_HALF(name, S)                                        \
+  EW_CUDA_UNARY16(sqrt, name, 1, ew_sqrt##S)                       \
+  EW_CUDA_UNARY16(log, name, 2, ew_logf)                           \
+  EW_CUDA_UNARY16(tanh, name, 2, ew_tanhf)                         \
+  EW_CUDA_UNARY16(sigmoid, name, 2, ew_sigmoid##S)
+UNARY_HALF(float16, 16f)
+UNARY_HALF(bfloat16, b16f)

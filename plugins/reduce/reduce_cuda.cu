@@ -6,10 +6,11 @@
  *   rows     a warp per output; contiguous reductions in 16-byte vectors (the last axis);
  *   block    a block per (output, part) in 16-byte vectors, finish combining the parts (every
  *            axis, a long last axis);
- *   columns  a block per strip of consecutive outputs: a warp reads 32 adjacent outputs of one
- *            row (coalesced), the block's thread groups take every 8th row (or more groups when
- *            outputs are few), 32 bytes of loads in flight per thread, float sums Kahan-compensated
- *            per thread, the groups meet in a tree; columns_finish combines the parts of a
+ *   columns  a block per strip of consecutive outputs: a warp reads 32 adjacent outputs (or
+ *            pairs of outputs, one vector load each) of one row (coalesced), the block's thread
+ *            groups take every 8th row (or more groups when outputs are few), 32 bytes of loads
+ *            in flight per thread and output, float sums Kahan-compensated per thread, the
+ *            groups meet in a tree; columns_finish combines the parts of a
  *            reduction split further (a first or middle axis: sum over axis 0 of 8192 x 8192
  *            takes 256 strips in 4 parts). */
 #include <dlop/kit/cuda_kernel_util.cuh>
@@ -46,16 +47,19 @@ __device__ __forceinline__ A identity() {
   else return Op == OP_MAX ? (A)LLONG_MIN : (A)LLONG_MAX;
 }
 
-/* a is the running value, b the new one; NaN propagates (a NaN a stays, a NaN b wins). */
+/* a is the running value, b the new one; NaN propagates (a NaN a stays, a NaN b wins), and of
+ * equal values (-0.0, 0.0) the later wins, as NumPy. Floats take b when a is not NaN and b is
+ * not below a (max; not above it for min), which is false for any NaN b comparison and so
+ * takes a NaN b: two compares and a select per element, no branch (the branches of testing
+ * each operand for NaN first held max at 0.78-0.89x of PyTorch's time on an H200). */
 template <int Op, typename A>
 __device__ __forceinline__ A combine(A a, A b) {
   if constexpr (Op == OP_SUM) {
     if constexpr (std::is_floating_point<A>::value) return a + b;
     else return (A)((unsigned long long)a + (unsigned long long)b);
   } else if constexpr (std::is_floating_point<A>::value) {
-    if (a != a) return a;
-    if (b != b) return b;
-    return (Op == OP_MAX ? b >= a : b <= a) ? b : a; /* equal (-0.0, 0.0): the later, as NumPy */
+    const bool take = (a == a) & !(Op == OP_MAX ? b < a : b > a);
+    return take ? b : a;
   } else {
     return (Op == OP_MAX ? b > a : b < a) ? b : a;
   }
@@ -258,73 +262,145 @@ __device__ __forceinline__ A compensated(A acc, A compensation) {
   else return acc;
 }
 
-/* One thread's rows of one output of the columns kernel: rows first, first + step, ... below
- * end of the output's elements at x. U loads in flight per thread, 32 bytes' worth (at most
- * 16): the kernel holds 4 blocks per SM at its register count, and an H200 needs about 30 KB
- * in flight per SM to stream at full bandwidth. Each group of U is combined, then accumulated.
- * One reduced dim (the usual case) walks a pointer; more take reduced_offset's divisions,
- * element by element. */
-template <int Op, typename T, typename A>
-__device__ __forceinline__ A column_share(const T *x, const reduce_layout &l, int64_t first,
-                                          int64_t end, int64_t step) {
+/* P adjacent elements of a row, in order: one vector load of P * sizeof(T) bytes when Vector
+ * (the caller checked the alignment), else element by element. Read-only path (__ldg). */
+template <typename T, int P>
+struct pack_of {
+  T e[P];
+};
+
+template <typename T, int P, bool Vector>
+__device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
+  pack_of<T, P> v;
+  if constexpr (P == 2 && Vector) {
+    if constexpr (sizeof(T) == 2) {
+      const unsigned int raw = __ldg(reinterpret_cast<const unsigned int *>(p));
+      memcpy(v.e, &raw, sizeof raw);
+    } else if constexpr (sizeof(T) == 4) {
+      const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(p));
+      memcpy(v.e, &raw, sizeof raw);
+    } else {
+      static_assert(sizeof(T) == 8, "packs of 2-, 4- and 8-byte elements");
+      const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(p));
+      memcpy(v.e, &raw, sizeof raw);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < P; j++) v.e[j] = __ldg(p + j);
+  }
+  return v;
+}
+
+/* One thread's rows of its P adjacent outputs of the columns kernel (result[j]: output j):
+ * rows first, first + step, ... below end of the outputs' elements at x (element j of a row at
+ * x + row offset + j). U loads in flight per thread, 32 bytes' worth for one output (at most
+ * 16), twice that for a pair: the kernel holds 4 blocks per SM at its register count, and an
+ * H200 needs about 30 KB in flight per SM to stream at full bandwidth. Each group of U is
+ * combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
+ * more take reduced_offset's divisions, element by element. */
+template <int Op, typename T, typename A, int P, bool Vector>
+__device__ __forceinline__ void column_share(const T *x, const reduce_layout &l, int64_t first,
+                                             int64_t end, int64_t step, A *result) {
   constexpr int U = sizeof(T) >= 8 ? 4 : sizeof(T) == 4 ? 8 : 16;
-  A acc = identity<Op, A>(), compensation = (A)0;
+  A acc[P], compensation[P];
+#pragma unroll
+  for (int j = 0; j < P; j++) acc[j] = identity<Op, A>(), compensation[j] = (A)0;
   int64_t r = first;
   if (l.reduced_ndim == 1) {
     const int64_t stride = l.reduced_strides[0] * step;
     const T *p = x + first * l.reduced_strides[0];
     for (; r + (U - 1) * step < end; r += U * step) {
-      A v[U];
+      pack_of<T, P> v[U];
 #pragma unroll
-      for (int u = 0; u < U; u++, p += stride) v[u] = load_acc<A>(__ldg(p));
-      A part = v[0];
+      for (int u = 0; u < U; u++, p += stride) v[u] = load_pack<T, P, Vector>(p);
 #pragma unroll
-      for (int u = 1; u < U; u++) part = combine<Op, A>(part, v[u]);
-      acc = accumulate<Op, A>(acc, part, &compensation);
+      for (int j = 0; j < P; j++) {
+        A part = load_acc<A>(v[0].e[j]);
+#pragma unroll
+        for (int u = 1; u < U; u++) part = combine<Op, A>(part, load_acc<A>(v[u].e[j]));
+        acc[j] = accumulate<Op, A>(acc[j], part, &compensation[j]);
+      }
     }
-    for (; r < end; r += step, p += stride)
-      acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(p)), &compensation);
+    for (; r < end; r += step, p += stride) {
+      const pack_of<T, P> v = load_pack<T, P, Vector>(p);
+#pragma unroll
+      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
+    }
   } else { /* reduced dims that do not merge: rare, kept compact (no unrolled divisions) */
-    for (; r < end; r += step)
-      acc = accumulate<Op, A>(acc, load_acc<A>(__ldg(x + reduced_offset(l, r))), &compensation);
+    for (; r < end; r += step) {
+      const pack_of<T, P> v = load_pack<T, P, Vector>(x + reduced_offset(l, r));
+#pragma unroll
+      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
+    }
   }
-  return compensated<Op, A>(acc, compensation);
+#pragma unroll
+  for (int j = 0; j < P; j++) result[j] = compensated<Op, A>(acc[j], compensation[j]);
 }
 
-/* A block per (strip of tile_columns consecutive outputs, part): reduce_cuda_column_work_of
- * gives each thread its output and rows; the strip's thread groups meet in a fixed tree
- * (group g takes in group g + half); with one part group 0 writes the outputs, otherwise
- * partials[part * outputs + output] (columns_finish_body combines them). Adjacent threads
- * have adjacent outputs, so every load of a warp reads consecutive elements of a row. */
-template <int Op, typename T>
+/* A block per (strip of tile_columns consecutive packs of P outputs, part):
+ * reduce_cuda_column_work_of gives each thread its outputs and rows; the strip's thread groups
+ * meet in a fixed tree (group g takes in group g + half), per output; with one part group 0
+ * writes the outputs, otherwise partials[part * outputs + output] (columns_finish_body
+ * combines them). Adjacent threads have adjacent packs, so every load of a warp reads
+ * consecutive elements of a row. A pack's two outputs are neighbours in the input
+ * (reduce_cuda_columns_pairs) and outputs o and o + 1 in the output's innermost kept dim; its
+ * loads are vectors when the tensor's first element is aligned to the pair (every pair then
+ * is), element by element in the same order otherwise, so alignment never changes a result. */
+template <int Op, typename T, int P>
 __device__ void columns_body(const T *in, void *out, void *partials, const reduce_layout &l,
                              int64_t parts, int32_t tile_columns, int mean) {
   typedef typename acc_of<T>::type A;
-  __shared__ A slots[REDUCE_CUDA_BLOCK];
-  const int64_t items = (l.outputs + tile_columns - 1) / tile_columns * parts;
+  __shared__ A slots[P][REDUCE_CUDA_BLOCK];
+  const int64_t packs = l.outputs / P;
+  const int64_t items = (packs + tile_columns - 1) / tile_columns * parts;
+  const bool vector = P == 1 || ((uintptr_t)in & (P * sizeof(T) - 1)) == 0;
+  const int64_t out_step = l.kept_out_strides[l.kept_ndim - 1];
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     reduce_cuda_column_work w;
-    reduce_cuda_column_work_of(&l, parts, tile_columns, item, (int32_t)threadIdx.x, &w);
+    reduce_cuda_column_work_of(&l, parts, tile_columns, P, item, (int32_t)threadIdx.x, &w);
     const bool active = w.output < l.outputs;
     int64_t in_offset = 0, out_offset = 0;
-    A acc = identity<Op, A>();
+    A acc[P];
+#pragma unroll
+    for (int j = 0; j < P; j++) acc[j] = identity<Op, A>();
     if (active) {
       kept_offsets(l, w.output, &in_offset, &out_offset);
-      acc = column_share<Op, T, A>(in + in_offset, l, w.first, w.end, w.step);
+      if (vector) column_share<Op, T, A, P, true>(in + in_offset, l, w.first, w.end, w.step, acc);
+      else column_share<Op, T, A, P, false>(in + in_offset, l, w.first, w.end, w.step, acc);
     }
-    slots[threadIdx.x] = acc;
+#pragma unroll
+    for (int j = 0; j < P; j++) slots[j][threadIdx.x] = acc[j];
     __syncthreads();
     for (int64_t half = w.step / 2; half > 0; half /= 2) {
       if (w.group < half)
-        slots[threadIdx.x] = combine<Op, A>(slots[threadIdx.x], slots[threadIdx.x + half * tile_columns]);
+#pragma unroll
+        for (int j = 0; j < P; j++)
+          slots[j][threadIdx.x] = combine<Op, A>(slots[j][threadIdx.x], slots[j][threadIdx.x + half * tile_columns]);
       __syncthreads();
     }
     if (w.group == 0 && active) {
-      if (parts == 1) store<Op, T, A>(out, out_offset, slots[threadIdx.x], mean, l.count);
-      else ((A *)partials)[w.part * l.outputs + w.output] = slots[threadIdx.x];
+#pragma unroll
+      for (int j = 0; j < P; j++) {
+        if (parts == 1) store<Op, T, A>(out, out_offset + j * out_step, slots[j][threadIdx.x], mean, l.count);
+        else ((A *)partials)[w.part * l.outputs + w.output + j] = slots[j][threadIdx.x];
+      }
     }
     __syncthreads(); /* the next strip reuses the slots */
   }
+}
+
+/* The columns kernel: pairs of outputs per thread where the plan says so (float dtypes only:
+ * the thunk never asks for them otherwise). */
+template <int Op, typename T>
+__device__ void columns_kernel_body(const T *in, void *out, void *partials, const reduce_layout &l,
+                                    int64_t parts, int32_t pack, int32_t tile_columns, int mean) {
+  if constexpr (std::is_floating_point<typename acc_of<T>::type>::value) {
+    if (pack == 2) {
+      columns_body<Op, T, 2>(in, out, partials, l, parts, tile_columns, mean);
+      return;
+    }
+  }
+  columns_body<Op, T, 1>(in, out, partials, l, parts, tile_columns, mean);
 }
 
 /* The columns kernel's second pass: a thread per output combines its parts' partials in part
@@ -374,8 +450,9 @@ __device__ void finish_body(const void *partials, void *out, const reduce_layout
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
       dlop_reduce_columns_##op##_##name(const T *in, void *out, void *partials, reduce_layout l, \
-                                        int64_t parts, int32_t tile_columns, int mean) {     \
-    columns_body<OP, T>(in, out, partials, l, parts, tile_columns, mean);                    \
+                                        int64_t parts, int32_t pack, int32_t tile_columns,   \
+                                        int mean) {                                          \
+    columns_kernel_body<OP, T>(in, out, partials, l, parts, pack, tile_columns, mean);       \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
       dlop_reduce_columns_finish_##op##_##name(const void *partials, void *out, reduce_layout l, \

@@ -13,7 +13,8 @@
  *            loads, the rows split over the block's thread groups and, when the strips alone
  *            do not fill the GPU, over parts whose partials columns_finish combines (a first
  *            or middle axis: the kept dims step through memory more finely than the reduced
- *            ones). */
+ *            ones); where the layout allows and the thunk asks for it, each thread takes a pack
+ *            of two adjacent outputs, one vector load of two elements per row. */
 #ifndef DLOP_REDUCE_CUDA_PLAN_H
 #define DLOP_REDUCE_CUDA_PLAN_H
 
@@ -60,7 +61,8 @@ enum {
 typedef struct reduce_cuda_plan {
   int kind;
   int64_t parts;          /* block and columns kernels: parts per output (partials when > 1) */
-  int32_t tile_columns;   /* columns kernel: outputs per block, a power of two dividing 256;
+  int32_t pack;           /* columns kernel: adjacent outputs per thread, 1 or 2 */
+  int32_t tile_columns;   /* columns kernel: packs per block, a power of two dividing 256;
                            * the block's 256 / tile_columns thread groups split the rows */
   uint32_t blocks;        /* grid of the first kernel (grid-stride loops cover the rest) */
   uint32_t finish_blocks; /* grid of the finish kernel when parts > 1 */
@@ -84,16 +86,36 @@ REDUCE_CUDA_PLAN_FN int reduce_cuda_use_columns(const reduce_layout *l) {
          reduce_cuda_magnitude(l->reduced_strides[l->reduced_ndim - 1]);
 }
 
-/* Columns kernel: strips of tile_columns consecutive outputs, each block thread group taking
- * every groups-th row of its part. The rows are split S ways (groups times parts) so that the
+/* Whether the columns kernel can give a thread the two adjacent outputs 2q and 2q + 1: they
+ * are neighbours in the input in every row (the innermost kept dim has stride 1 and an even
+ * size, so a pair never straddles it), and every other kept stride and every reduced stride is
+ * even, so each pair of every row starts at an even element (16-bit pairs are one 32-bit load,
+ * float32 pairs 8 bytes, float64 pairs 16 bytes: aligned wherever the tensor's first element
+ * is; the kernel checks that, and loads the two elements one by one, in the same order,
+ * otherwise). Depends on the layout only. */
+REDUCE_CUDA_PLAN_FN int reduce_cuda_columns_pairs(const reduce_layout *l) {
+  const int32_t last = l->kept_ndim - 1;
+  if (l->outputs < 2 || l->kept_in_strides[last] != 1 || l->kept_shape[last] % 2 != 0) return 0;
+  for (int32_t d = 0; d < last; d++)
+    if (l->kept_in_strides[d] % 2 != 0) return 0;
+  for (int32_t d = 0; d < l->reduced_ndim; d++)
+    if (l->reduced_strides[d] % 2 != 0) return 0;
+  return 1;
+}
+
+/* Columns kernel: strips of tile_columns consecutive packs of outputs, each block thread group
+ * taking every groups-th row of its part. The rows are split S ways (groups times parts) so that the
  * GPU holds REDUCE_CUDA_COLUMNS_THREADS_PER_SM threads per SM, no further than
  * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; up to 8 groups inside a block (a warp still
  * reads 32 consecutive outputs), the rest as parts, within the partials the workspace holds.
  * Fewer outputs than a strip: narrower strips and more groups, so no thread idles while rows
- * remain. */
+ * remain. pack_limit is what the thunk allows (2: pairs where the layout has them); the sizes
+ * below count packs. */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const reduce_layout *l,
-                                                  uint32_t max_blocks, uint32_t sm_count) {
-  const int64_t m = l->outputs, r = l->count;
+                                                  uint32_t max_blocks, uint32_t sm_count,
+                                                  int32_t pack_limit) {
+  const int32_t pack = pack_limit >= 2 && reduce_cuda_columns_pairs(l) ? 2 : 1;
+  const int64_t m = l->outputs / pack, r = l->count;
   const int64_t threads = (int64_t)(sm_count > 0 ? sm_count : 1) * REDUCE_CUDA_COLUMNS_THREADS_PER_SM;
   int64_t splits = threads / m + (threads % m != 0), most = r / REDUCE_CUDA_COLUMNS_MIN_ROWS;
   int64_t groups = 1, columns, parts, tiles;
@@ -106,27 +128,33 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const 
     groups *= 2;
   }
   parts = splits / groups + (splits % groups != 0);
-  if (parts > REDUCE_CUDA_MAX_COLUMN_PARTIALS / m) parts = REDUCE_CUDA_MAX_COLUMN_PARTIALS / m;
+  if (parts > REDUCE_CUDA_MAX_COLUMN_PARTIALS / l->outputs)
+    parts = REDUCE_CUDA_MAX_COLUMN_PARTIALS / l->outputs;
   if (parts < 1) parts = 1;
   tiles = m / columns + (m % columns != 0);
   plan->kind = REDUCE_CUDA_COLUMNS_KERNEL;
   plan->parts = parts;
+  plan->pack = pack;
   plan->tile_columns = (int32_t)columns;
   plan->blocks = reduce_cuda_blocks(tiles * parts, max_blocks);
-  plan->finish_blocks = reduce_cuda_blocks(m / REDUCE_CUDA_BLOCK + (m % REDUCE_CUDA_BLOCK != 0), max_blocks);
+  plan->finish_blocks = reduce_cuda_blocks(l->outputs / REDUCE_CUDA_BLOCK + (l->outputs % REDUCE_CUDA_BLOCK != 0),
+                                           max_blocks);
 }
 
-/* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's. */
+/* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's;
+ * pack_limit the columns kernel's outputs per thread the thunk allows (1 or 2). */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
-                                               uint32_t max_blocks, uint32_t sm_count) {
+                                               uint32_t max_blocks, uint32_t sm_count,
+                                               int32_t pack_limit) {
   /* counts up to 2^63-1 (a zero-stride view): rounded up by division, never by adding */
   const int64_t m = l->outputs, r = l->count;
   const int warps = REDUCE_CUDA_BLOCK / 32;
   plan->parts = 1;
+  plan->pack = 1;
   plan->tile_columns = 0;
   plan->finish_blocks = 1;
   if (reduce_cuda_use_columns(l)) {
-    reduce_cuda_plan_columns(plan, l, max_blocks, sm_count);
+    reduce_cuda_plan_columns(plan, l, max_blocks, sm_count, pack_limit);
   } else if (r <= REDUCE_CUDA_ROWS_MAX_COUNT) {
     plan->kind = REDUCE_CUDA_ROWS_KERNEL;
     plan->blocks = reduce_cuda_blocks(m / warps + (m % warps != 0), max_blocks);
@@ -144,23 +172,25 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const red
 }
 
 /* The columns kernel's work of one thread: block item `item` (0 <= item < tiles * parts, tiles
- * = outputs / tile_columns rounded up) and thread `thread` of REDUCE_CUDA_BLOCK. The thread
- * sums output `output` (none when output >= outputs: a strip's spare columns) over rows first,
- * first + step, ... below end, and its group `group` meets the strip's other groups in a tree;
- * part `part` of parts covers a fixed slice of the rows. */
+ * = outputs / pack / tile_columns rounded up) and thread `thread` of REDUCE_CUDA_BLOCK. The
+ * thread sums outputs output .. output + pack - 1 (none when output >= outputs: a strip's spare
+ * columns) over rows first, first + step, ... below end, and its group `group` meets the
+ * strip's other groups in a tree; part `part` of parts covers a fixed slice of the rows. */
 typedef struct reduce_cuda_column_work {
   int64_t output, part, first, end, step;
   int32_t column, group;
 } reduce_cuda_column_work;
 
 REDUCE_CUDA_PLAN_FN void reduce_cuda_column_work_of(const reduce_layout *l, int64_t parts,
-                                                    int32_t tile_columns, int64_t item,
-                                                    int32_t thread, reduce_cuda_column_work *w) {
+                                                    int32_t tile_columns, int32_t pack,
+                                                    int64_t item, int32_t thread,
+                                                    reduce_cuda_column_work *w) {
   /* one part (most plans): no 64-bit divisions, which a thread of the kernel does per strip */
   int64_t begin = 0, end = l->count;
   w->part = 0;
   if (parts > 1) {
-    const int64_t tiles = l->outputs / tile_columns + (l->outputs % tile_columns != 0);
+    const int64_t packs = l->outputs / pack;
+    const int64_t tiles = packs / tile_columns + (packs % tile_columns != 0);
     const int64_t slice = l->count / parts + (l->count % parts != 0);
     w->part = item / tiles;
     item -= w->part * tiles;
@@ -169,7 +199,7 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_column_work_of(const reduce_layout *l, int6
   }
   w->column = thread % tile_columns;
   w->group = thread / tile_columns;
-  w->output = item * tile_columns + w->column;
+  w->output = (item * tile_columns + w->column) * pack;
   w->first = begin + w->group;
   w->end = end;
   w->step = REDUCE_CUDA_BLOCK / tile_columns;

@@ -2,13 +2,16 @@
  * double over the same host data: float32 and float64 at tight tolerances (so TF32, off by
  * default, would fail them), float16 and bfloat16 at loose ones; transposed, sliced, copied
  * and broadcast layouts, batched matmul through one strided-batched call and through a loop,
- * k = 0, m = 0, gemm's alpha/beta/trans/c broadcast/in place, outputs written through scratch.
+ * k = 0, m = 0, gemm's alpha/beta/trans/c broadcast/in place, outputs written through scratch;
+ * the dot kernel (one output element) over lengths from 0 to 2^22 + 3, misaligned and strided
+ * vectors, against a double sum, rerun for the same bits.
  * Outputs are poisoned (0xFF) first. Exits 77 without a GPU (1 with DLOP_REQUIRE_GPU=1). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "matmul_reference.h"
 #include "op_runner.h"
 #include "test_support.h"
@@ -147,6 +150,10 @@ START_TEST(matmul_cases) {
       {S2(0, 5), S2(5, 3), "m = 0"},
       {S2(4, 0), S2(0, 3), "k = 0: zeros"},
       {S1(7), S1(7), "(n)(n) -> ()"},
+      {S1((1 << 20) + 5), S1((1 << 20) + 5), "(n)(n), long: the dot kernel's vectors, many blocks"},
+      {{1, {100003}, {3}}, S1(100003), "(n)(n), a strided: element by element"},
+      {S2(1, 4099), S2(4099, 1), "(1,k)(k,1): the dot kernel"},
+      {{2, {1, 4099}, {1, 1}}, {2, {4099, 1}, {1, 2}}, "(1,k)(k,1), b strided"},
       {S2(6, 7), S1(7), "(m,k)(k)"},
       {S1(7), S2(7, 5), "(k)(k,n)"},
       {{2, {37, 53}, {1, 37}}, {2, {53, 29}, {1, 53}}, "both transposed"},
@@ -174,6 +181,10 @@ START_TEST(gemm_cases) {
   spec c_full = S2(37, 29), c_row = S2(1, 29), c_scalar = {0, {0}, {0}};
   gemm_params plain = {1.0, 1.0, 0, 0}, scaled = {-0.5, 2.0, 0, 0}, no_c = {1.5, 0.0, 0, 0};
   gemm_params both = {2.0, 0.5, 1, 1};
+  spec row = S2(1, 1000), column = S2(1000, 1), c_one = S2(1, 1);
+  check_case("gemm", dt, &row, &column, &c_one, &scaled, NULL, 0, 0, "1 x 1: the dot kernel reads c");
+  check_case("gemm", dt, &row, &column, &c_one, &no_c, NULL, 0, 0, "1 x 1, beta 0: c not read");
+  check_case("gemm", dt, &row, &column, &c_one, &scaled, NULL, 0, 1, "1 x 1 in place on c");
   check_case("gemm", dt, &a, &b, &c_full, &plain, NULL, 0, 0, "c (m,n)");
   check_case("gemm", dt, &a, &b, &c_row, &scaled, NULL, 0, 0, "c (1,n)");
   check_case("gemm", dt, &a, &b, &c_scalar, &scaled, NULL, 0, 0, "c ()");
@@ -193,6 +204,81 @@ START_TEST(tf32_opt_in) {
 }
 END_TEST
 
+/* ---- the dot kernel: lengths, offsets that break 16-byte alignment, strides ----------------- */
+
+/* dot(a, b) on CUDA of a[i * a_step] and b[i * b_step] (i < n), a and b starting a_offset and
+ * b_offset elements into their spans, against a double sum of the same rounded values; a rerun
+ * gives the same bits. With integers, the values are integers in [-4, 4], whose products and
+ * partial sums the accumulator holds exactly in any order: the result is the exact sum rounded
+ * once to the output (a lost or doubled element shows). Otherwise values in [-1, 1], within the
+ * output's rounding plus the accumulator's over the sum of |a_i b_i| (float for 16-bit and
+ * float32 inputs, double for float64). */
+static void check_dot(dlop_dtype dtype, int64_t n, int64_t a_offset, int64_t a_step,
+                      int64_t b_offset, int64_t b_step, int integers) {
+  const size_t elsize = dlop_dtype_size(dtype);
+  const int64_t a_span = a_offset + (n > 0 ? (n - 1) * a_step + 1 : 0) + 1;
+  const int64_t b_span = b_offset + (n > 0 ? (n - 1) * b_step + 1 : 0) + 1;
+  void *a = malloc((size_t)a_span * elsize), *b = malloc((size_t)b_span * elsize);
+  ck_assert(a && b);
+  dlop_test_fill_random(a, dtype, a_span, (uint64_t)(n + 3 * a_offset + 5 * a_step), -1.0, 1.0);
+  dlop_test_fill_random(b, dtype, b_span, (uint64_t)(n + 7 * b_offset + 11 * b_step + 1), -1.0, 1.0);
+  for (int64_t i = 0; integers && i < a_span; i++) dlop_test_set(a, dtype, i, nearbyint(4 * dlop_test_get(a, dtype, i)));
+  for (int64_t i = 0; integers && i < b_span; i++) dlop_test_set(b, dtype, i, nearbyint(4 * dlop_test_get(b, dtype, i)));
+  double expected = 0, magnitude = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double p = dlop_test_get(a, dtype, a_offset + i * a_step) * dlop_test_get(b, dtype, b_offset + i * b_step);
+    expected += p;
+    magnitude += fabs(p);
+  }
+  dlop_graph *graph = dlop_test_new_graph();
+  dlop_var *inputs[2], *y;
+  DLOP_CK_OK(dlop_graph_input(graph, "a", dtype, 1, &n, &inputs[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", dtype, 1, &n, &inputs[1]));
+  DLOP_CK_OK(dlop_graph_apply(graph, "dot", inputs, 2, NULL, 0, &y, 1));
+  dlop_function *function = dlop_test_compile(graph, inputs, 2, y, CUDA);
+  dlop_array *spans[2], *views[2], *out;
+  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &a_span, a, &spans[0]));
+  DLOP_CK_OK(dlop_array_from_host(CUDA, dtype, 1, &b_span, b, &spans[1]));
+  DLOP_CK_OK(dlop_array_view(spans[0], 1, &n, &a_step, (uint64_t)a_offset * elsize, &views[0]));
+  DLOP_CK_OK(dlop_array_view(spans[1], 1, &n, &b_step, (uint64_t)b_offset * elsize, &views[1]));
+  unsigned char got[8], again[8];
+  for (int run = 0; run < 2; run++) {
+    DLOP_CK_OK(dlop_function_run(function, views, 2, &out, 1, NULL));
+    DLOP_CK_OK(dlop_array_to_host(out, run ? again : got, elsize));
+    dlop_array_release(out);
+  }
+  const double out_eps = dtype == DLOP_FLOAT16 ? 0x1p-10 : dtype == DLOP_BFLOAT16 ? 0x1p-7
+                         : dtype == DLOP_FLOAT32 ? 0x1p-23 : 0x1p-52;
+  const double acc_eps = integers ? 0 : dtype == DLOP_FLOAT64 ? 0x1p-45 : 0x1p-18;
+  const double value = dlop_test_get(got, dtype, 0), tol = out_eps * fabs(expected) + acc_eps * magnitude;
+  ck_assert_msg(fabs(value - expected) <= tol,
+                "dot %s n=%lld a at %lld step %lld, b at %lld step %lld%s: expected %.17g, got %.17g (tol %g)",
+                dlop_dtype_name(dtype), (long long)n, (long long)a_offset, (long long)a_step,
+                (long long)b_offset, (long long)b_step, integers ? ", integers" : "", expected, value, tol);
+  ck_assert_msg(memcmp(got, again, elsize) == 0, "dot %s n=%lld: a rerun gave different bits",
+                dlop_dtype_name(dtype), (long long)n);
+  dlop_test_release_arrays(4, views[0], views[1], spans[0], spans[1]);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+  free(a);
+  free(b);
+}
+
+START_TEST(dot_kernel_cases) {
+  dlop_dtype dt = DTYPES[_i];
+  static const int64_t lengths[] = {0, 1, 2, 7, 8, 9, 31, 33, 1000, 65537, (1 << 22) + 3};
+  for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+    const int64_t n = lengths[l];
+    for (int integers = 0; integers < 2; integers++) {
+      check_dot(dt, n, 0, 1, 0, 1, integers); /* aligned: vector loads (and the tail) */
+      check_dot(dt, n, 1, 1, 0, 1, integers); /* a misaligned: element by element */
+      check_dot(dt, n, 0, 1, 3, 1, integers); /* b misaligned */
+      check_dot(dt, n, 0, 2, 1, 3, integers); /* both strided */
+    }
+  }
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("blas_cuda");
@@ -200,6 +286,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, matmul_cases, 0, 4);
   tcase_add_loop_test(tc, gemm_cases, 0, 4);
+  tcase_add_loop_test(tc, dot_kernel_cases, 0, 4);
   tcase_add_test(tc, tf32_opt_in);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);

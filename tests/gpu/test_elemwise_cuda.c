@@ -1,14 +1,17 @@
 /* test_elemwise_cuda.c — the elemwise plugin on CUDA against its CPU results (the CPU kernels
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
- * where and the 10x10 cast table, which must agree bit for bit), contiguous (vector kernels of
- * every op, misaligned too), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * where and the 10x10 cast table, which must agree bit for bit, and casts to 16-bit floats next
+ * to their rounding boundaries; sqrt, log, tanh and sigmoid of every float16 and bfloat16
+ * value), contiguous (vector kernels of
+ * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_runner.h"
 #include "op_runner.h"
 #include "test_support.h"
 
@@ -151,6 +154,9 @@ static const layout NEGATIVE = {2, {40, 50}, {-100, 2}, 0};
 static const layout NEG_ROW = {1, {50}, {-1}, 0};
 static const layout EMPTY = {2, {0, 5}, {0}, 0};
 static const layout FIVE = {1, {5}, {0}, 0};
+/* Contiguous and shorter than one chunk of the vector kernels plus a tail (comparisons and
+ * casts take chunks of 4 to 16 elements, elemwise_cuda.cuh) */
+static const layout SEVEN = {1, {7}, {0}, 0};
 /* Rows long enough for the 2-d broadcast kernel (at least half a block of 16-byte vectors per
  * row for 2- to 8-byte types), with the row or the column on either side. */
 static const layout LONG_ROWS = {2, {67, 2048}, {0}, 0};
@@ -161,7 +167,7 @@ static const layout *const PAIRS[][2] = {
     {&BIG, &BIG},         {&BIG_MISALIGNED, &BIG}, {&MATRIX, &ROW},     {&COLUMN, &WIDE},
     {&COL3, &ROW4},       {&SCALAR, &VEC1000},     {&NEGATIVE, &NEG_ROW}, {&EMPTY, &FIVE},
     {&LONG_ROWS, &LONG_ROW}, {&LONG_ROW, &LONG_ROWS}, {&LONG_COLUMN, &LONG_ROWS},
-    {&LONG_ROWS, &LONG_COLUMN},
+    {&LONG_ROWS, &LONG_COLUMN}, {&SEVEN, &SEVEN}, {&BIG, &BIG_MISALIGNED},
 };
 #define NUM_PAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
@@ -260,12 +266,157 @@ START_TEST(test_cast_table) {
   for (size_t f = 0; f < sizeof ALL / sizeof ALL[0]; f++)
     for (size_t t = 0; t < sizeof ALL / sizeof ALL[0]; t++) {
       const layout *big[1] = {&BIG}, *neg[1] = {&NEG_BIG}, *scalar[1] = {&SCALAR};
-      const layout *misaligned[1] = {&BIG_MISALIGNED};
+      const layout *misaligned[1] = {&BIG_MISALIGNED}, *seven[1] = {&SEVEN};
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], big, 11u * f + t, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], misaligned, 11u * f + t + 3, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], neg, 11u * f + t + 1, 0.0);
       parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], scalar, 11u * f + t + 2, 0.0);
+      parity("cast", dlop_dtype_name(ALL[t]), 1, &ALL[f], seven, 11u * f + t + 4, 0.0);
     }
+}
+END_TEST
+
+/* ---- casts to 16-bit floats next to their rounding boundaries ----------------------------- */
+
+/* op(x) (cast: to dtype to; other ops: to is NULL) of the n host elements at data + offset
+ * elements on device (an offset breaks the 16-byte alignment of the vector kernels: they go
+ * element by element), the output's bytes into out. */
+static void unary_on(dlop_device device, const char *op, dlop_dtype from, const void *data,
+                     int64_t n, int64_t offset, const char *to, void *out, size_t out_bytes) {
+  dlop_graph *graph = dlop_test_new_graph();
+  dlop_var *x, *y;
+  dlop_named_param param = {"dtype", {.kind = DLOP_PARAM_STRING, .count = 1, .u = {.s = to}}};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", from, 1, &n, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, op, &x, 1, to ? &param : NULL, to ? 1 : 0, &y, 1));
+  dlop_function *function = dlop_test_compile(graph, &x, 1, y, device);
+  dlop_array *span, *input, *output;
+  const int64_t total = n + offset, one = 1;
+  DLOP_CK_OK(dlop_array_from_host(device, from, 1, &total, data, &span));
+  DLOP_CK_OK(dlop_array_view(span, 1, &n, &one, (uint64_t)offset * dlop_dtype_size(from), &input));
+  DLOP_CK_OK(dlop_function_run(function, &input, 1, &output, 1, NULL));
+  DLOP_CK_OK(dlop_array_to_host(output, out, out_bytes));
+  dlop_test_release_arrays(3, input, span, output);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+
+/* Values next to the rounding boundaries of a float with p stored mantissa bits and exponents
+ * from emin (the smallest normal) to emax: for each chosen exponent and mantissa, the midpoint
+ * between two neighbours exactly and nudged by 2^-2, 2^-13, 2^-29 and 2^-40 of a step either
+ * way (a double rounding through float32 gets the last ones wrong), signed; subnormal steps;
+ * the largest finite value's midpoint to infinity; zeros, infinities, NaN, far out of range.
+ * Returns the count written (at most 4096). */
+static int64_t rounding_edges(double *v, int p, int emin, int emax) {
+  static const int nudges[] = {2, 13, 29, 40};
+  const int exponents[] = {emin - 1, emin, emin + 1, -1, 0, 1, 7, emax - 1, emax};
+  const int64_t top = ((int64_t)1 << p) - 1;
+  const int64_t mantissas[] = {0, 1, 2, 3, top / 2, top - 1, top};
+  int64_t n = 0;
+  for (size_t e = 0; e < sizeof exponents / sizeof exponents[0]; e++)
+    for (size_t m = 0; m < sizeof mantissas / sizeof mantissas[0]; m++) {
+      /* exponents[e] below emin: the subnormal steps of 2^(emin - p) */
+      const int subnormal = exponents[e] < emin;
+      const double step = ldexp(1.0, (subnormal ? emin : exponents[e]) - p);
+      const double low = subnormal ? (double)mantissas[m] * step
+                                   : ldexp((double)(((int64_t)1 << p) + mantissas[m]), exponents[e] - p);
+      const double mid = low + step / 2;
+      for (int sign = -1; sign <= 1; sign += 2) {
+        v[n++] = sign * mid;
+        for (size_t k = 0; k < sizeof nudges / sizeof nudges[0]; k++) {
+          v[n++] = sign * (mid + ldexp(step, -nudges[k]));
+          v[n++] = sign * (mid - ldexp(step, -nudges[k]));
+        }
+        v[n++] = sign * low;
+      }
+    }
+  static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 1e300, -1e300, 1e-300};
+  for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++) v[n++] = specials[k];
+  return n;
+}
+
+/* float64 and float32 to float16 and bfloat16 (CUDA rounds float64 once in hardware, the CPU
+ * through a round-to-odd float): bit for bit, through the contiguous kernel (chunks and tail). */
+START_TEST(test_cast_rounding_edges) {
+  static const struct { const char *to; dlop_dtype dtype; int p, emin, emax; } targets[] = {
+      {"float16", DLOP_FLOAT16, 10, -14, 15}, {"bfloat16", DLOP_BFLOAT16, 7, -126, 127}};
+  static const dlop_dtype sources[] = {DLOP_FLOAT64, DLOP_FLOAT32};
+  double *values = malloc(4096 * sizeof(double));
+  unsigned char *data = malloc(4096 * 8), *cpu = malloc(4096 * 2), *cuda = malloc(4096 * 2);
+  ck_assert(values && data && cpu && cuda);
+  for (int t = 0; t < 2; t++)
+    for (int s = 0; s < 2; s++) {
+      const int64_t n = rounding_edges(values, targets[t].p, targets[t].emin, targets[t].emax);
+      for (int64_t i = 0; i < n; i++) dlop_test_set(data, sources[s], i, values[i]);
+      unary_on(CPU, "cast", sources[s], data, n, 0, targets[t].to, cpu, (size_t)n * 2);
+      unary_on(CUDA, "cast", sources[s], data, n, 0, targets[t].to, cuda, (size_t)n * 2);
+      for (int64_t i = 0; i < n; i++) {
+        uint16_t a, b;
+        memcpy(&a, cpu + 2 * i, 2);
+        memcpy(&b, cuda + 2 * i, 2);
+        ck_assert_msg(a == b, "cast %s -> %s of %.17g: CPU 0x%04x, CUDA 0x%04x",
+                      dlop_dtype_name(sources[s]), targets[t].to, dlop_test_get(data, sources[s], i),
+                      a, b);
+      }
+    }
+  free(values);
+  free(data);
+  free(cpu);
+  free(cuda);
+}
+END_TEST
+
+/* ---- 16-bit unary math on every value ----------------------------------------------------- */
+
+/* The distance between two 16-bit floats of one sign in units in the last place (their bits
+ * are ordered like their magnitudes); opposite signs count from zero on both sides. */
+static int64_t ulps16(uint16_t a, uint16_t b) {
+  const int64_t x = a & 0x8000u ? -(int64_t)(a & 0x7FFFu) : (int64_t)a;
+  const int64_t y = b & 0x8000u ? -(int64_t)(b & 0x7FFFu) : (int64_t)b;
+  return x > y ? x - y : y - x;
+}
+
+static int is_nan16(uint16_t h, dlop_dtype dtype) {
+  return dtype == DLOP_FLOAT16 ? (h & 0x7FFFu) > 0x7C00u : (h & 0x7FFFu) > 0x7F80u;
+}
+
+/* sqrt, log, tanh and sigmoid of every float16 and every bfloat16 value (all 65536 bit
+ * patterns, so every subnormal, both zeros, the infinities and NaNs): the packed kernel of two
+ * elements per word gives the element function's bits (the same input one element later,
+ * misaligned, goes element by element; and a length that leaves a tail); against the CPU,
+ * sqrt bit for bit (NaN for NaN), the others within 2 ulp of the 16-bit type (each device's
+ * result is within 1 of the true value), NaN for NaN, infinities alike. */
+START_TEST(test_unary_every_16_bit_value) {
+  static const char *const names[] = {"sqrt", "log", "tanh", "sigmoid"};
+  static const dlop_dtype types[] = {DLOP_FLOAT16, DLOP_BFLOAT16};
+  const int64_t n = 65536 + 5; /* a tail of five after whole vectors */
+  uint16_t *data = malloc((size_t)(n + 1) * 2), *cpu = malloc((size_t)n * 2);
+  uint16_t *cuda = malloc((size_t)n * 2), *shifted = malloc((size_t)n * 2);
+  ck_assert(data && cpu && cuda && shifted);
+  data[0] = 0x3C00u; /* the shifted run's first element is data[1] */
+  for (int64_t i = 0; i < n; i++) data[i + 1] = (uint16_t)(i & 0xFFFF);
+  for (int t = 0; t < 2; t++)
+    for (int o = 0; o < 4; o++) {
+      const dlop_dtype dt = types[t];
+      unary_on(CPU, names[o], dt, data + 1, n, 0, NULL, cpu, (size_t)n * 2);
+      unary_on(CUDA, names[o], dt, data, n, 1, NULL, shifted, (size_t)n * 2);
+      unary_on(CUDA, names[o], dt, data + 1, n, 0, NULL, cuda, (size_t)n * 2);
+      for (int64_t i = 0; i < n; i++) {
+        const uint16_t x = data[i + 1], a = cpu[i], b = cuda[i];
+        ck_assert_msg(b == shifted[i], "%s %s of 0x%04x: 0x%04x aligned (packed), 0x%04x misaligned",
+                      names[o], dlop_dtype_name(dt), x, b, shifted[i]);
+        const int nan_a = is_nan16(a, dt), nan_b = is_nan16(b, dt);
+        const int64_t tol = o == 0 ? 0 : 2;
+        const int inf = (a & 0x7FFFu) == (dt == DLOP_FLOAT16 ? 0x7C00u : 0x7F80u);
+        const int ok = nan_a || nan_b ? nan_a == nan_b : inf ? a == b : ulps16(a, b) <= tol;
+        ck_assert_msg(ok, "%s %s of 0x%04x (%g): CPU 0x%04x (%g), CUDA 0x%04x (%g)", names[o],
+                      dlop_dtype_name(dt), x, dlop_test_get(&x, dt, 0), a, dlop_test_get(&a, dt, 0),
+                      b, dlop_test_get(&b, dt, 0));
+      }
+    }
+  free(data);
+  free(cpu);
+  free(cuda);
+  free(shifted);
 }
 END_TEST
 
@@ -279,6 +430,8 @@ int main(void) {
                       test_unary,
                       test_comparisons_and_where,
                       test_cast_table,
+                      test_cast_rounding_edges,
+                      test_unary_every_16_bit_value,
                       NULL);
   return dlop_test_run_suite(suite);
 }

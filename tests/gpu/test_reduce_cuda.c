@@ -4,7 +4,8 @@
  * columns kernel (first and middle axes) and the rows kernel's vector loads get every op and
  * dtype on integer-valued data, whose sums are exact in any order, so CUDA must equal the CPU
  * bit for bit (a lost or doubled element shows), with NaN and infinities mixed in, over odd,
- * tiny, empty, transposed, negative-stride and broadcast layouts; and long float32 columns
+ * tiny, empty, transposed, negative-stride, broadcast and misaligned layouts (pairs of outputs
+ * per thread, vector loads and element by element); and long float32 columns
  * against a double reference within a few ulps of their sum of magnitudes.
  * Without a usable GPU it prints why and exits 77 (skipped); DLOP_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -165,10 +166,14 @@ static void fill_exact(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, i
     }
 }
 
-static void check_exact(const reduce_case *c, uint64_t seed, int specials) {
+/* offset: extra elements before the tensor's first one (a start that breaks the alignment of
+ * the columns kernel's vector loads). */
+static void check_exact(const reduce_case *c, uint64_t seed, int specials, int64_t offset) {
   int64_t strides[4], first, n_cpu, n_cuda;
   int64_t span = dlop_test_layout_span(c->ndim, c->shape, dlop_test_strides_given(c->ndim, c->strides),
                                        strides, &first);
+  span += offset;
+  first += offset;
   void *data = malloc((size_t)(span > 0 ? span : 1) * dlop_dtype_size(c->dtype));
   ck_assert_ptr_nonnull(data);
   fill_exact(data, c->dtype, span, seed, specials);
@@ -179,11 +184,11 @@ static void check_exact(const reduce_case *c, uint64_t seed, int specials) {
   for (int64_t m = 0; m < n_cpu; m++) {
     int ok = (isnan(cpu[m]) && isnan(cuda[m])) || cpu[m] == cuda[m];
     ck_assert_msg(ok, "%s %s shape (%lld, %lld, %lld, %lld) strides (%lld, %lld, %lld, %lld) axes "
-                  "(%lld, %lld) naxes %d%s: [%lld] cpu %.17g, cuda %.17g",
+                  "(%lld, %lld) naxes %d offset %lld%s: [%lld] cpu %.17g, cuda %.17g",
                   c->op, dlop_dtype_name(c->dtype), (long long)c->shape[0], (long long)c->shape[1],
                   (long long)c->shape[2], (long long)c->shape[3], (long long)strides[0],
                   (long long)strides[1], (long long)strides[2], (long long)strides[3],
-                  (long long)c->axes[0], (long long)c->axes[1], (int)c->naxes,
+                  (long long)c->axes[0], (long long)c->axes[1], (int)c->naxes, (long long)offset,
                   specials ? " with NaN and inf" : "", (long long)m, cpu[m], cuda[m]);
   }
   free(cpu);
@@ -192,7 +197,9 @@ static void check_exact(const reduce_case *c, uint64_t seed, int specials) {
 }
 
 /* Layouts of the columns kernel (reduce_cuda_plan.h: consecutive outputs closer in memory than
- * consecutive reduced elements) and of short contiguous reductions (the rows kernel). */
+ * consecutive reduced elements; pairs of outputs per thread for the float dtypes where the
+ * layout has them) and of short contiguous reductions (the rows kernel). offset: elements
+ * before the first one. */
 typedef struct axis_layout {
   int32_t ndim;
   int64_t shape[4];
@@ -200,28 +207,32 @@ typedef struct axis_layout {
   int32_t naxes;
   int64_t axes[2];
   int keepdims;
+  int64_t offset;
 } axis_layout;
 
 static const axis_layout COLUMN_LAYOUTS[] = {
-    {2, {4096, 300}, {0}, 1, {0}, 0},           /* first axis: strips in 32 parts */
-    {2, {1000, 2048}, {0}, 1, {0}, 0},          /* first axis, wide: 64 strips in 16 parts */
-    {2, {(1 << 18) + 3, 3}, {0}, 1, {0}, 0},    /* three long columns: 4-wide strips, 64 groups */
-    {2, {7, 33}, {0}, 1, {0}, 1},               /* odd and tiny, keepdims */
-    {3, {5, 1001, 37}, {0}, 1, {1}, 0},         /* middle axis, odd sizes */
-    {3, {64, 512, 256}, {0}, 1, {1}, 0},        /* middle axis: 512 strips in 3 parts */
-    {3, {300, 3, 4}, {0}, 1, {1}, 0},           /* middle axis, short: a thread per output */
-    {3, {9, 4099, 3}, {0}, 1, {1}, 1},          /* middle axis, narrow, keepdims */
-    {3, {40, 60, 50}, {0}, 2, {0, 1}, 0},       /* first two axes */
-    {4, {3, 70, 5, 40}, {0}, 2, {0, 2}, 0},     /* two reduced dims that do not merge */
-    {2, {40, 50}, {-100, 2}, 1, {0}, 0},        /* negative and gapped strides */
-    {2, {700, 300}, {1, 700}, 1, {1}, 0},       /* a transposed matrix's last axis */
-    {2, {1000, 64}, {1, 0}, 1, {0}, 0},         /* broadcast outputs (stride 0) */
-    {2, {1, 5000}, {0}, 1, {0}, 0},             /* a 1-element reduction: a copy */
-    {2, {5000, 1}, {0}, 1, {0}, 0},             /* one output (the block kernel) */
-    {2, {1, 1}, {0}, 1, {0}, 0},                /* one element */
-    {3, {64, 64, 256}, {0}, 1, {2}, 0},         /* last axis, aligned rows: vector loads */
-    {2, {64, 257}, {0}, 1, {1}, 0},             /* last axis, rows mostly misaligned */
-    {3, {65, 33, 255}, {0}, 1, {2}, 1},         /* last axis, odd, keepdims */
+    {2, {4096, 300}, {0}, 1, {0}, 0, 0},           /* first axis: strips in 32 parts */
+    {2, {1000, 2048}, {0}, 1, {0}, 0, 0},          /* first axis, wide: 64 strips in 16 parts */
+    {2, {(1 << 18) + 3, 3}, {0}, 1, {0}, 0, 0},    /* three long columns: 4-wide strips, 64 groups */
+    {2, {7, 33}, {0}, 1, {0}, 1, 0},               /* odd and tiny, keepdims */
+    {3, {5, 1001, 37}, {0}, 1, {1}, 0, 0},         /* middle axis, odd sizes */
+    {3, {64, 512, 256}, {0}, 1, {1}, 0, 0},        /* middle axis: 512 strips in 3 parts */
+    {3, {300, 3, 4}, {0}, 1, {1}, 0, 0},           /* middle axis, short: a thread per output */
+    {3, {9, 4099, 3}, {0}, 1, {1}, 1, 0},          /* middle axis, narrow, keepdims */
+    {3, {40, 60, 50}, {0}, 2, {0, 1}, 0, 0},       /* first two axes */
+    {4, {3, 70, 5, 40}, {0}, 2, {0, 2}, 0, 0},     /* two reduced dims that do not merge */
+    {2, {40, 50}, {-100, 2}, 1, {0}, 0, 0},        /* negative and gapped strides */
+    {2, {700, 300}, {1, 700}, 1, {1}, 0, 0},       /* a transposed matrix's last axis */
+    {2, {1000, 64}, {1, 0}, 1, {0}, 0, 0},         /* broadcast outputs (stride 0) */
+    {2, {1, 5000}, {0}, 1, {0}, 0, 0},             /* a 1-element reduction: a copy */
+    {2, {5000, 1}, {0}, 1, {0}, 0, 0},             /* one output (the block kernel) */
+    {2, {1, 1}, {0}, 1, {0}, 0, 0},                /* one element */
+    {3, {64, 64, 256}, {0}, 1, {2}, 0, 0},         /* last axis, aligned rows: vector loads */
+    {2, {64, 257}, {0}, 1, {1}, 0, 0},             /* last axis, rows mostly misaligned */
+    {3, {65, 33, 255}, {0}, 1, {2}, 1, 0},         /* last axis, odd, keepdims */
+    {2, {4096, 300}, {0}, 1, {0}, 0, 1},           /* first axis, pairs misaligned: one by one */
+    {3, {64, 512, 256}, {0}, 1, {1}, 0, 3},        /* middle axis likewise */
+    {2, {(1 << 16) + 1, 6}, {0}, 1, {0}, 0, 0},    /* three pairs, long: many groups and parts */
 };
 #define NUM_COLUMN_LAYOUTS ((int)(sizeof COLUMN_LAYOUTS / sizeof COLUMN_LAYOUTS[0]))
 
@@ -247,7 +258,7 @@ START_TEST(test_columns_every_op_and_dtype) {
       for (size_t t = 0; t < 9; t++) {
         if (strcmp(ops[o], "mean") == 0 && !dlop_dtype_is_float(numeric[t])) continue;
         reduce_case c = case_of(ops[o], numeric[t], &COLUMN_LAYOUTS[l]);
-        check_exact(&c, 1000u + 37u * (uint64_t)l + 7u * t + o, 0);
+        check_exact(&c, 1000u + 37u * (uint64_t)l + 7u * t + o, 0, COLUMN_LAYOUTS[l].offset);
       }
 }
 END_TEST
@@ -259,22 +270,23 @@ START_TEST(test_columns_nan_and_inf) {
     for (size_t o = 0; o < 4; o++)
       for (size_t t = 0; t < 4; t++) {
         reduce_case c = case_of(ops[o], floats[t], &COLUMN_LAYOUTS[l]);
-        check_exact(&c, 5000u + 37u * (uint64_t)l + 7u * t + o, 1);
+        check_exact(&c, 5000u + 37u * (uint64_t)l + 7u * t + o, 1, COLUMN_LAYOUTS[l].offset);
       }
 }
 END_TEST
 
 /* Empty reductions along a first or middle axis: sum 0 and mean NaN for every output. */
 START_TEST(test_columns_empty) {
-  static const axis_layout empty[] = {{2, {0, 77}, {0}, 1, {0}, 0}, {3, {4, 0, 9}, {0}, 1, {1}, 1}};
+  static const axis_layout empty[] = {{2, {0, 77}, {0}, 1, {0}, 0, 0},
+                                       {3, {4, 0, 9}, {0}, 1, {1}, 1, 0}};
   dlop_test_load_bundled_plugins();
   for (int l = 0; l < 2; l++)
     for (size_t t = 0; t < 9; t++) {
       reduce_case c = case_of("sum", numeric[t], &empty[l]);
-      check_exact(&c, 77u + t, 0);
+      check_exact(&c, 77u + t, 0, 0);
       if (!dlop_dtype_is_float(numeric[t])) continue;
       c.op = "mean";
-      check_exact(&c, 78u + t, 0);
+      check_exact(&c, 78u + t, 0, 0);
     }
 }
 END_TEST

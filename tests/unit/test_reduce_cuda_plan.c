@@ -3,7 +3,7 @@
  * the columns kernel's split (strips, thread groups, parts) gives every (output, element) pair
  * to exactly one thread, keeps its partials inside the workspace and its tree well formed, for
  * first, middle, last and all axes, odd, tiny, empty, transposed, negative-stride and
- * broadcast layouts. The kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
+ * broadcast layouts, with one output per thread and with pairs; and which layouts get pairs. The kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +52,8 @@ static void layout_of(const plan_case *c, reduce_layout *l) {
  * the tree, the partials and the grid are within bounds. (Plain ifs in the loops: a Check
  * assertion that passes still reports to the parent process, far too slow per element.) */
 static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *p, const char *what) {
-  const int64_t tiles = (l->outputs + p->tile_columns - 1) / p->tile_columns;
+  const int64_t packs = l->outputs / p->pack;
+  const int64_t tiles = (packs + p->tile_columns - 1) / p->tile_columns;
   const int64_t groups = REDUCE_CUDA_BLOCK / p->tile_columns;
   const int64_t count = l->count > 0 ? l->count : 1;
   unsigned char *seen = calloc((size_t)(l->outputs * count), 1);
@@ -65,28 +66,31 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
                 "%s: %lld parts of %lld outputs overflow the workspace", what, (long long)p->parts,
                 (long long)l->outputs);
   ck_assert_msg(p->blocks >= 1 && p->blocks <= MAX_BLOCKS, "%s: %u blocks", what, p->blocks);
+  ck_assert_msg(p->pack == 1 || (p->pack == 2 && l->outputs % 2 == 0 && reduce_cuda_columns_pairs(l)),
+                "%s: pack %d of %lld outputs", what, (int)p->pack, (long long)l->outputs);
   for (int64_t item = 0; item < tiles * p->parts && !problem[0]; item++)
     for (int32_t t = 0; t < REDUCE_CUDA_BLOCK && !problem[0]; t++) {
       reduce_cuda_column_work w;
-      reduce_cuda_column_work_of(l, p->parts, p->tile_columns, item, t, &w);
+      reduce_cuda_column_work_of(l, p->parts, p->tile_columns, p->pack, item, t, &w);
       if (w.step != groups || w.group < 0 || w.group >= groups || w.column != t % p->tile_columns ||
-          w.part < 0 || w.part >= p->parts || w.output < 0) {
+          w.part < 0 || w.part >= p->parts || w.output < 0 || w.output % p->pack != 0) {
         snprintf(problem, sizeof problem, "item %lld thread %d: step %lld group %d column %d part %lld",
                  (long long)item, (int)t, (long long)w.step, (int)w.group, (int)w.column,
                  (long long)w.part);
         break;
       }
       if (w.output >= l->outputs) continue; /* a strip's spare column: combines identities */
-      for (int64_t r = w.first; r < w.end; r += w.step) {
+      for (int64_t r = w.first; r < w.end && !problem[0]; r += w.step) {
         if (r < 0 || r >= l->count) {
           snprintf(problem, sizeof problem, "row %lld of %lld", (long long)r, (long long)l->count);
           break;
         }
-        if (seen[w.output * count + r]++ != 0) {
-          snprintf(problem, sizeof problem, "output %lld element %lld summed twice (item %lld thread %d)",
-                   (long long)w.output, (long long)r, (long long)item, (int)t);
-          break;
-        }
+        for (int32_t j = 0; j < p->pack; j++)
+          if (seen[(w.output + j) * count + r]++ != 0) {
+            snprintf(problem, sizeof problem, "output %lld element %lld summed twice (item %lld thread %d)",
+                     (long long)(w.output + j), (long long)r, (long long)item, (int)t);
+            break;
+          }
       }
     }
   for (int64_t i = 0; i < l->outputs * l->count && !problem[0]; i++)
@@ -97,11 +101,16 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
   ck_assert_msg(problem[0] == '\0', "%s: %s", what, problem);
 }
 
-static reduce_cuda_plan plan_of(const plan_case *c, reduce_layout *l, uint32_t sms) {
+static reduce_cuda_plan plan_packed(const plan_case *c, reduce_layout *l, uint32_t sms,
+                                    int32_t pack_limit) {
   reduce_cuda_plan p;
   layout_of(c, l);
-  reduce_cuda_plan_make(&p, l, sms * 128u, sms);
+  reduce_cuda_plan_make(&p, l, sms * 128u, sms, pack_limit);
   return p;
+}
+
+static reduce_cuda_plan plan_of(const plan_case *c, reduce_layout *l, uint32_t sms) {
+  return plan_packed(c, l, sms, 1);
 }
 
 /* The axis cases of the benchmark: a first or middle axis goes to the columns kernel, the
@@ -182,16 +191,48 @@ START_TEST(test_columns_split_covers_each_element_once) {
       {2, {1000, 64}, {1, 0}, 1u},         /* broadcast outputs (stride 0) */
       {2, {700, 300}, {1, 700}, 2u},       /* transposed last axis */
       {4, {3, 70, 5, 40}, {0}, 5u},        /* two reduced dims that do not merge */
+      {3, {256, 1024, 256}, {0}, 1u},      /* the benchmark's first axis: pairs */
+      {3, {256, 1024, 256}, {0}, 2u},      /* its middle axis: pairs over two kept dims */
+      {3, {6, 50, 4}, {200, 4, 1}, 2u},    /* middle axis, two kept dims, even strides: pairs */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1) {
-      reduce_layout l;
-      char what[64];
-      reduce_cuda_plan p = plan_of(&cases[i], &l, sms);
-      snprintf(what, sizeof what, "case %zu on %u SMs", i, sms);
-      if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
-      check_columns_split(&l, &p, what);
-    }
+    for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1)
+      for (int32_t pack_limit = 1; pack_limit <= 2; pack_limit++) {
+        reduce_layout l;
+        char what[80];
+        reduce_cuda_plan p = plan_packed(&cases[i], &l, sms, pack_limit);
+        snprintf(what, sizeof what, "case %zu on %u SMs, pack %d", i, sms, (int)p.pack);
+        if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
+        check_columns_split(&l, &p, what);
+      }
+}
+END_TEST
+
+/* Pairs of outputs per thread exactly where both neighbours lie side by side in every row and
+ * every pair starts at an even element: an even, contiguous innermost kept dim, even other
+ * strides; never where the thunk allows one output. */
+START_TEST(test_columns_pairs) {
+  static const struct { plan_case c; int32_t pack; } cases[] = {
+      {{2, {8192, 8192}, {0}, 1u}, 2},          /* first axis */
+      {{3, {256, 1024, 256}, {0}, 2u}, 2},      /* middle axis */
+      {{2, {7, 33}, {0}, 1u}, 1},               /* odd row: a pair would straddle it */
+      {{3, {5, 1001, 37}, {0}, 2u}, 1},         /* odd innermost kept dim */
+      {{3, {5, 1001, 38}, {38 * 1001 + 1, 38, 1}, 2u}, 1}, /* odd outer kept stride */
+      {{2, {40, 50}, {-100, 2}, 1u}, 1},        /* kept stride 2: not neighbours */
+      {{2, {40, 50}, {-101, 1}, 1u}, 1},        /* odd reduced stride */
+      {{2, {40, 50}, {-100, 1}, 1u}, 2},        /* negative even reduced stride */
+      {{2, {1000, 64}, {1, 0}, 1u}, 1},         /* broadcast outputs */
+      {{2, {700, 300}, {1, 700}, 2u}, 2},       /* transposed last axis: its kept dim is contiguous */
+      {{2, {701, 300}, {1, 701}, 2u}, 1},       /* the same, odd */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    reduce_layout l;
+    reduce_cuda_plan p = plan_packed(&cases[i].c, &l, SMS, 2);
+    ck_assert_msg(p.kind == REDUCE_CUDA_COLUMNS_KERNEL, "case %zu: kind %d", i, p.kind);
+    ck_assert_msg(p.pack == cases[i].pack, "case %zu: pack %d, expected %d", i, (int)p.pack,
+                  (int)cases[i].pack);
+    ck_assert_int_eq(plan_packed(&cases[i].c, &l, SMS, 1).pack, 1);
+  }
 }
 END_TEST
 
@@ -217,6 +258,7 @@ int main(void) {
                       test_columns_shape_of_split,
                       test_columns_split_covers_each_element_once,
                       test_columns_cases_reach_columns,
+                      test_columns_pairs,
                       NULL);
   return dlop_test_run_suite(suite);
 }

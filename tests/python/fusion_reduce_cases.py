@@ -68,16 +68,20 @@ def compare(op, dtype, got, want, values, axis, keepdims, what):
     """Fused (got) against unfused (want), both NumPy arrays; values are the unfused
     elementwise stage's, for the accumulation bound."""
     assert got.shape == want.shape and got.dtype == want.dtype, what
-    if op in ("max", "min") or dtype not in FLOATS:
-        assert np.array_equal(got, want, equal_nan=dtype in FLOATS), (
-            "%s: fused %s differs from unfused %s" % (what, got, want))
+    if dtype not in FLOATS:
+        assert np.array_equal(got, want), "%s: fused %s differs from unfused %s" % (what, got, want)
         return
-    scale = np.sum(np.abs(values.astype(np.float64)), axis=axis, keepdims=keepdims)
-    if op == "mean":
-        count = values.size // max(want.size, 1)
-        scale = scale / max(count, 1)
     want64 = want.astype(np.float64)
-    tolerance = 2 * (ROUNDING[dtype] * np.abs(want64) + ACCUMULATION[dtype] * scale)
+    if op in ("max", "min"):
+        # exact selection, but of exp's values: the plugins' AVX2/AVX-512 copies contract
+        # multiply-adds where the fused kernel does not (1 ulp apart on some hosts)
+        tolerance = ROUNDING[dtype] * np.abs(want64)
+    else:
+        scale = np.sum(np.abs(values.astype(np.float64)), axis=axis, keepdims=keepdims)
+        if op == "mean":
+            count = values.size // max(want.size, 1)
+            scale = scale / max(count, 1)
+        tolerance = 2 * (ROUNDING[dtype] * np.abs(want64) + ACCUMULATION[dtype] * scale)
     got64 = got.astype(np.float64)
     good = (np.isnan(got64) & np.isnan(want64)) | (np.abs(got64 - want64) <= tolerance) | (
         np.isinf(want64) & (got64 == want64))
@@ -317,7 +321,8 @@ def test_two_reductions_of_one_value(device):
         assert "max over the last axis" in text and "mean over the last axis" in text
     xs = to_dlop(random_values("float32", (33, 2049), 8), "float32", device)
     (got_max, got_mean), (want_max, want_mean) = ([to_numpy(r) for r in f(xs)] for f in (fused, unfused))
-    assert np.array_equal(got_max, want_max)
+    # a max of exp's values: exact selection, exp within an ulp or two (see compare)
+    np.testing.assert_allclose(got_max, want_max, rtol=ROUNDING["float32"])
     np.testing.assert_allclose(got_mean, want_mean, rtol=1e-5)
 
 

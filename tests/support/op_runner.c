@@ -82,13 +82,25 @@ void dlop_test_make_thunk_ok(const dlop_op_desc *op, const dlop_param_value *par
                 op->name);
 }
 
+/* The workspace a thunk asks for comes from the host's pool, as the runtime provides it: on the
+ * CUDA device the tests use (cuda:0) when there is a stream, else on the CPU. */
 int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
                   const dlop_tensor *output, void *stream, char *error, size_t error_size) {
   dlop_run_args args = {.struct_size = sizeof args, .inputs = inputs, .num_inputs = num_inputs,
                         .outputs = output, .num_outputs = 1, .stream = stream,
                         .error = error, .error_size = error_size};
+  dlop_device device = {stream != NULL ? DLOP_DEVICE_CUDA : DLOP_DEVICE_CPU, 0};
+  const dlop_host_api *host = dlop_host_api_table();
   error[0] = '\0';
-  return thunk->run(thunk->state, &args);
+  if (thunk->workspace_bytes > 0) {
+    int status = host->memory_alloc(device, thunk->workspace_bytes, stream, &args.workspace,
+                                    error, error_size);
+    if (status != DLOP_OK) return status;
+    args.workspace_bytes = thunk->workspace_bytes;
+  }
+  int status = thunk->run(thunk->state, &args);
+  if (args.workspace != NULL) host->memory_free(device, args.workspace, stream);
+  return status;
 }
 
 void dlop_test_run_ok(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,

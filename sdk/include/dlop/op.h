@@ -222,6 +222,22 @@ typedef struct dlop_scalar_body_args {
   size_t error_size;
 } dlop_scalar_body_args;
 
+/* Arguments of runtime_info (ABI 1.2): what only run time knows about how the op runs on a
+ * device in this process (the library a CPU kernel calls and its version, the kernel set it
+ * picked for this CPU, its thread count), for `dlop info` and dlop.info(). The op writes lines
+ * of "key: value" into text; it may do the work its first thunk would do to find out (load a
+ * library), and must not fail when it can report why it cannot run (say so in a line).
+ * Return DLOP_UNSUPPORTED (with a message) for a device it has nothing to say about. */
+typedef struct dlop_runtime_info_args {
+  uint32_t struct_size;
+  int32_t device_type; /* dlop_device_type */
+  const struct dlop_op_desc *op;
+  char *text; /* to fill: NUL-terminated, text_size bytes, host-owned */
+  size_t text_size;
+  char *error;
+  size_t error_size;
+} dlop_runtime_info_args;
+
 typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
 typedef int (*dlop_make_thunk_fn)(const dlop_thunk_args *args);
@@ -229,6 +245,7 @@ typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
 /* Not const, unlike the other stages: the stage fills fields of its arguments (code, flags,
  * prelude, prelude_name), not only memory they point to. */
 typedef int (*dlop_scalar_body_fn)(dlop_scalar_body_args *args);
+typedef int (*dlop_runtime_info_fn)(const dlop_runtime_info_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 
@@ -273,6 +290,7 @@ typedef struct dlop_op_desc {
   dlop_make_view_fn make_view; /* for ops with a view_map; NULL otherwise */
   /* ---- since ABI 1.2 ---- */
   dlop_scalar_body_fn scalar_body; /* elementwise ops that fusion may inline; NULL otherwise */
+  dlop_runtime_info_fn runtime_info; /* run-time facts for dlop info; NULL: none */
 } dlop_op_desc;
 
 #ifdef __cplusplus

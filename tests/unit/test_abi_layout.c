@@ -46,7 +46,7 @@ PIN(dlop_param_decl, reserved, 12);
 PIN(dlop_param_decl, doc, 16);
 PIN(dlop_param_decl, default_value, 24);
 
-SIZE(dlop_op_desc, 120);
+SIZE(dlop_op_desc, 128);
 PIN(dlop_op_desc, struct_size, 0);
 PIN(dlop_op_desc, flags, 4);
 PIN(dlop_op_desc, name, 8);
@@ -68,6 +68,18 @@ PIN(dlop_op_desc, op_data, 96);
 PIN(dlop_op_desc, make_view, 104);
 /* ABI 1.2 appended scalar_body; 1.1 plugins' descriptors end at make_view (112 bytes). */
 PIN(dlop_op_desc, scalar_body, 112);
+/* ABI 1.2 also appended runtime_info after it; descriptors that end before it read it as NULL. */
+PIN(dlop_op_desc, runtime_info, 120);
+
+/* ABI 1.2: the runtime_info stage's arguments. */
+SIZE(dlop_runtime_info_args, 48);
+PIN(dlop_runtime_info_args, struct_size, 0);
+PIN(dlop_runtime_info_args, device_type, 4);
+PIN(dlop_runtime_info_args, op, 8);
+PIN(dlop_runtime_info_args, text, 16);
+PIN(dlop_runtime_info_args, text_size, 24);
+PIN(dlop_runtime_info_args, error, 32);
+PIN(dlop_runtime_info_args, error_size, 40);
 
 /* ABI 1.2: the scalar_body stage's arguments. */
 SIZE(dlop_scalar_body_args, 128);

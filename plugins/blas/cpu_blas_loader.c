@@ -5,8 +5,9 @@
  *   2. a scipy-openblas the process has already loaded (NumPy >= 2's ILP64 copy, SciPy's):
  *      reused, so the process has one OpenBLAS and one thread pool (cpu_blas_loaded.c);
  *   3. the scipy-openblas64 / scipy-openblas32 wheel's library: the paths the build found in its
- *      Python (DLOP_BLAS_WHEEL_LIBRARIES, recorded by CMake from scipy_openblas64.get_lib_dir()),
- *      then libscipy_openblas64_.so and libscipy_openblas.so on the library search path;
+ *      Python (DLOP_BLAS_WHEEL_LIBRARIES, recorded by CMake from scipy_openblas64.get_lib_dir(),
+ *      or NumPy's bundled copy where no wheel is installed), then libscipy_openblas64_.so and
+ *      libscipy_openblas.so on the library search path;
  *   4. the system's: libopenblas.so.0, libopenblas.so, libcblas.so.3, libblas.so.3.
  * Why scipy-openblas before the system's: Debian 12's OpenBLAS (0.3.21) does not know current
  * CPUs, falls back to its oldest kernels and ran gemm at a fifth of NumPy's speed; the wheels
@@ -68,7 +69,8 @@ static void warn_if_generic_core(const blas_cpu_library *lib) {
     snprintf(message, sizeof message,
              "%s chose its generic '%s' kernels: it does not know this CPU, which has %s; CPU "
              "GEMMs run several times slower than they could. Set OPENBLAS_CORETYPE=%s before "
-             "the process starts (or use a newer OpenBLAS through DLOP_BLAS_LIBRARY)",
+             "the process starts, or pip install scipy-openblas64 (then rebuild dlop) or set "
+             "DLOP_BLAS_LIBRARY to a newer OpenBLAS",
              path, core, strncmp(suggest, "Haswell", 7) == 0 ? "AVX2" : "AVX-512", suggest);
     if (DLOP_HOST_HAS(blas_host(), log)) blas_host()->log(DLOP_LOG_WARNING, "blas", message);
     return;

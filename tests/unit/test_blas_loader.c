@@ -4,13 +4,15 @@
  * recorded, else the system's. Fake libraries (tests/fixtures/fake_cblas.c) under
  * scipy-openblas64's names (ILP64) and scipy-openblas32's (LP64) make the choice deterministic
  * and count their calls; the real ILP64 wheel's products are compared with the system's LP64
- * OpenBLAS called directly. Also dlop_op_runtime_info, the ABI 1.2 stage `dlop info` prints.
+ * OpenBLAS called directly; a leading dimension past INT_MAX runs through ILP64 and is refused
+ * through LP64. Also dlop_op_runtime_info, the ABI 1.2 stage `dlop info` prints.
  * Each test runs in its own process (Check's fork mode): the plugin loads its BLAS once. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul_reference.h"
 #include "op_runner.h"
@@ -235,6 +237,59 @@ START_TEST(ilp64_wheel_equals_lp64_system) {
 }
 END_TEST
 
+/* A leading dimension past INT_MAX: A (2 x 3) with rows 2^31 + 16 floats apart, in a mapping
+ * of which only the two touched pages are ever backed. The ILP64 fake runs it with the exact
+ * values; the LP64 one is refused with the sizes and what to use instead. */
+static int run_wide_rows(const char *library, float *out, char *error, size_t error_size) {
+  const int64_t row_stride = ((int64_t)1 << 31) + 16;
+  const size_t bytes = (size_t)(row_stride + 3) * sizeof(float);
+  float *a = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                  -1, 0);
+  ck_assert_msg(a != MAP_FAILED, "mmap of %zu bytes", bytes);
+  float b[6] = {1, 2, 3, 4, 5, 6};
+  for (int p = 0; p < 3; p++) a[p] = (float)(p + 1), a[row_stride + p] = (float)(10 * (p + 1));
+  int64_t shape_a[2] = {2, 3}, strides_a[2] = {row_stride, 1};
+  int64_t shape_b[2] = {3, 2}, strides_b[2] = {2, 1}, shape_c[2] = {2, 2}, strides_c[2] = {2, 1};
+  dlop_tensor in[2], result;
+  dlop_test_host_tensor(&in[0], a, 0, DLOP_FLOAT32, 2, shape_a, strides_a);
+  dlop_test_host_tensor(&in[1], b, 0, DLOP_FLOAT32, 2, shape_b, strides_b);
+  dlop_test_host_tensor(&result, out, 0, DLOP_FLOAT32, 2, shape_c, strides_c);
+  setenv("DLOP_BLAS_LIBRARY", library, 1);
+  const dlop_op_desc *op = dlop_test_find_op("matmul");
+  dlop_param_value params[2];
+  dlop_test_gemm_param_values(op, NULL, params);
+  dlop_type types[2] = {dlop_test_type_of(&in[0]), dlop_test_type_of(&in[1])}, out_type;
+  ck_assert_int_eq(dlop_test_make_node(op, params, types, 2, &out_type, error, error_size), DLOP_OK);
+  ck_assert_int_eq(dlop_test_infer_shape(op, params, types, 2, &out_type, error, error_size), DLOP_OK);
+  dlop_thunk thunk;
+  dlop_test_make_thunk_ok(op, params, types, 2, &out_type, CPU, &thunk);
+  int status = dlop_test_run(&thunk, in, 2, &result, NULL, error, error_size);
+  dlop_test_destroy_thunk(&thunk);
+  munmap(a, bytes);
+  return status;
+}
+
+START_TEST(ilp64_takes_a_leading_dimension_past_int_max) {
+  float out[4] = {0};
+  char error[1024];
+  ck_assert_int_eq(run_wide_rows(FAKE64, out, error, sizeof error), DLOP_OK);
+  /* rows (1 2 3) and (10 20 30) times ((1 2) (3 4) (5 6)) */
+  ck_assert(out[0] == 22 && out[1] == 28 && out[2] == 220 && out[3] == 280);
+  ck_assert_int_eq(fake_calls(FAKE64), 1);
+}
+END_TEST
+
+START_TEST(lp64_refuses_a_leading_dimension_past_int_max) {
+  float out[4] = {0};
+  char error[1024];
+  ck_assert_int_eq(run_wide_rows(FAKE32, out, error, sizeof error), DLOP_UNSUPPORTED);
+  ck_assert_msg(strstr(error, "leading dims 2147483664") && strstr(error, "LP64 CBLAS") &&
+                    strstr(error, "scipy-openblas64"),
+                "message: %s", error);
+  ck_assert_int_eq(fake_calls(FAKE32), 0);
+}
+END_TEST
+
 /* dlop_op_runtime_info on what cannot answer: clear errors, never a crash. */
 START_TEST(runtime_info_errors) {
   char text[256] = "junk";
@@ -270,6 +325,8 @@ int main(void) {
   tcase_add_test(tc, default_choice);
   tcase_add_test(tc, ilp64_wheel_equals_lp64_system);
   tcase_add_test(tc, runtime_info_errors);
+  tcase_add_test(tc, ilp64_takes_a_leading_dimension_past_int_max);
+  tcase_add_test(tc, lp64_refuses_a_leading_dimension_past_int_max);
   suite_add_tcase(suite, tc);
   return dlop_test_run_suite(suite);
 }

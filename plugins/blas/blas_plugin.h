@@ -114,7 +114,9 @@ typedef struct blas_backend {
   int (*zero)(const blas_thunk_state *s, const dlop_run_args *args, void *pointer, size_t bytes);
 } blas_backend;
 
-/* The CPU BLAS, loaded once per process (cpu_blas_loader.c). */
+/* The CPU BLAS, loaded once per process (cpu_blas_loader.c). Two integer widths: LP64
+ * libraries (Debian's OpenBLAS, scipy-openblas32) take int dimensions, ILP64 ones (NumPy's
+ * bundled OpenBLAS, scipy-openblas64) take 64-bit ones; each has its own pointer types. */
 typedef void (*blas_cblas_sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k,
                                     float alpha, const float *a, int lda, const float *b,
                                     int ldb, float beta, float *c, int ldc);
@@ -131,18 +133,72 @@ typedef void (*blas_cblas_sgemv_fn)(int order, int trans, int m, int n, float al
 typedef void (*blas_cblas_dgemv_fn)(int order, int trans, int m, int n, double alpha,
                                     const double *a, int lda, const double *x, int incx,
                                     double beta, double *y, int incy);
+/* The ILP64 forms: the enums stay int (CBLAS_ORDER etc. are C enums in every CBLAS). */
+typedef void (*blas_cblas64_sgemm_fn)(int order, int trans_a, int trans_b, int64_t m, int64_t n,
+                                      int64_t k, float alpha, const float *a, int64_t lda,
+                                      const float *b, int64_t ldb, float beta, float *c,
+                                      int64_t ldc);
+typedef void (*blas_cblas64_dgemm_fn)(int order, int trans_a, int trans_b, int64_t m, int64_t n,
+                                      int64_t k, double alpha, const double *a, int64_t lda,
+                                      const double *b, int64_t ldb, double beta, double *c,
+                                      int64_t ldc);
+typedef float (*blas_cblas64_sdot_fn)(int64_t n, const float *x, int64_t incx, const float *y,
+                                      int64_t incy);
+typedef double (*blas_cblas64_ddot_fn)(int64_t n, const double *x, int64_t incx, const double *y,
+                                       int64_t incy);
+typedef void (*blas_cblas64_sgemv_fn)(int order, int trans, int64_t m, int64_t n, float alpha,
+                                      const float *a, int64_t lda, const float *x, int64_t incx,
+                                      float beta, float *y, int64_t incy);
+typedef void (*blas_cblas64_dgemv_fn)(int order, int trans, int64_t m, int64_t n, double alpha,
+                                      const double *a, int64_t lda, const double *x, int64_t incx,
+                                      double beta, double *y, int64_t incy);
+
+/* Where the library came from, in the loader's order of preference. */
+typedef enum blas_cpu_source {
+  BLAS_SOURCE_ENVIRONMENT = 0, /* DLOP_BLAS_LIBRARY */
+  BLAS_SOURCE_PROCESS = 1,     /* a scipy-openblas the process had loaded (NumPy's, SciPy's) */
+  BLAS_SOURCE_WHEEL = 2,       /* a scipy-openblas wheel's library (recorded by the build) */
+  BLAS_SOURCE_SYSTEM = 3       /* libopenblas.so.0, libcblas.so.3, libblas.so.3 */
+} blas_cpu_source;
+
 typedef struct blas_cpu_library {
+  int ilp64; /* 1: the blas_cblas64_* pointers are set, 0: the LP64 ones */
   blas_cblas_sgemm_fn sgemm;
   blas_cblas_dgemm_fn dgemm;
   blas_cblas_sdot_fn sdot;
   blas_cblas_ddot_fn ddot;
   blas_cblas_sgemv_fn sgemv;
   blas_cblas_dgemv_fn dgemv;
-  const char *path; /* what was loaded */
+  blas_cblas64_sgemm_fn sgemm64;
+  blas_cblas64_dgemm_fn dgemm64;
+  blas_cblas64_sdot_fn sdot64;
+  blas_cblas64_ddot_fn ddot64;
+  blas_cblas64_sgemv_fn sgemv64;
+  blas_cblas64_dgemv_fn dgemv64;
+  /* OpenBLAS's own queries, NULL for other libraries */
+  char *(*corename)(void);
+  char *(*config)(void);
+  int (*num_threads)(void);
+  const char *path;   /* what was loaded */
+  const char *sgemm_symbol; /* the name its sgemm was found under (shows prefix and suffix) */
+  blas_cpu_source source;
 } blas_cpu_library;
 
 /* The process's CBLAS, or NULL with a message saying what was tried and what to install. */
 const blas_cpu_library *blas_cpu_library_get(char *error, size_t error_size);
+
+/* Resolve the CBLAS functions of an open library into *lib (cpu_blas_symbols.c): the plain,
+ * scipy_-prefixed and 64_-suffixed names. 0 with a reason in why when it has no GEMMs. */
+int blas_cpu_resolve(void *handle, blas_cpu_library *lib, const char **why);
+
+/* Paths of scipy-openblas libraries already loaded in this process (cpu_blas_loaded.c): up to
+ * max of them into paths (static storage), returns how many. */
+int blas_cpu_loaded_scipy_openblas(const char **paths, int max);
+
+/* What the library is, for dlop info (cpu_blas_info.c): lines of "key: value". */
+void blas_cpu_library_describe(const blas_cpu_library *lib, char *text, size_t text_size);
+/* The ops' runtime_info stage (ABI 1.2): the CPU library's description. */
+int blas_runtime_info(const dlop_runtime_info_args *args);
 
 /* Function pointers resolved through the host's cublas_symbol at make_thunk. */
 typedef struct blas_cuda_functions {

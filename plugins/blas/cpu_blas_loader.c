@@ -1,12 +1,25 @@
-/* cpu_blas_loader.c — the CPU BLAS, found and loaded once per process with dlopen:
- * DLOP_BLAS_LIBRARY when set (and then only it), else libopenblas.so.0, libopenblas.so,
- * libcblas.so.3, libblas.so.3 (Debian's alternatives point it at OpenBLAS when installed).
+/* cpu_blas_loader.c — the CPU BLAS, found and loaded once per process with dlopen, first found
+ * wins:
+ *   1. DLOP_BLAS_LIBRARY when set, and then only it (an explicit choice is honoured or
+ *      reported, never replaced by another library);
+ *   2. a scipy-openblas the process has already loaded (NumPy >= 2's ILP64 copy, SciPy's):
+ *      reused, so the process has one OpenBLAS and one thread pool (cpu_blas_loaded.c);
+ *   3. the scipy-openblas64 / scipy-openblas32 wheel's library: the paths the build found in its
+ *      Python (DLOP_BLAS_WHEEL_LIBRARIES, recorded by CMake from scipy_openblas64.get_lib_dir(),
+ *      or NumPy's bundled copy where no wheel is installed), then libscipy_openblas64_.so and
+ *      libscipy_openblas.so on the library search path;
+ *   4. the system's: libopenblas.so.0, libopenblas.so, libcblas.so.3, libblas.so.3.
+ * Why scipy-openblas before the system's: Debian 12's OpenBLAS (0.3.21) does not know current
+ * CPUs, falls back to its oldest kernels and ran gemm at a fifth of NumPy's speed; the wheels
+ * are the release NumPy and SciPy ship. Why nothing is set in the environment to steer it:
+ * OPENBLAS_* variables belong to other libraries of the process; the order above is dlop's own.
+ * Symbols and integer width are resolved by cpu_blas_symbols.c.
  * Why dlopen and not a link: the plugin must load where no BLAS is installed (a GPU machine
  * without Debian packages), where its CUDA path works; only CPU thunks need the library, and
  * they fail with a message saying what was tried and what to install.
- * Threads: OpenBLAS keeps its own thread pool (OPENBLAS_NUM_THREADS sizes it); the pthread
- * build (libopenblas0-pthread, 0.3.21 in Debian 12) serializes concurrent calls into its pool,
- * so host threads may run thunks at the same time (tests/unit/test_blas.c does). */
+ * Threads: OpenBLAS keeps its own thread pool (OPENBLAS_NUM_THREADS sizes it); its pthread
+ * builds serialize concurrent calls into the pool, so host threads may run thunks at the same
+ * time (tests/unit/test_blas.c does). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,10 +28,14 @@
 
 #include "blas_plugin.h"
 
+#ifndef DLOP_BLAS_WHEEL_LIBRARIES
+#define DLOP_BLAS_WHEEL_LIBRARIES "" /* colon-separated paths; the build sets it */
+#endif
+
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static blas_cpu_library library;
 static int library_loaded;
-static char load_message[1536];
+static char load_message[2048];
 
 /* Append to load_message, bounded. */
 static void note(size_t *used, const char *fmt, const char *a, const char *b) {
@@ -33,12 +50,11 @@ static void note(size_t *used, const char *fmt, const char *a, const char *b) {
  * (measured: 230 against 1150 GFLOP/s for float32 at 4096 on 16 cores). The plugin cannot
  * switch the core after OpenBLAS has started, and setting OPENBLAS_CORETYPE itself would change
  * the environment of the whole process, so it says so once, with the value to set. */
-static void warn_if_generic_core(void *handle, const char *path) {
-  typedef char *(*corename_fn)(void);
+static void warn_if_generic_core(const blas_cpu_library *lib) {
+  const char *path = lib->path;
   static const char *const generic[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
                                         "Atom", "Banias", "Northwood", "Katmai", "Coppermine"};
-  corename_fn corename = (corename_fn)dlsym(handle, "openblas_get_corename");
-  const char *core = corename ? corename() : NULL;
+  const char *core = lib->corename ? lib->corename() : NULL;
   const char *suggest = NULL;
   char message[512];
   if (core == NULL) return;
@@ -53,63 +69,89 @@ static void warn_if_generic_core(void *handle, const char *path) {
     snprintf(message, sizeof message,
              "%s chose its generic '%s' kernels: it does not know this CPU, which has %s; CPU "
              "GEMMs run several times slower than they could. Set OPENBLAS_CORETYPE=%s before "
-             "the process starts (or use a newer OpenBLAS through DLOP_BLAS_LIBRARY)",
+             "the process starts, or pip install scipy-openblas64 (then rebuild dlop) or set "
+             "DLOP_BLAS_LIBRARY to a newer OpenBLAS",
              path, core, strncmp(suggest, "Haswell", 7) == 0 ? "AVX2" : "AVX-512", suggest);
     if (DLOP_HOST_HAS(blas_host(), log)) blas_host()->log(DLOP_LOG_WARNING, "blas", message);
     return;
   }
 }
 
-/* Open one candidate and resolve the CBLAS GEMMs; on failure say why in load_message. */
-static int try_library(const char *path, size_t *used, int first) {
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+/* Open one candidate (flags: RTLD_NOLOAD for one already loaded) and resolve its CBLAS; on
+ * failure say why in load_message. */
+static int try_library(const char *path, blas_cpu_source source, int flags, size_t *used) {
+  static char chosen[1024];
+  static int tried; /* under pthread_once: one caller */
+  const char *separator = tried++ > 0 ? ", " : "";
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | flags);
+  const char *why = NULL;
   if (handle == NULL) {
-    const char *why = dlerror();
-    note(used, first ? "%s (%s)" : ", %s (%s)", path, why ? why : "dlopen failed");
+    why = dlerror();
+    note(used, "%s%s", separator, path);
+    note(used, " (%s)%s", why ? why : "dlopen failed", "");
     return 0;
   }
-  blas_cblas_sgemm_fn sgemm = (blas_cblas_sgemm_fn)dlsym(handle, "cblas_sgemm");
-  blas_cblas_dgemm_fn dgemm = (blas_cblas_dgemm_fn)dlsym(handle, "cblas_dgemm");
-  if (sgemm == NULL || dgemm == NULL) {
-    note(used, first ? "%s (%s)" : ", %s (%s)", path,
-         "loaded, but it has no cblas_sgemm/cblas_dgemm: not a CBLAS library");
+  blas_cpu_library found = {0};
+  snprintf(chosen, sizeof chosen, "%s", path);
+  found.path = chosen;
+  found.source = source;
+  if (!blas_cpu_resolve(handle, &found, &why)) {
+    note(used, "%s%s", separator, path);
+    note(used, " (%s)%s", why, "");
     dlclose(handle);
     return 0;
   }
-  library.sgemm = sgemm;
-  library.dgemm = dgemm;
-  library.sdot = (blas_cblas_sdot_fn)dlsym(handle, "cblas_sdot");
-  library.ddot = (blas_cblas_ddot_fn)dlsym(handle, "cblas_ddot");
-  library.sgemv = (blas_cblas_sgemv_fn)dlsym(handle, "cblas_sgemv");
-  library.dgemv = (blas_cblas_dgemv_fn)dlsym(handle, "cblas_dgemv");
-  library.path = path;
+  library = found;
   library_loaded = 1;
-  warn_if_generic_core(handle, path);
+  warn_if_generic_core(&library);
   return 1; /* kept open for the life of the process */
 }
 
+/* The wheel's libraries the build recorded (colon-separated), then their names on the search
+ * path. */
+static int try_wheels(size_t *used) {
+  static const char recorded[] = DLOP_BLAS_WHEEL_LIBRARIES;
+  static const char *const names[] = {"libscipy_openblas64_.so", "libscipy_openblas.so"};
+  char path[1024];
+  for (const char *p = recorded; *p != '\0';) {
+    size_t length = strcspn(p, ":");
+    if (length > 0 && length < sizeof path) {
+      memcpy(path, p, length);
+      path[length] = '\0';
+      if (try_library(path, BLAS_SOURCE_WHEEL, 0, used)) return 1;
+    }
+    p += length + (p[length] == ':');
+  }
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (try_library(names[i], BLAS_SOURCE_WHEEL, 0, used)) return 1;
+  return 0;
+}
+
 static void load_library(void) {
-  static const char *const candidates[] = {"libopenblas.so.0", "libopenblas.so", "libcblas.so.3",
-                                           "libblas.so.3"};
-  static char chosen[1024];
+  static const char *const system[] = {"libopenblas.so.0", "libopenblas.so", "libcblas.so.3",
+                                       "libblas.so.3"};
   const char *requested = getenv("DLOP_BLAS_LIBRARY");
+  const char *loaded[8];
   size_t used = 0;
-  note(&used, "%sno CBLAS library could be loaded: tried ", "", "");
+  note(&used, "%sno CBLAS library could be loaded: tried %s", "", "");
   if (requested != NULL && requested[0] != '\0') {
-    /* an explicit choice is honoured or reported, never replaced by another library */
-    snprintf(chosen, sizeof chosen, "%s", requested);
     note(&used, "DLOP_BLAS_LIBRARY=%s%s", "", "");
-    if (try_library(chosen, &used, 1)) return;
-    note(&used, "; set DLOP_BLAS_LIBRARY to a CBLAS library (a path to libopenblas.so.0 or %s%s)",
-         "libblas.so.3", "");
-    note(&used, ", or unset it to use the system's (install libopenblas0: apt-get install "
-                "libopenblas0-pthread)%s%s", "", "");
+    if (try_library(requested, BLAS_SOURCE_ENVIRONMENT, 0, &used)) return;
+    note(&used, "; set DLOP_BLAS_LIBRARY to a CBLAS library (a path to libopenblas.so.0, "
+                "libscipy_openblas64_.so or %s%s)", "libblas.so.3", "");
+    note(&used, ", or unset it to use scipy-openblas or the system's (pip install "
+                "scipy-openblas64, or apt-get install libopenblas0-pthread)%s%s", "", "");
     return;
   }
-  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
-    if (try_library(candidates[i], &used, i == 0)) return;
-  note(&used, "; install libopenblas0 (apt-get install libopenblas0-pthread) or set "
-              "DLOP_BLAS_LIBRARY to a CBLAS library's path%s%s", "", "");
+  int count = blas_cpu_loaded_scipy_openblas(loaded, 8);
+  for (int i = 0; i < count; i++)
+    if (try_library(loaded[i], BLAS_SOURCE_PROCESS, RTLD_NOLOAD, &used)) return;
+  if (try_wheels(&used)) return;
+  for (size_t i = 0; i < sizeof system / sizeof system[0]; i++)
+    if (try_library(system[i], BLAS_SOURCE_SYSTEM, 0, &used)) return;
+  note(&used, "; install scipy-openblas64 (pip install scipy-openblas64, then rebuild dlop) or "
+              "libopenblas0 (apt-get install libopenblas0-pthread), or set DLOP_BLAS_LIBRARY to "
+              "a CBLAS library's path%s%s", "", "");
 }
 
 const blas_cpu_library *blas_cpu_library_get(char *error, size_t error_size) {

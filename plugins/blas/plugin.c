@@ -52,7 +52,7 @@ static const int32_t gemm_inplace[] = {2};
   .struct_size = sizeof(dlop_op_desc), .flags = BLAS_FLAGS, .num_outputs = 1,              \
   .cpu_dtypes = BLAS_CPU_DTYPES, .cuda_dtypes = BLAS_CUDA_DECLARED_DTYPES,                 \
   .make_node = blas_make_node, .infer_shape = blas_infer_shape,                            \
-  .make_thunk = blas_make_thunk, .op_data = (void *)&(info)
+  .make_thunk = blas_make_thunk, .op_data = (void *)&(info), .runtime_info = blas_runtime_info
 
 #define BLAS_COUNT(array) ((int32_t)(sizeof(array) / sizeof((array)[0])))
 

@@ -26,7 +26,7 @@ from ._C import (
     UnsupportedError,
 )
 from ._graph import Variable, function, matrix, scalar, tensor, vector
-from ._ops import (Op, Param, Plugin, load_errors, load_plugin, ops, plugin_probe, plugins,
+from ._ops import (Op, Param, Plugin, info, load_errors, load_plugin, ops, plugin_probe, plugins,
                    set_plugin_probe)
 from . import _arith
 from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm, log, matmul,
@@ -37,7 +37,7 @@ from . import testing  # dlop.testing.check_values: an op's values against a Num
 
 __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",
-    "asarray", "function", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
+    "asarray", "function", "info", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "jit_stats",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",

@@ -186,6 +186,22 @@ def load_errors() -> list[str]:
     return list(_C.load_errors())
 
 
+def info(name: str) -> dict:
+    """What ``dlop info NAME`` shows, as a dict: name, plugin, dtypes (per device) and run_time,
+    per device, what the op reports about how it runs in this process (ABI 1.2 runtime_info;
+    the blas ops: "blas library", "blas found as", "blas integers", "blas kernels", "blas
+    threads"), as {key: value}; a device the op reports nothing about is absent."""
+    op = _op(name)
+    run_time = {}
+    for device in ("cpu", "cuda"):
+        if not op.dtypes.get(device):
+            continue
+        text = _C.op_runtime_info(op.name, device)
+        if text is not None:
+            run_time[device] = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return {"name": op.name, "plugin": op.plugin, "dtypes": op.dtypes, "run_time": run_time}
+
+
 def plugin_probe() -> str:
     """Which plugin files are loaded in a child process first, so that a file whose loading
     crashes is refused instead of killing Python: 'external' (every file but the bundled

@@ -1,6 +1,8 @@
 /* registry.c — the plugin registry as plain Python data: plugins(), load_plugin(path),
  * load_errors(), op_infos() and the plugin probe mode (plugin_probe(), set_plugin_probe(mode));
  * the dlop package turns these into objects and dlop.ops. */
+#include <string.h>
+
 #include "module.h"
 
 static PyObject *param_value(const dlop_param_value *value) {
@@ -165,9 +167,36 @@ static PyObject *py_set_plugin_probe(PyObject *module, PyObject *mode_object) {
                         mode_object);
 }
 
+/* op_runtime_info(name, device): what the op reports about how it runs on "cpu" or "cuda" in
+ * this process (ABI 1.2 runtime_info) as its text of "key: value" lines, or None when it
+ * reports nothing there. The op may load a library to answer, so the GIL is released. */
+static PyObject *py_op_runtime_info(PyObject *module, PyObject *args) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  const char *name, *device_name;
+  if (!PyArg_ParseTuple(args, "ss:op_runtime_info", &name, &device_name)) return NULL;
+  dlop_device_type device;
+  if (strcmp(device_name, "cpu") == 0) device = DLOP_DEVICE_CPU;
+  else if (strcmp(device_name, "cuda") == 0) device = DLOP_DEVICE_CUDA;
+  else
+    return dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                          "op_runtime_info: device must be 'cpu' or 'cuda', got '%s'", device_name);
+  const dlop_op_desc *op = dlop_find_op(name);
+  if (op == NULL) return dlop_py_raise(state, DLOP_NOT_FOUND, NULL);
+  char text[4096];
+  int status;
+  Py_BEGIN_ALLOW_THREADS
+  status = dlop_op_runtime_info(op, device, text, sizeof text);
+  Py_END_ALLOW_THREADS
+  if (status == DLOP_UNSUPPORTED) Py_RETURN_NONE;
+  if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
+  return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+}
+
 PyMethodDef dlop_py_registry_methods[] = {
     {"plugins", py_plugins, METH_NOARGS, "Loaded plugins as dicts (name, version, path, doc, ops)."},
     {"op_infos", py_op_infos, METH_NOARGS, "Every loaded op as a dict."},
+    {"op_runtime_info", py_op_runtime_info, METH_VARARGS,
+     "op_runtime_info(name, device): the op's run-time report ('key: value' lines) or None."},
     {"load_plugin", py_load_plugin, METH_O, "Load one plugin file; returns its dict."},
     {"load_errors", py_load_errors, METH_NOARGS, "Plugin files that failed to load, one line each."},
     {"plugin_probe", py_plugin_probe, METH_NOARGS, "The plugin probe mode: 'off', 'all' or 'external'."},

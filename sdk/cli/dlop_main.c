@@ -149,6 +149,25 @@ static void print_io_map(const char *title, const char *verb, const int32_t *map
     if (map[i] >= 0) printf("  %s: output %d %s input %d\n", title, (int)i, verb, (int)map[i]);
 }
 
+/* What the op reports about a device at run time (ABI 1.2 runtime_info; the blas ops name
+ * their CPU library), indented under "run time on DEVICE:"; nothing for ops without it. */
+static void print_runtime_info(const dlop_op_desc *op, dlop_device_type device, const char *label) {
+  char text[4096];
+  if (dlop_op_dtypes(op, device) == 0) return;
+  int status = dlop_op_runtime_info(op, device, text, sizeof text);
+  if (status == DLOP_UNSUPPORTED) return;
+  printf("  run time on %s:\n", label);
+  if (status != DLOP_OK) {
+    printf("    (error: %s)\n", dlop_last_error());
+    return;
+  }
+  for (const char *p = text; *p != '\0';) {
+    size_t length = strcspn(p, "\n");
+    printf("    %.*s\n", (int)length, p);
+    p += length + (p[length] == '\n');
+  }
+}
+
 static int command_info(const char *name) {
   if (load_default_plugins() != DLOP_OK) return 1;
   const dlop_op_desc *op = dlop_find_op(name);
@@ -181,6 +200,8 @@ static int command_info(const char *name) {
   if (op->reduce_body != NULL) /* ABI 1.2 */
     printf("  fusion: declares a reduction body: compiled functions compute its input in its "
            "kernel when a fused group produces it\n");
+  print_runtime_info(op, DLOP_DEVICE_CPU, "cpu");
+  print_runtime_info(op, DLOP_DEVICE_CUDA, "cuda");
   if (plugin != NULL) {
     printf("  plugin: %s %s (ABI ", dlop_plugin_name(plugin), dlop_plugin_version(plugin));
     print_abi(dlop_plugin_abi_version(plugin));

@@ -46,7 +46,7 @@ PIN(dlop_param_decl, reserved, 12);
 PIN(dlop_param_decl, doc, 16);
 PIN(dlop_param_decl, default_value, 24);
 
-SIZE(dlop_op_desc, 128);
+SIZE(dlop_op_desc, 136);
 PIN(dlop_op_desc, struct_size, 0);
 PIN(dlop_op_desc, flags, 4);
 PIN(dlop_op_desc, name, 8);
@@ -70,6 +70,18 @@ PIN(dlop_op_desc, make_view, 104);
 PIN(dlop_op_desc, scalar_body, 112);
 /* ABI 1.2 then appended reduce_body; descriptors built before it end at scalar_body (120). */
 PIN(dlop_op_desc, reduce_body, 120);
+/* ABI 1.2 also appended runtime_info after reduce_body; descriptors that end before it read it as NULL. */
+PIN(dlop_op_desc, runtime_info, 128);
+
+/* ABI 1.2: the runtime_info stage's arguments. */
+SIZE(dlop_runtime_info_args, 48);
+PIN(dlop_runtime_info_args, struct_size, 0);
+PIN(dlop_runtime_info_args, device_type, 4);
+PIN(dlop_runtime_info_args, op, 8);
+PIN(dlop_runtime_info_args, text, 16);
+PIN(dlop_runtime_info_args, text_size, 24);
+PIN(dlop_runtime_info_args, error, 32);
+PIN(dlop_runtime_info_args, error_size, 40);
 
 /* ABI 1.2: the scalar_body stage's arguments. */
 SIZE(dlop_scalar_body_args, 128);

@@ -271,6 +271,21 @@ typedef struct dlop_reduce_body_args {
   char *error;
   size_t error_size;
 } dlop_reduce_body_args;
+/* Arguments of runtime_info (ABI 1.2): what only run time knows about how the op runs on a
+ * device in this process (the library a CPU kernel calls and its version, the kernel set it
+ * picked for this CPU, its thread count), for `dlop info` and dlop.info(). The op writes lines
+ * of "key: value" into text; it may do the work its first thunk would do to find out (load a
+ * library), and must not fail when it can report why it cannot run (say so in a line).
+ * Return DLOP_UNSUPPORTED (with a message) for a device it has nothing to say about. */
+typedef struct dlop_runtime_info_args {
+  uint32_t struct_size;
+  int32_t device_type; /* dlop_device_type */
+  const struct dlop_op_desc *op;
+  char *text; /* to fill: NUL-terminated, text_size bytes, host-owned */
+  size_t text_size;
+  char *error;
+  size_t error_size;
+} dlop_runtime_info_args;
 
 typedef int (*dlop_make_node_fn)(const dlop_node_args *args);
 typedef int (*dlop_infer_shape_fn)(const dlop_node_args *args);
@@ -281,6 +296,7 @@ typedef int (*dlop_make_view_fn)(const dlop_view_args *args);
 typedef int (*dlop_scalar_body_fn)(dlop_scalar_body_args *args);
 /* Not const either: the stage fills fields of its arguments. */
 typedef int (*dlop_reduce_body_fn)(dlop_reduce_body_args *args);
+typedef int (*dlop_runtime_info_fn)(const dlop_runtime_info_args *args);
 
 /* ---- the op descriptor ----------------------------------------------------------------- */
 
@@ -328,6 +344,8 @@ typedef struct dlop_op_desc {
   /* reductions that may take a fused group as their input stage; NULL otherwise. Appended to
    * ABI 1.2 after scalar_body: descriptors that end before it read as NULL. */
   dlop_reduce_body_fn reduce_body;
+  /* run-time facts for dlop info; NULL: none. Appended after reduce_body. */
+  dlop_runtime_info_fn runtime_info;
 } dlop_op_desc;
 
 #ifdef __cplusplus

@@ -44,6 +44,12 @@ DLOP_API const dlop_plugin *dlop_op_plugin(const dlop_op_desc *op);
 /* Devices and dtypes of an op, read through its struct_size (0 where the plugin is too old). */
 DLOP_API uint32_t dlop_op_dtypes(const dlop_op_desc *op, dlop_device_type device);
 
+/* What the op reports about how it runs on device in this process (its runtime_info, ABI 1.2):
+ * lines of "key: value" into text. DLOP_UNSUPPORTED (dlop_last_error says why) when the op
+ * has no runtime_info or nothing to say for that device. */
+DLOP_API int dlop_op_runtime_info(const dlop_op_desc *op, dlop_device_type device, char *text,
+                                  size_t text_size);
+
 /* Errors from loading (one line each: "FILE: reason"), kept for `dlop list` and Python. */
 DLOP_API int dlop_load_error_count(void);
 DLOP_API const char *dlop_load_error_at(int index);

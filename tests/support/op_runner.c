@@ -2,6 +2,7 @@
  * strides, for the tests (see op_runner.h). Failures go through Check's ck_assert. */
 #include "op_runner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,8 +88,23 @@ int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t nu
   dlop_run_args args = {.struct_size = sizeof args, .inputs = inputs, .num_inputs = num_inputs,
                         .outputs = output, .num_outputs = 1, .stream = stream,
                         .error = error, .error_size = error_size};
+  void *workspace = NULL;
   error[0] = '\0';
-  return thunk->run(thunk->state, &args);
+  /* the workspace the thunk asked for, on the output's device and the run's stream, as a
+   * host gives it */
+  if (thunk->workspace_bytes > 0) {
+    int status = dlop_memory_alloc(output->device, thunk->workspace_bytes, stream, &workspace);
+    if (status != DLOP_OK) {
+      snprintf(error, error_size, "allocating the thunk's %zu-byte workspace failed: %s",
+               thunk->workspace_bytes, dlop_last_error());
+      return status;
+    }
+    args.workspace = workspace;
+    args.workspace_bytes = thunk->workspace_bytes;
+  }
+  int status = thunk->run(thunk->state, &args);
+  if (workspace != NULL) dlop_memory_free(output->device, workspace, stream);
+  return status;
 }
 
 void dlop_test_run_ok(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,

@@ -1,7 +1,9 @@
 /* copy.c — dlop__tensor_copy: copy one tensor into another of the same dtype and shape, any
  * strides on either side (negative and zero too), CPU or CUDA on either side. Contiguous copies
- * are one memcpy / cuMemcpyAsync; strided ones a loop on the CPU or the kernel of copy_kernels.cu
- * on CUDA; a strided copy between devices is staged through a contiguous buffer. */
+ * are one memcpy / cuMemcpyAsync; strided ones a loop on the CPU or a kernel of copy_kernels.cu
+ * on CUDA (tiled through shared memory when the source is contiguous along one dim and the
+ * destination along another, a gather otherwise); a strided copy between devices is staged
+ * through a contiguous buffer. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,7 +115,7 @@ static void cpu_strided_copy(const char *source, char *destination, size_t eleme
 
 typedef struct copy_module {
   CUmodule module;
-  CUfunction functions[4]; /* element sizes 1, 2, 4, 8 */
+  CUfunction gather[4], transpose[4]; /* element sizes 1, 2, 4, 8 */
 } copy_module;
 
 #if DLOP_HAVE_CUDA_KERNELS
@@ -121,11 +123,15 @@ static copy_module copy_modules[DLOP__COPY_MAX_DEVICES];
 static pthread_mutex_t copy_modules_lock = PTHREAD_MUTEX_INITIALIZER;
 #endif
 
-/* The strided-copy function for an element size on a device, loading the module once. */
-static int copy_function(int32_t device_id, size_t element_size, CUfunction *function) {
+/* The strided-copy function (the gather, or the tiled one when transpose is set) for an element
+ * size on a device, loading the module once. */
+static int copy_function(int32_t device_id, size_t element_size, int transpose,
+                         CUfunction *function) {
 #if DLOP_HAVE_CUDA_KERNELS
   static const char *const names[4] = {"dlop_copy_strided_1", "dlop_copy_strided_2",
                                        "dlop_copy_strided_4", "dlop_copy_strided_8"};
+  static const char *const transpose_names[4] = {"dlop_copy_transpose_1", "dlop_copy_transpose_2",
+                                                 "dlop_copy_transpose_4", "dlop_copy_transpose_8"};
   int slot = element_size == 1 ? 0 : element_size == 2 ? 1 : element_size == 4 ? 2 : 3;
   if (device_id < 0 || device_id >= DLOP__COPY_MAX_DEVICES)
     return dlop__error(DLOP_NO_DEVICE, "strided copy: CUDA device %d out of range", (int)device_id);
@@ -135,8 +141,11 @@ static int copy_function(int32_t device_id, size_t element_size, CUfunction *fun
   if (entry->module == NULL) {
     CUmodule module = NULL;
     CUresult result = dlop__cuda.cuModuleLoadData(&module, dlop__copy_kernels_fatbin);
-    for (int i = 0; i < 4 && result == DLOP_CUDA_SUCCESS; i++)
-      result = dlop__cuda.cuModuleGetFunction(&entry->functions[i], module, names[i]);
+    for (int i = 0; i < 4 && result == DLOP_CUDA_SUCCESS; i++) {
+      result = dlop__cuda.cuModuleGetFunction(&entry->gather[i], module, names[i]);
+      if (result == DLOP_CUDA_SUCCESS)
+        result = dlop__cuda.cuModuleGetFunction(&entry->transpose[i], module, transpose_names[i]);
+    }
     if (result != DLOP_CUDA_SUCCESS) {
       if (module) dlop__cuda.cuModuleUnload(module);
       status = dlop__cuda_fail(result, "loading libdlop's strided-copy kernels (cuModuleLoadData)");
@@ -144,17 +153,38 @@ static int copy_function(int32_t device_id, size_t element_size, CUfunction *fun
       entry->module = module;
     }
   }
-  if (status == DLOP_OK) *function = entry->functions[slot];
+  if (status == DLOP_OK) *function = transpose ? entry->transpose[slot] : entry->gather[slot];
   pthread_mutex_unlock(&copy_modules_lock);
   return status;
 #else
   (void)device_id;
   (void)element_size;
+  (void)transpose;
   (void)function;
   return dlop__error(DLOP_UNSUPPORTED,
                      "strided CUDA copy: libdlop was built without CUDA kernels "
                      "(DLOP_WITH_CUDA=OFF); make the tensor contiguous first");
 #endif
+}
+
+/* The dims of a tiled copy: source_dim with source stride 1 and destination_dim with
+ * destination stride 1, different, each at least DLOP_COPY_TILE_MIN long. 0 when the layout
+ * has no such pair (the gather then reads and writes consecutive elements, or the copy is too
+ * thin for tiles). */
+static int transpose_dims(const dlop__copy_layout *layout, int32_t *source_dim,
+                          int32_t *destination_dim) {
+  *source_dim = *destination_dim = -1;
+  for (int32_t d = 0; d < layout->ndim; d++) {
+    if (layout->shape[d] < DLOP_COPY_TILE_MIN) continue;
+    if (layout->source_strides[d] == 1 && *source_dim < 0) *source_dim = d;
+    if (layout->destination_strides[d] == 1 && *destination_dim < 0) *destination_dim = d;
+  }
+  return *source_dim >= 0 && *destination_dim >= 0 && *source_dim != *destination_dim;
+}
+
+/* Blocks along one grid dim: count, at most limit (the kernels stride over the rest). */
+static unsigned grid_dim(int64_t count, int64_t limit) {
+  return (unsigned)(count < 1 ? 1 : count > limit ? limit : count);
 }
 
 /* Launch the strided copy between two tensors on one CUDA device (context already current). */
@@ -181,14 +211,27 @@ static int cuda_strided_copy(int32_t device_id, CUdeviceptr source, CUdeviceptr 
     element_size = 1;
   }
   CUfunction function = NULL;
-  int status = copy_function(device_id, element_size, &function);
+  int32_t source_dim, destination_dim;
+  const int transpose = transpose_dims(&layout, &source_dim, &destination_dim);
+  int status = copy_function(device_id, element_size, transpose, &function);
   if (status != DLOP_OK) return status;
-  const unsigned block = 256;
-  int64_t blocks = layout.numel / block + (layout.numel % block != 0);
-  if (blocks > (1 << 20)) blocks = 1 << 20; /* the grid-stride loop covers the rest */
-  void *arguments[3] = {&source, &destination, &layout};
-  CUresult result = dlop__cuda.cuLaunchKernel(function, (unsigned)blocks, 1, 1, block, 1, 1, 0,
-                                              stream, arguments, NULL);
+  CUresult result;
+  if (transpose) {
+    /* x: tiles along the source's contiguous dim, y: along the destination's, z: the rest */
+    const int64_t along_source = layout.shape[source_dim], along_destination = layout.shape[destination_dim];
+    const unsigned x = grid_dim((along_source + DLOP_COPY_TILE - 1) / DLOP_COPY_TILE, 65535);
+    const unsigned y = grid_dim((along_destination + DLOP_COPY_TILE - 1) / DLOP_COPY_TILE, 65535);
+    const unsigned z = grid_dim(layout.numel / (along_source * along_destination), 65535);
+    void *arguments[5] = {&source, &destination, &layout, &source_dim, &destination_dim};
+    result = dlop__cuda.cuLaunchKernel(function, x, y, z, DLOP_COPY_TILE, DLOP_COPY_TILE_ROWS, 1, 0,
+                                       stream, arguments, NULL);
+  } else {
+    const unsigned block = 256;
+    const unsigned blocks = grid_dim(layout.numel / block + (layout.numel % block != 0), 1 << 20);
+    void *arguments[3] = {&source, &destination, &layout};
+    result = dlop__cuda.cuLaunchKernel(function, blocks, 1, 1, block, 1, 1, 0, stream, arguments,
+                                       NULL); /* the grid-stride loop covers the rest */
+  }
   if (result != DLOP_CUDA_SUCCESS) return dlop__cuda_fail(result, "launching the strided copy");
   return DLOP_OK;
 }

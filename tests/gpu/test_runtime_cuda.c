@@ -1,7 +1,7 @@
 /* test_runtime_cuda.c — the runtime on a GPU: the CUDA caching pool (steady state makes no
  * cuMemAlloc, stats return to baseline, cross-stream reuse stays correct), streams, arrays
- * host<->device for every dtype, strided and negative-stride copies on the GPU checked against
- * the CPU copy, the host API's module cache and launch (dlop_test_fill_ptx of tests/support), and
+ * host<->device for every dtype, strided and negative-stride copies on the GPU (the gather and
+ * the tiled transposing kernel) checked against the CPU copy, the host API's module cache and launch (dlop_test_fill_ptx of tests/support), and
  * cuBLAS (per-thread handles). Skips (exit 77) with the reason where no GPU is usable. */
 #include <pthread.h>
 #include <stdio.h>
@@ -283,6 +283,33 @@ START_TEST(test_strided_copies_match_cpu) {
 }
 END_TEST
 
+/* The tiled copy (copy_kernels.cu: source contiguous along one dim, destination along another,
+ * both at least 16 long), partial tiles, a batch dim with a negative stride, a dim too short
+ * for tiles (the gather), and grids past 65535 tiles along x and batches along z (uint8 only,
+ * to keep them small). */
+START_TEST(test_tiled_copies_match_cpu) {
+  for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
+    dlop_dtype dtype = (dlop_dtype)dt;
+    int64_t base[1] = {24 * 7 * 40};
+    /* a C-contiguous (24, 7, 40) array reversed: (40, 7, 24), tiles of 40 x 24 over 7 batches */
+    int64_t s1[3] = {40, 7, 24}, t1[3] = {1, 40, 280};
+    check_strided(dtype, 3, base, s1, t1, 0);
+    /* the batch dim walked backwards */
+    int64_t t2[3] = {1, -40, 280};
+    check_strided(dtype, 3, base, s1, t2, 6 * 40);
+    /* (24, 7, 40) permuted to (40, 24, 7): the destination's contiguous dim has 7: a gather */
+    int64_t s3[3] = {40, 24, 7}, t3[3] = {1, 280, 40};
+    check_strided(dtype, 3, base, s3, t3, 0);
+  }
+  int64_t wide[1] = {((int64_t)65535 * 32 + 33) * 16};
+  int64_t s4[2] = {(int64_t)65535 * 32 + 33, 16}, t4[2] = {1, (int64_t)65535 * 32 + 33};
+  check_strided(DLOP_UINT8, 2, wide, s4, t4, 0);
+  int64_t deep[1] = {(int64_t)16 * 16 * 65537};
+  int64_t s5[3] = {65537, 16, 16}, t5[3] = {256, 1, 16};
+  check_strided(DLOP_UINT8, 3, deep, s5, t5, 0);
+}
+END_TEST
+
 START_TEST(test_misaligned_strided_copy) {
   /* A float64 view starting 4 bytes into the allocation: the kernel cannot load 8-byte words
    * there and must fall back to bytes. Compared with the same view on the CPU. */
@@ -478,6 +505,7 @@ int main(void) {
                       test_device_queries,
                       test_round_trip_every_dtype,
                       test_strided_copies_match_cpu,
+                      test_tiled_copies_match_cpu,
                       test_misaligned_strided_copy,
                       test_host_api_modules_and_launch,
                       test_cublas_handle,

@@ -2,6 +2,7 @@
  * strides, for the tests (see op_runner.h). Failures go through Check's ck_assert. */
 #include "op_runner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,24 +83,27 @@ void dlop_test_make_thunk_ok(const dlop_op_desc *op, const dlop_param_value *par
                 op->name);
 }
 
-/* The workspace a thunk asks for comes from the host's pool, as the runtime provides it: on the
- * CUDA device the tests use (cuda:0) when there is a stream, else on the CPU. */
 int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
                   const dlop_tensor *output, void *stream, char *error, size_t error_size) {
   dlop_run_args args = {.struct_size = sizeof args, .inputs = inputs, .num_inputs = num_inputs,
                         .outputs = output, .num_outputs = 1, .stream = stream,
                         .error = error, .error_size = error_size};
-  dlop_device device = {stream != NULL ? DLOP_DEVICE_CUDA : DLOP_DEVICE_CPU, 0};
-  const dlop_host_api *host = dlop_host_api_table();
+  void *workspace = NULL;
   error[0] = '\0';
+  /* the workspace the thunk asked for, on the output's device and the run's stream, as a
+   * host gives it */
   if (thunk->workspace_bytes > 0) {
-    int status = host->memory_alloc(device, thunk->workspace_bytes, stream, &args.workspace,
-                                    error, error_size);
-    if (status != DLOP_OK) return status;
+    int status = dlop_memory_alloc(output->device, thunk->workspace_bytes, stream, &workspace);
+    if (status != DLOP_OK) {
+      snprintf(error, error_size, "allocating the thunk's %zu-byte workspace failed: %s",
+               thunk->workspace_bytes, dlop_last_error());
+      return status;
+    }
+    args.workspace = workspace;
     args.workspace_bytes = thunk->workspace_bytes;
   }
   int status = thunk->run(thunk->state, &args);
-  if (args.workspace != NULL) host->memory_free(device, args.workspace, stream);
+  if (workspace != NULL) dlop_memory_free(output->device, workspace, stream);
   return status;
 }
 

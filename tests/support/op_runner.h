@@ -39,7 +39,8 @@ int dlop_test_make_thunk(const dlop_op_desc *op, const dlop_param_value *params,
 void dlop_test_make_thunk_ok(const dlop_op_desc *op, const dlop_param_value *params,
                              const dlop_type *inputs, int32_t num_inputs, const dlop_type *output,
                              dlop_device device, dlop_thunk *thunk);
-/* The thunk's run on tensors (stream: the CUDA stream, or NULL). */
+/* The thunk's run on tensors (stream: the CUDA stream, or NULL), with the workspace it asks
+ * for allocated on the output's device for the run (as a host does). */
 int dlop_test_run(const dlop_thunk *thunk, const dlop_tensor *inputs, int32_t num_inputs,
                   const dlop_tensor *output, void *stream, char *error, size_t error_size);
 /* dlop_test_run, failing the test ("<what>: run: <status> (<message>)") unless DLOP_OK. */

@@ -378,15 +378,7 @@ int dlop__function_fuse(dlop_function *function, int enabled) {
     goto undo;
   }
   dlop__fusion_group **groups = all + first; /* the elementwise ones, by plan number */
-  for (g = 0; g < first; g++) {
-    all[g] = reductions.groups[g];
-    dlop__fusion_group_prepare(all[g], function->device);
-  }
-  /* the reductions' fused nodes were made before their groups knew their target (a CUDA one
-   * needs a workspace for its partials): their thunks again, now that it is set */
-  for (n = 0; n < function->num_nodes; n++)
-    if (function->nodes[n].fused != NULL && function->nodes[n].fused->reduction != NULL)
-      dlop__fusion_group_thunk(function->nodes[n].fused, &function->nodes[n].thunk);
+  for (g = 0; g < first; g++) all[g] = reductions.groups[g]; /* prepared by the reduction pass */
   for (g = 0; g < num_groups && status == DLOP_OK; g++) {
     status = dlop__fusion_group_build(function, group_of, g, members, &groups[g]);
     if (status == DLOP_OK) {

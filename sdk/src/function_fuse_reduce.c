@@ -161,7 +161,11 @@ int dlop__function_fuse_reductions(dlop_function *function, char *fusable,
     if (memchr(in_stage, 1, (size_t)count) == NULL) continue;
     status = dlop__fusion_reduction_group_build(function, in_stage, members, n, &bodies[n],
                                                 pass->num_groups, &group_of_node[n]);
-    if (status == DLOP_OK) pass->groups[pass->num_groups++] = group_of_node[n];
+    if (status != DLOP_OK) break;
+    /* prepared now: its fused node (rebuild below) takes its thunk, and a CUDA reduction's
+     * workspace for partials, from the group's target */
+    dlop__fusion_group_prepare(group_of_node[n], function->device);
+    pass->groups[pass->num_groups++] = group_of_node[n];
   }
   if (status == DLOP_OK && pass->num_groups > 0) {
     status = mark_dropped(function, fusable, group_of_node, pass->dropped);

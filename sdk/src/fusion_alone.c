@@ -17,7 +17,6 @@ struct dlop__fusion_alone {
   dlop__fusion_group **groups; /* per node: its group, or NULL where it got no kernel */
   int *status;                 /* per node: DLOP_OK or the body query's status */
   char **message;              /* per node: the query's message, or NULL */
-  char *source;
 };
 
 int dlop__fusion_alone_available(dlop_device device, char *why, size_t why_size) {
@@ -54,7 +53,6 @@ void dlop__fusion_alone_free(dlop__fusion_alone *alone) {
   free(alone->groups);
   free(alone->status);
   free(alone->message);
-  free(alone->source);
   free(alone);
 }
 
@@ -149,17 +147,19 @@ static int build(dlop__fusion_alone *alone, dlop__fusion_member *members, int32_
     dlop__fusion_group_prepare(alone->groups[k], f->device);
     list[group_of[k]] = alone->groups[k];
   }
+  char *source = NULL;
   if (status == DLOP_OK)
     status = dlop__fusion_generate(f, list, num_groups,
                                    f->device.type == DLOP_DEVICE_CUDA ? DLOP__FUSION_TARGET_CUDA
                                                                       : DLOP__FUSION_TARGET_C,
-                                   &alone->source);
+                                   &source);
   if (status == DLOP_OK) {
     error[0] = '\0';
-    status = dlop__fusion_compile_module(f, list, num_groups, alone->source, error, error_size);
+    status = dlop__fusion_compile_module(f, list, num_groups, source, error, error_size);
   } else {
     dlop__format(error, error_size, "%s", dlop_last_error());
   }
+  free(source);
   free(list);
   return status;
 }
@@ -222,6 +222,3 @@ int dlop__fusion_alone_kernel(const dlop__fusion_alone *alone, int32_t k, dlop_t
   return DLOP_OK;
 }
 
-const char *dlop__fusion_alone_source(const dlop__fusion_alone *alone) {
-  return alone->source ? alone->source : "";
-}

@@ -46,9 +46,6 @@ int dlop__fusion_alone_compile(const dlop_op_desc *op, const dlop_param_value *p
 int dlop__fusion_alone_kernel(const dlop__fusion_alone *alone, int32_t k, dlop_thunk *thunk,
                               uint32_t *flags, const char **message);
 
-/* The generated source of the module ("" when no node got a kernel). */
-const char *dlop__fusion_alone_source(const dlop__fusion_alone *alone);
-
 void dlop__fusion_alone_free(dlop__fusion_alone *alone);
 
 #endif

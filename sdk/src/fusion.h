@@ -312,6 +312,13 @@ extern const int32_t dlop__fusion_nvrtc_option_count;
  * is compiled for: the target of device (C on the CPU, CUDA), the device and, on CUDA, the
  * vector kernel's elements per thread. */
 void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device);
+
+/* The conversions the host emits around a body or a reduction's finalize: none, or
+ * float16/bfloat16 storage to and from float32 (fusion_group.c). */
+int dlop__fusion_conversion_allowed(int32_t storage, int32_t compute);
+
+/* A function constant of one element, which a kernel's code holds as a literal (fusion_plan.c). */
+int dlop__fusion_is_literal_slot(const dlop_function *function, int32_t slot);
 /* Compiles source (dlop__fusion_generate's for groups[0..count)) with function->device's
  * compiler and fusion's options (the host's C compiler, or NVRTC for the device's
  * architecture), keeps the module in function->fusion_module (dlop__function_release_fusion

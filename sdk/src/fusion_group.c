@@ -20,7 +20,7 @@ void dlop__fusion_member_free(dlop__fusion_member *member) {
 
 /* The conversions the host emits around a body: none, or float16/bfloat16 storage to and from
  * float32. */
-static int conversion_allowed(int32_t storage, int32_t compute) {
+int dlop__fusion_conversion_allowed(int32_t storage, int32_t compute) {
   if (compute == storage) return 1;
   return compute == DLOP_FLOAT32 && (storage == DLOP_FLOAT16 || storage == DLOP_BFLOAT16);
 }
@@ -35,7 +35,7 @@ static const char *node_name(const dlop__function_node *node, char *buffer, size
 static int check_compute(const dlop__function_node *node, const char *what, int32_t index,
                          int32_t storage, int32_t compute) {
   char name[128];
-  if (conversion_allowed(storage, compute)) return DLOP_OK;
+  if (dlop__fusion_conversion_allowed(storage, compute)) return DLOP_OK;
   return dlop__error(DLOP_PLUGIN_ERROR,
                      "%s: scalar_body gave %s %d (%s) the compute dtype %d (%s): the host "
                      "converts only float16 and bfloat16 to and from float32, so a compute dtype "

@@ -24,7 +24,7 @@ typedef struct plan_state {
 } plan_state;
 
 /* A constant of one element: the group writes it into the kernel's code, so it costs no operand. */
-static int is_literal_slot(const dlop_function *function, int32_t slot) {
+int dlop__fusion_is_literal_slot(const dlop_function *function, int32_t slot) {
   if (slot < function->num_inputs || slot >= function->first_node_slot) return 0;
   const dlop_type *type = &function->slot_types[slot];
   for (int32_t d = 0; d < type->ndim; d++)
@@ -71,7 +71,7 @@ static int32_t count_operands(const plan_state *state, int32_t last) {
     const dlop__function_node *node = &function->nodes[n];
     for (j = 0; j < node->num_inputs; j++) {
       int32_t slot = node->input_slots[j], p = state->producer[slot], seen = 0;
-      if ((p >= 0 && state->in_merge[p]) || is_literal_slot(function, slot)) continue;
+      if ((p >= 0 && state->in_merge[p]) || dlop__fusion_is_literal_slot(function, slot)) continue;
       /* once per slot: was it read by an earlier input or member? */
       for (int32_t m = 0; m <= n && !seen; m++) {
         if (!state->in_merge[m]) continue;

@@ -30,11 +30,6 @@ static int accumulator_allowed(int32_t input, int32_t accumulator) {
   return accumulator == DLOP_INT64 && !dlop_dtype_is_float((dlop_dtype)input);
 }
 
-static int output_compute_allowed(int32_t output, int32_t compute) {
-  if (compute == output) return 1;
-  return compute == DLOP_FLOAT32 && (output == DLOP_FLOAT16 || output == DLOP_BFLOAT16);
-}
-
 static const char *dtype_or_not(int32_t dtype) {
   return dtype >= 0 && dtype < DLOP_DTYPE_COUNT ? dlop_dtype_name((dlop_dtype)dtype)
                                                 : "not a dtype";
@@ -82,7 +77,7 @@ static int check_reduction(const dlop__function_node *node, const dlop_reduce_bo
         "as float32, an integer or bool as int64 (docs/abi.md, \"Reduction bodies\")",
         index, op, (int)body->accumulator_dtype, dtype_or_not(body->accumulator_dtype),
         dlop_dtype_name((dlop_dtype)input->dtype));
-  if (!output_compute_allowed(output->dtype, body->output_compute_dtype))
+  if (!dlop__fusion_conversion_allowed(output->dtype, body->output_compute_dtype))
     return dlop__error(DLOP_PLUGIN_ERROR,
                        "node #%d %s: reduce_body gave the output compute dtype %d (%s) for a %s "
                        "output: the host stores only the output's own dtype, or float32 into a "
@@ -143,15 +138,6 @@ int dlop__fusion_query_reduction(const dlop__function_node *node,
 }
 
 /* ---- the stage ------------------------------------------------------------------------------ */
-
-/* A constant of one element: written into the kernel's code, so it costs no operand. */
-static int is_literal_slot(const dlop_function *function, int32_t slot) {
-  if (slot < function->num_inputs || slot >= function->first_node_slot) return 0;
-  const dlop_type *type = &function->slot_types[slot];
-  for (int32_t d = 0; d < type->ndim; d++)
-    if (type->shape[d] != 1) return 0;
-  return 1;
-}
 
 static int32_t producer_of(const dlop_function *function, int32_t slot) {
   for (int32_t n = 0; n < function->num_nodes; n++)
@@ -251,7 +237,7 @@ static int32_t count_inputs(stage_state *s) {
           s->mark[slot] = 0;
           continue;
         }
-        if (s->mark[slot] || is_literal_slot(s->function, slot) || (p >= 0 && s->in_stage[p]))
+        if (s->mark[slot] || dlop__fusion_is_literal_slot(s->function, slot) || (p >= 0 && s->in_stage[p]))
           continue;
         s->mark[slot] = 1;
         count++;

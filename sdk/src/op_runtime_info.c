@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "stage.h"
 
 int dlop_op_runtime_info(const dlop_op_desc *op, dlop_device_type device, char *text,
                          size_t text_size) {
@@ -22,17 +23,5 @@ int dlop_op_runtime_info(const dlop_op_desc *op, dlop_device_type device, char *
       op->runtime_info == NULL)
     return dlop__error(DLOP_UNSUPPORTED, "op %s reports no run-time facts (no runtime_info)",
                        op->name);
-  char error[1024] = "";
-  dlop_runtime_info_args args = {sizeof args, (int32_t)device, op, text, text_size,
-                                 error, sizeof error};
-  int status = op->runtime_info(&args);
-  text[text_size - 1] = '\0'; /* whatever the op wrote, the host reads a string */
-  if (status != DLOP_OK) {
-    text[0] = '\0';
-    return dlop__error(status == DLOP_UNSUPPORTED ? DLOP_UNSUPPORTED : DLOP_PLUGIN_ERROR,
-                       "op %s: runtime_info for %s: %s", op->name,
-                       device == DLOP_DEVICE_CPU ? "cpu" : "cuda",
-                       error[0] ? error : "failed without a message");
-  }
-  return DLOP_OK;
+  return dlop__stage_runtime_info(op, (int32_t)device, text, text_size);
 }

@@ -149,6 +149,24 @@ int dlop__stage_reduce_body(const dlop__stage_node *node, const dlop_type *input
                             "failed without a message");
 }
 
+int dlop__stage_runtime_info(const dlop_op_desc *op, int32_t device_type, char *text,
+                             size_t text_size) {
+  char error[DLOP__STAGE_ERROR_SIZE];
+  dlop_runtime_info_args args = {.struct_size = sizeof args, .device_type = device_type,
+                                 .op = op, .text = text, .text_size = text_size,
+                                 .error = error, .error_size = sizeof error};
+  error[0] = '\0';
+  text[0] = '\0';
+  int status = op->runtime_info(&args);
+  text[text_size - 1] = '\0'; /* whatever the op wrote, the host reads a string */
+  if (status == DLOP_OK) return DLOP_OK;
+  text[0] = '\0';
+  return dlop__stage_failed(status, op, -1,
+                            device_type == DLOP_DEVICE_CPU ? "runtime_info for cpu: "
+                                                           : "runtime_info for cuda: ",
+                            error, "failed without a message");
+}
+
 void dlop__stage_destroy(const dlop_thunk *thunk) {
   if (thunk->destroy != NULL) thunk->destroy(thunk->state);
 }

@@ -1,6 +1,6 @@
 /* stage.h — the gateway into plugin code (stage.c, and the thunk's run inline at the end):
  * libdlop calls an op's stages (make_node, infer_shape, make_thunk, make_view, scalar_body,
- * reduce_body) and a thunk's run and destroy only through these, so every call gets its
+ * reduce_body, runtime_info) and a thunk's run and destroy only through these, so every call gets its
  * arguments, error buffer, status mapping and message prefix the same way. Not part of the
  * public ABI. */
 #ifndef DLOP_STAGE_H
@@ -60,6 +60,11 @@ int dlop__stage_scalar_body(const dlop__stage_node *node, const dlop_type *input
 int dlop__stage_reduce_body(const dlop__stage_node *node, const dlop_type *input,
                             const dlop_type *output, char *code_buffer, size_t code_buffer_size,
                             dlop_reduce_body_args *result);
+/* runtime_info (ABI 1.2; the caller checks op->runtime_info is set) for a device type: the op's
+ * "key: value" lines in text (text_size bytes, always NUL-terminated on return, empty on
+ * failure). */
+int dlop__stage_runtime_info(const dlop_op_desc *op, int32_t device_type, char *text,
+                             size_t text_size);
 /* The thunk's destroy, when it has one. */
 void dlop__stage_destroy(const dlop_thunk *thunk);
 

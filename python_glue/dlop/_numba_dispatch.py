@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba.np.unsafe.ndarray import to_fixed_tuple
 
-from . import _C, _errors
+from . import _C
 
 # libdlop is loaded already (dlop._C links it): dlopen by soname finds that copy.
 _LIBDLOP = ctypes.CDLL("libdlop.so.0")
@@ -24,8 +24,6 @@ _infer = _LIBDLOP.dlop_op_call_infer_shapes
 _infer.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p,
                    ctypes.c_int32]
 _infer.restype = ctypes.c_int
-_last_error = _LIBDLOP.dlop_last_error
-_last_error.restype = ctypes.c_char_p
 
 # dlop_tensor (tensor.h, DLPack's DLTensor) as 6 int64 words: data; device type | id << 32;
 # ndim | dtype code << 32 | bits << 40 | lanes << 48; shape; strides; byte_offset.
@@ -40,21 +38,10 @@ _DLOP_DTYPES = {"bool": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint8
                 "float32": 8, "float64": 9}
 
 
-_status_name = _LIBDLOP.dlop_status_name
-_status_name.argtypes = [ctypes.c_int]
-_status_name.restype = ctypes.c_char_p
-# dlop's exception class per status (as dlop._C raises them); DlopError for the others.
-_CLASSES = {-1: _C.InvalidArgumentError, -2: _C.DlopTypeError, -3: _C.ShapeError,
-            -4: _C.OutOfMemoryError, -5: _C.NoDeviceError, -6: _C.NotFoundError,
-            -9: _C.PluginError, -14: _C.UnsupportedError, -15: _C.DeviceMismatchError}
-
-
-def raise_last_error(status: int, op_name: str) -> None:
-    """dlop's error for a failed C call of op op_name, with its message (called from objmode).
-    The message names the op already."""
-    message = _last_error().decode("utf-8", "replace") or "op '%s' failed" % op_name
-    raise _errors.make(_CLASSES.get(status, _C.DlopError),
-                       _status_name(status).decode("ascii", "replace"), message)
+def raise_last_error(status: int) -> None:
+    """dlop's error for a failed C call of an op (called from objmode): the exception class and
+    this thread's message as dlop._C raises them (the message names the op)."""
+    _C.raise_status(status)
 
 
 def _check_dtype(name: str, where: str) -> None:
@@ -99,7 +86,7 @@ def funcify(op_name: str, params: dict, input_types: list, output_types: list):
     lines += ["    status = infer(CALL, types.ctypes.data, %d, types.ctypes.data + %d, %d)"
               % (n_in, 8 * out_types, n_out),
               "    if status != 0:",
-              "        fail(status, OP_NAME)"]
+              "        fail(status)"]
     for o, (dtype, ndim) in enumerate(output_types):
         y, t = out_types + TYPE_WORDS * o, TENSOR_WORDS * (n_in + o)
         code, bits = _DL_CODES[dtype]
@@ -115,7 +102,7 @@ def funcify(op_name: str, params: dict, input_types: list, output_types: list):
     lines += ["    status = run(CALL, tensors.ctypes.data, %d, tensors.ctypes.data + %d, %d, 0)"
               % (n_in, 8 * TENSOR_WORDS * n_in, n_out),
               "    if status != 0:",
-              "        fail(status, OP_NAME)"]
+              "        fail(status)"]
     # the arrays whose addresses the C calls read must live until the calls return
     # (numba frees an array right after its last use, which .ctypes.data is not counted as:
     # the scratch arrays too, or the calls read freed memory)
@@ -125,7 +112,7 @@ def funcify(op_name: str, params: dict, input_types: list, output_types: list):
     outputs = ", ".join("y%d" % o for o in range(n_out))
     lines += ["    return %s" % (outputs if n_out == 1 else "(%s,)" % outputs)]
     namespace = {"np": np, "numba": numba, "to_fixed_tuple": to_fixed_tuple, "infer": _infer,
-                 "run": _run, "CALL": call.address, "OP_NAME": op_name,
+                 "run": _run, "CALL": call.address,
                  "fail": _fail, "keep_alive": _keep_alive,
                  "_call": call}  # the prepared call lives as long as the function's globals
     exec("\n".join(lines), namespace)  # one source per arity and ranks, like PyTensor's own
@@ -133,11 +120,11 @@ def funcify(op_name: str, params: dict, input_types: list, output_types: list):
 
 
 @numba.njit
-def _fail(status, op_name):
+def _fail(status):
     """Leave nopython code to raise dlop's error (a function of this module, so that numba
     refers to it by name instead of pickling the generated function's ctypes globals)."""
     with numba.objmode():
-        raise_last_error(status, op_name)
+        raise_last_error(status)
 
 
 @numba.njit

@@ -131,3 +131,27 @@ def test_wrong_param_type():
         dlop.ops.fixture_scale(dlop.vector("v"), negate="yes")
     with pytest.raises(dlop.DlopTypeError, match="parameter 'scale' takes a float"):
         dlop.ops.fixture_scale(dlop.vector("v"), scale="big")
+
+
+@pytest.mark.parametrize("status,name,cls", [
+    (-1, "DLOP_INVALID_ARGUMENT", dlop.InvalidArgumentError),
+    (-3, "DLOP_SHAPE_ERROR", dlop.ShapeError),
+    (-8, "DLOP_LOAD_ERROR", dlop.PluginError),
+    (-9, "DLOP_PLUGIN_ERROR", dlop.KernelError),
+    (-12, "DLOP_CUDA_ERROR", dlop.KernelError),
+    (-4, "DLOP_OUT_OF_MEMORY", dlop.OutOfMemoryError),
+])
+def test_raise_status_maps_statuses_as_the_extension_does(status, name, cls):
+    """Python code that calls libdlop through ctypes (the Numba dispatch) raises through
+    _C.raise_status: the same class and status name as the extension's own calls."""
+    from dlop import _C
+    with pytest.raises(dlop.DlopError) as caught:
+        _C.raise_status(status)
+    assert type(caught.value) is cls
+    assert caught.value.status == name
+
+
+def test_raise_status_refuses_a_success_status():
+    from dlop import _C
+    with pytest.raises(ValueError, match="below 0"):
+        _C.raise_status(0)

@@ -324,7 +324,7 @@ static case_shapes *shapes_of(const check_case *c, const char *check) {
   for (int k = 0; k < cache.accepted_count && cache.preferred < 0; k++)
     if (strcmp(cache.accepted[k].family, "matmul") == 0) cache.preferred = k;
   if (cache.preferred < 0) cache.preferred = 0;
-  add(&cache, c, scaled(c, &cache.accepted[cache.preferred], 1048579)); /* the large one, last */
+  add(&cache, c, scaled(c, &cache.accepted[cache.preferred], check_opts.large_elements)); /* the large one, last */
   cache.c = c;
   return &cache;
 }

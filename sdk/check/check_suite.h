@@ -26,7 +26,14 @@ typedef struct check_options {
   const char *param_names[32];
   const char *param_values[32];
   int isolation; /* CHECK_ISOLATE_CHECK or _OP; -1: op when CUDA checks run, else check */
+  int64_t large_elements; /* the large shape's size: CHECK_LARGE_ELEMENTS, or from the environment */
 } check_options;
+
+/* The large run shape's element count (2^20 + 3: past 2^20, with an odd tail) and the smallest
+ * DLOP_CHECK_LARGE_ELEMENTS may make it (2^17 + 3: still four of the bundled CPU kernels'
+ * 32768-element thread chunks and an odd tail, and the size of two_threads_at_once's runs). */
+#define CHECK_LARGE_ELEMENTS 1048579
+#define CHECK_LARGE_ELEMENTS_MIN 131075
 
 enum { CHECK_ISOLATE_CHECK = 0, CHECK_ISOLATE_OP = 1 };
 

@@ -36,6 +36,19 @@ void dlop_test_add_tests(TCase *tcase, ...) {
   va_end(tests);
 }
 
+double dlop_test_scale(void) {
+  const char *text = getenv("DLOP_TEST_SCALE");
+  if (text == NULL || text[0] == '\0') return 1.0;
+  char *end = NULL;
+  double scale = strtod(text, &end);
+  if (end == text || *end != '\0' || !(scale > 0 && scale <= 1)) {
+    fprintf(stderr, "DLOP_TEST_SCALE='%s' is not a share of the cases to run: expected a number "
+            "in (0, 1], e.g. 0.25\n", text);
+    exit(1);
+  }
+  return scale;
+}
+
 /* The probe runs in a child process: CUDA initialized in the parent is unusable in the
  * children Check forks for each test (CUDA_ERROR_NOT_INITIALIZED there). */
 void dlop_test_require_cuda_or_skip(void) {

@@ -20,6 +20,11 @@ TCase *dlop_test_tcase(Suite *suite, const char *name, double timeout_seconds, S
 /* Adds the tests given after tcase, up to a NULL, to tcase (tcase_add_test for each). */
 void dlop_test_add_tests(TCase *tcase, ...);
 
+/* DLOP_TEST_SCALE: the share (0, 1] of its repeated cases a test runs (default 1; the sanitizer
+ * tree sets 0.25, cmake/DlopSanitize.cmake). A value that is not such a share prints what was
+ * expected and exits 1. */
+double dlop_test_scale(void);
+
 /* In GPU test binaries, before running: returns when CUDA device 0 is usable. Otherwise prints
  * "SKIP: <what is missing>" and exits 77 (ctest's skip), or exits 1 when DLOP_REQUIRE_GPU=1. */
 void dlop_test_require_cuda_or_skip(void);

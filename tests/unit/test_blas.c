@@ -90,7 +90,7 @@ static void check_case(const char *op_name, dlop_dtype dtype, const spec *sa, co
   double tol = dtype == DLOP_FLOAT32 ? 2e-5 * (double)k : 1e-13 * (double)k;
   for (int64_t i = 0; i < n; i++) {
     double got = dlop_test_tensor_get(&out.t, i);
-    ck_assert_msg(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
+    DLOP_CK_EACH(fabs(got - expected[i]) <= tol * (1 + fabs(expected[i])),
                   "%s %s %s: element %lld: expected %.17g, got %.17g", op_name,
                   dlop_dtype_name(dtype), what, (long long)i, expected[i], got);
   }

@@ -21,17 +21,21 @@ END_TEST
 START_TEST(test_half_conversions_match_reference) {
   for (uint32_t h = 0; h < 65536; h++) {
     float f = dlop_half_to_float((uint16_t)h), r = dlop_test_half_to_float((uint16_t)h);
-    ck_assert_msg((isnan(f) && isnan(r)) || memcmp(&f, &r, 4) == 0, "half 0x%04x: %g vs %g", h, f, r);
-    if (!isnan(f)) ck_assert_uint_eq(dlop_float_to_half(f), h); /* round trip is exact */
+    DLOP_CK_EACH((isnan(f) && isnan(r)) || memcmp(&f, &r, 4) == 0, "half 0x%04x: %g vs %g", h, f, r);
+    if (!isnan(f)) /* round trip is exact */
+      DLOP_CK_EACH(dlop_float_to_half(f) == h, "half 0x%04x: %g rounds back to 0x%04x", h, f,
+                   dlop_float_to_half(f));
   }
   /* every float16 midpoint and its neighbours: ties go to even */
   for (uint32_t h = 0; h < 0x7c00; h++) {
     float lo = dlop_half_to_float((uint16_t)h), hi = dlop_half_to_float((uint16_t)(h + 1));
     float mid = (float)(((double)lo + (double)hi) / 2.0);
     float probes[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
-    for (int k = 0; k < 3; k++) {
-      ck_assert_uint_eq(dlop_float_to_half(probes[k]), dlop_test_float_to_half(probes[k]));
-      ck_assert_uint_eq(dlop_float_to_half(-probes[k]), dlop_test_float_to_half(-probes[k]));
+    for (int k = 0; k < 6; k++) {
+      float probe = k < 3 ? probes[k] : -probes[k - 3];
+      DLOP_CK_EACH(dlop_float_to_half(probe) == dlop_test_float_to_half(probe),
+                   "%.9g: float16 0x%04x, expected 0x%04x", probe, dlop_float_to_half(probe),
+                   dlop_test_float_to_half(probe));
     }
   }
   ck_assert_uint_eq(dlop_float_to_half(INFINITY), 0x7c00);
@@ -46,8 +50,10 @@ END_TEST
 START_TEST(test_bfloat16_conversions_match_reference) {
   for (uint32_t b = 0; b < 65536; b++) {
     float f = dlop_bfloat16_to_float((uint16_t)b), r = dlop_test_bfloat16_to_float((uint16_t)b);
-    ck_assert(memcmp(&f, &r, 4) == 0);
-    if (!isnan(f)) ck_assert_uint_eq(dlop_float_to_bfloat16(f), b);
+    DLOP_CK_EACH(memcmp(&f, &r, 4) == 0, "bfloat16 0x%04x: %g vs %g", b, f, r);
+    if (!isnan(f))
+      DLOP_CK_EACH(dlop_float_to_bfloat16(f) == b, "bfloat16 0x%04x: %g rounds back to 0x%04x", b,
+                   f, dlop_float_to_bfloat16(f));
   }
   uint64_t state = 7;
   for (int i = 0; i < 1000000; i++) {
@@ -56,10 +62,13 @@ START_TEST(test_bfloat16_conversions_match_reference) {
     float f;
     memcpy(&f, &bits, 4);
     if (isnan(f)) {
-      ck_assert(isnan(dlop_bfloat16_to_float(dlop_float_to_bfloat16(f))));
+      DLOP_CK_EACH(isnan(dlop_bfloat16_to_float(dlop_float_to_bfloat16(f))),
+                   "NaN 0x%08x is no NaN in bfloat16", bits);
       continue;
     }
-    ck_assert_uint_eq(dlop_float_to_bfloat16(f), dlop_test_float_to_bfloat16(f));
+    DLOP_CK_EACH(dlop_float_to_bfloat16(f) == dlop_test_float_to_bfloat16(f),
+                 "%.9g (0x%08x): bfloat16 0x%04x, expected 0x%04x", f, bits,
+                 dlop_float_to_bfloat16(f), dlop_test_float_to_bfloat16(f));
   }
 }
 END_TEST

@@ -36,7 +36,7 @@ static void check_coverage(int64_t count, int64_t grain) {
   DLOP_CK_OK(host->parallel_for(count, grain, mark, &c));
   ck_assert_int_eq(atomic_load(&c.bad_chunks), 0);
   for (int64_t i = 0; i < count; i++)
-    ck_assert_msg(atomic_load(&c.hits[i]) == 1, "count %lld grain %lld: index %lld hit %d times",
+    DLOP_CK_EACH(atomic_load(&c.hits[i]) == 1, "count %lld grain %lld: index %lld hit %d times",
                   (long long)count, (long long)grain, (long long)i, atomic_load(&c.hits[i]));
   free(c.hits);
 }

@@ -64,8 +64,8 @@ static void fill_span_random(test_tensor *x, dlop_dtype dtype, uint64_t seed, do
 
 static void check_guards(const test_tensor *x, const char *what) {
   for (size_t i = 0; i < GUARD_BYTES; i++) {
-    ck_assert_msg(x->allocation[i] == GUARD_BYTE, "%s: guard byte %zu before the data changed", what, i);
-    ck_assert_msg(x->allocation[GUARD_BYTES + x->span_bytes + i] == GUARD_BYTE,
+    DLOP_CK_EACH(x->allocation[i] == GUARD_BYTE, "%s: guard byte %zu before the data changed", what, i);
+    DLOP_CK_EACH(x->allocation[GUARD_BYTES + x->span_bytes + i] == GUARD_BYTE,
                   "%s: guard byte %zu after the data changed", what, i);
   }
 }

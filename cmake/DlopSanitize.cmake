@@ -2,6 +2,13 @@
 # build/sanitize, which scripts/test builds CPU-only): every C/C++ target compiled and linked with
 # them, and the runtime options that make any finding a test failure with its stack trace.
 set(DLOP_SANITIZE_FLAGS -fsanitize=${DLOP_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+# The default build type (RelWithDebInfo: -O2 -g) becomes -O1 -g1 here (the plugins' kernel
+# files keep their own -O3), as ASan's documentation advises -O1: it nearly halves this tree's
+# compile time, and its tests ran within noise of -O2. -g1 keeps the line tables (and inlined
+# frames) that the sanitizers' stack traces print; it drops only the variables' debug info.
+if(CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+  list(APPEND DLOP_SANITIZE_FLAGS -O1 -g1)
+endif()
 add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${DLOP_SANITIZE_FLAGS}>")
 add_link_options(-fsanitize=${DLOP_SANITIZE})
 # Fixtures that crash on purpose (a null store in a constructor or a thunk, for the plugin probe
@@ -17,7 +24,15 @@ set(DLOP_UNSANITIZED_FLAGS -fno-sanitize=all)
 #   dlop-check's included, so a leak is an error of the test that made it (LeakSanitizer stops
 #   the process's threads with ptrace: where a container forbids that, every test fails saying
 #   so, and ASAN_OPTIONS=detect_leaks=0 in the environment runs the rest);
-# - CK_TIMEOUT_MULTIPLIER: Check's per-test time limits, for code that runs 2-3x slower.
+# - CK_TIMEOUT_MULTIPLIER: Check's per-test time limits, for code that runs 2-3x slower;
+# - DLOP_CHECK_LARGE_ELEMENTS=131075: `dlop check`'s large run shape at 2^17 + 3 elements
+#   instead of 2^20 + 3 (docs/compliance.md). Filling, copying and comparing its buffers
+#   element by element was three quarters of the compliance entries' CPU time here; at 2^17 + 3
+#   the same code runs (the bundled CPU kernels' split into 32768-element thread chunks, an odd
+#   tail), and the main tree runs the full size;
+# - DLOP_TEST_SCALE=0.25: tests that repeat one path over many cases (Hypothesis examples,
+#   corrupt plugin files, NVRTC compiles of every dtype) run a share of them here, each in the
+#   instrumented code; the main tree runs them all. Each such test says what it cuts.
 set(DLOP_SANITIZE_TEST_ENV ${PROJECT_BINARY_DIR}/sanitize_environment.cmake)
 file(WRITE ${DLOP_SANITIZE_TEST_ENV} [=[
 # Written by cmake/DlopSanitize.cmake: the sanitizers' runtime options for this tree's tests.
@@ -30,6 +45,12 @@ endif()
 if(NOT DEFINED ENV{CK_TIMEOUT_MULTIPLIER})
   set(ENV{CK_TIMEOUT_MULTIPLIER} "3")
 endif()
+if(NOT DEFINED ENV{DLOP_CHECK_LARGE_ELEMENTS})
+  set(ENV{DLOP_CHECK_LARGE_ELEMENTS} "131075")
+endif()
+if(NOT DEFINED ENV{DLOP_TEST_SCALE})
+  set(ENV{DLOP_TEST_SCALE} "0.25")
+endif()
 ]=])
 set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY TEST_INCLUDE_FILES ${DLOP_SANITIZE_TEST_ENV})
 
@@ -38,10 +59,7 @@ set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY TEST_INCLUDE_FILES 
 # much of its memory to the end on purpose and every run would read as leaking; PYTHONMALLOC=malloc
 # puts Python's objects on ASan's heap instead of pymalloc's arenas, so a reference the
 # extension drops too early is a use after free that ASan sees.
-# DLOP_TEST_SCALE=0.25: the Python tests that draw many cases (Hypothesis examples, corrupt plugin
-# files) run a quarter of them here, each in the instrumented code; the main tree runs them all
-# (under the sanitizers the corrupt-plugin test alone took 10 minutes of the 2-core CI's time).
-set(DLOP_SANITIZE_PYTHON_ENV "PYTHONMALLOC=malloc" "DLOP_TEST_SCALE=0.25")
+set(DLOP_SANITIZE_PYTHON_ENV "PYTHONMALLOC=malloc")
 # libstdc++ is preloaded right after the ASan runtime: the interpreter does not link it, so
 # ASan finds no __cxa_throw to intercept and stops at the first C++ exception of a library the
 # tests load (jaxlib throws one while importing jax: "CHECK failed ... real___cxa_throw").

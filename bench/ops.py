@@ -464,7 +464,10 @@ def numpy_check(setup: Setup, dtype: str, got, lib_inputs, side, host) -> str | 
     """check() of a GPU result against NumPy on the same (host) inputs, or why it cannot be."""
     try:
         host_inputs = [side.to_host(a) for a in lib_inputs]
-        out = np.empty(np.shape(got), np.asarray(got).dtype)
+        # the output in the op's own dtype (got comes back widened to float64): NumPy rounds
+        # into it, so a cast is compared with NumPy's rounding, not with a float64 copy
+        out_dtype = (setup.out[1] if setup.out and setup.out[1] else None) or dtype
+        out = np.empty(np.shape(got), np.dtype(out_dtype))
         result = setup.numpy(*host_inputs, out=out)
         return check(setup, dtype, got, result if result is not None else out, host)
     except Exception as e:  # a reference NumPy cannot run on these dtypes: no second opinion

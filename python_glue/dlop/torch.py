@@ -2,9 +2,12 @@
 ``torch.ops.dlop.exp``, whose schema comes from the op descriptor (one Tensor per input, the
 parameters keyword-only with their kinds and declared defaults).
 
-- CPU and CUDA kernels run the plugin's thunk on the tensors' own memory, handed over as DLPack
-  capsules (no copies), on PyTorch's current CUDA stream. Outputs come from PyTorch's allocator
-  (``torch.empty``): they are PyTorch tensors that PyTorch frees, stream-ordered, like its own.
+- CPU and CUDA kernels run the plugin's thunk on the tensors' own memory (no copies), on
+  PyTorch's current CUDA stream. Outputs come from PyTorch's allocator: they are PyTorch tensors
+  that PyTorch frees, stream-ordered, like its own. The kernels (and the autograd kernel) are
+  C++ inside PyTorch's dispatcher (``dlop/_torch_kernels.so``) when it was built for the PyTorch
+  that is loaded, else Python, handing the tensors over as DLPack capsules: ``KERNELS`` says
+  which, and why. ``DLOP_TORCH_KERNELS=python`` asks for the Python ones.
 - A fake kernel from the op's make_node and infer_shape, so ``torch.compile(fullgraph=True)``
   traces dlop ops without graph breaks (symbolic sizes: elementwise ops broadcast them; other
   ops map them through the shape rule, probed with distinct sizes).
@@ -16,6 +19,8 @@ parameters keyword-only with their kinds and declared defaults).
 """
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 from typing import Any
 
@@ -30,7 +35,7 @@ try:
 except ImportError as error:
     raise ImportError("dlop.torch needs PyTorch; importing it failed: %s" % error) from error
 
-__all__ = ["op", "register_all"]
+__all__ = ["op", "register_all", "KERNELS"]
 
 _DTYPES = {"bool": torch.bool, "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16,
            "int32": torch.int32, "int64": torch.int64, "float16": torch.float16,
@@ -51,6 +56,33 @@ def _current_stream(device) -> int:
     if _raw_stream is not None:
         return _raw_stream(index)
     return torch.cuda.current_stream(index).cuda_stream
+
+
+def _load_kernels():
+    """dlop/_torch_kernels.so, ready, or None; and a sentence that says which kernels run."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_kernels.so")
+    if os.environ.get("DLOP_TORCH_KERNELS", "") == "python":
+        return None, "python (DLOP_TORCH_KERNELS=python)"
+    if not os.path.exists(path):
+        return None, ("python (dlop/_torch_kernels.so was not built: the build's Python had no "
+                      "PyTorch)")
+    library = ctypes.CDLL(path)
+    library.dlop_torch_kernels_built_for.restype = ctypes.c_char_p
+    built = library.dlop_torch_kernels_built_for().decode()
+    if built != torch.__version__:
+        return None, ("python (dlop/_torch_kernels.so was built for PyTorch %s; %s is loaded: "
+                      "rebuild dlop to use the C++ kernels)" % (built, torch.__version__))
+    library.dlop_torch_kernels_init.argtypes = [ctypes.py_object, ctypes.c_char_p, ctypes.c_size_t]
+    library.dlop_torch_kernels_register.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                                    ctypes.c_char_p, ctypes.c_size_t]
+    error = ctypes.create_string_buffer(1024)
+    if library.dlop_torch_kernels_init(_C.raise_status, error, len(error)) != 0:
+        return None, "python (dlop/_torch_kernels.so failed to start: %s)" % error.value.decode()
+    return library, "c++ (dlop/_torch_kernels.so, built for PyTorch %s)" % built
+
+
+_kernels, KERNELS = _load_kernels()
+
 
 # Distinct sizes for symbolic dims when the fake kernel asks a non-elementwise op's shape rule
 # (as the PyTensor adapter probes): large primes, never 1, two rounds.
@@ -264,11 +296,19 @@ def _register(dlop_op: Op):
                 for dtype, shape in _fake_outputs(dlop_op, tensors, params)]
         return outs[0] if dlop_op.num_outputs == 1 else tuple(outs)
 
-    _LIBRARY.impl(name, impl, "CPU")
-    _LIBRARY.impl(name, impl, "CUDA")
+    if _kernels is not None:  # CPU, CUDA and autograd kernels in C++ (torch_kernels.cpp)
+        error = ctypes.create_string_buffer(1024)
+        if _kernels.dlop_torch_kernels_register(name.encode(), int(dlop_op.num_inputs < 0),
+                                                error, len(error)) != 0:
+            raise _errors.make(_C.PluginError, "DLOP_PLUGIN_ERROR",
+                               "dlop.torch: registering the C++ kernels of '%s' failed: %s"
+                               % (name, error.value.decode("utf-8", "replace")))
+    else:
+        _LIBRARY.impl(name, impl, "CPU")
+        _LIBRARY.impl(name, impl, "CUDA")
+        torch.library.register_autograd(qualname, _no_gradient(name),
+                                        setup_context=_setup_context, lib=_LIBRARY)
     torch.library.register_fake(qualname, fake, lib=_LIBRARY)
-    torch.library.register_autograd(qualname, _no_gradient(name), setup_context=_setup_context,
-                                    lib=_LIBRARY)
 
     inplace = dlop_op.inplace_map
     if (inplace and dlop_op.num_outputs == 1 and dlop_op.num_inputs > 0 and inplace[0] >= 0):

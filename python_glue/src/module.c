@@ -61,15 +61,18 @@ static PyObject *py_device_check(PyObject *module, PyObject *text) {
   Py_RETURN_NONE;
 }
 
-/* raise_status(status): dlop's exception for a status and this thread's last error, as the
- * extension raises it everywhere (for Python code that called libdlop through ctypes). */
-static PyObject *py_raise_status(PyObject *module, PyObject *value) {
+/* raise_status(status[, message]): dlop's exception for a status, with message or else this
+ * thread's last error, as the extension raises it everywhere (for code that called libdlop
+ * outside the extension: the Numba dispatch through ctypes, dlop.torch's C++ kernels). */
+static PyObject *py_raise_status(PyObject *module, PyObject *args) {
   dlop_py_state *state = dlop_py_state_of_module(module);
-  long status = PyLong_AsLong(value);
-  if (status == -1 && PyErr_Occurred()) return NULL;
+  long status;
+  const char *message = NULL;
+  if (!PyArg_ParseTuple(args, "l|z:raise_status", &status, &message)) return NULL;
   if (status >= 0 || status < INT32_MIN)
     return PyErr_Format(PyExc_ValueError, "raise_status needs a dlop error status (below 0), "
                         "not %ld", status);
+  if (message != NULL) return dlop_py_raisef(state, (int)status, "%s", message);
   return dlop_py_raise(state, (int)status, NULL);
 }
 
@@ -162,9 +165,9 @@ static PyMethodDef module_methods[] = {
      "Number of CUDA devices (0 without a driver or GPU)."},
     {"device_check", py_device_check, METH_O,
      "Raise NoDeviceError (saying what is missing) unless the device can be used now."},
-    {"raise_status", py_raise_status, METH_O,
-     "raise_status(status): raise dlop's exception for a failed libdlop call's status, with "
-     "this thread's last error."},
+    {"raise_status", py_raise_status, METH_VARARGS,
+     "raise_status(status[, message]): raise dlop's exception for a failed libdlop call's "
+     "status, with message or else this thread's last error."},
     {"synchronize", py_synchronize, METH_O,
      "Wait until the work dlop enqueued on a device has finished."},
     {"stream_handle", py_stream_handle, METH_O,

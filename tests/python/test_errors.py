@@ -155,3 +155,10 @@ def test_raise_status_refuses_a_success_status():
     from dlop import _C
     with pytest.raises(ValueError, match="below 0"):
         _C.raise_status(0)
+
+
+def test_raise_status_with_a_message_of_the_callers():
+    from dlop import _C
+    with pytest.raises(dlop.DeviceMismatchError, match="input 1 is on cpu") as caught:
+        _C.raise_status(-15, "input 1 is on cpu")
+    assert caught.value.status == "DLOP_DEVICE_MISMATCH"

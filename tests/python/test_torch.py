@@ -108,6 +108,9 @@ def test_backward_raises_naming_the_op():
     # without gradients nothing is recorded
     with torch.no_grad():
         torch.testing.assert_close(dlop.torch.op("exp")(x), torch.exp(x))
+        assert not dlop.torch.op("exp")(x).requires_grad
+    # an integer output has no gradient to refuse: nothing is recorded on it
+    assert not dlop.torch.op("less")(x, x).requires_grad
 
 
 def test_in_place_variant_writes_its_input():
@@ -150,3 +153,19 @@ def test_register_all():
     assert "exp" in names and "transpose" not in names
     for name in names:
         assert hasattr(torch.ops.dlop, name)
+
+
+def test_the_kernels_in_use_are_named():
+    """C++ kernels wherever the build found this PyTorch; Python ones when asked or not built."""
+    built = os.path.join(os.path.dirname(dlop.torch.__file__), "_torch_kernels.so")
+    if os.environ.get("DLOP_TORCH_KERNELS") == "python":
+        assert dlop.torch.KERNELS == "python (DLOP_TORCH_KERNELS=python)"
+    elif os.path.exists(built):
+        assert dlop.torch.KERNELS.startswith("c++"), dlop.torch.KERNELS
+    else:
+        assert "not built" in dlop.torch.KERNELS, dlop.torch.KERNELS
+
+
+def test_a_dtype_dlop_has_none_for_is_a_dlop_type_error():
+    with pytest.raises(dlop.DlopTypeError, match="input 0 is .*, which dlop has no dtype for"):
+        dlop.torch.op("exp")(torch.zeros(3, dtype=torch.complex64))

@@ -279,7 +279,8 @@ class DeviceKernel final : public c10::OperatorKernel {
     void *handle = nullptr;
     if (aoti_torch_get_current_cuda_stream(device.id, &handle) != 0)
       raise_dlop(DLOP_CUDA_ERROR, "dlop.torch: PyTorch did not give its current CUDA stream");
-    return wrapped_streams.get(device, handle);
+    // PyTorch's default stream is CUDA's legacy one (the NULL handle), which DLPack numbers 1
+    return wrapped_streams.get(device, handle != nullptr ? handle : reinterpret_cast<void *>(1));
 #else
     (void)device;
     raise_dlop(DLOP_NO_DEVICE, "dlop.torch: dlop/_torch_kernels.so was built against a PyTorch "

@@ -83,14 +83,19 @@ struct WrappedStreams {
   std::vector<std::pair<std::pair<int, void *>, dlop_stream *>> streams;
 
   dlop_stream *get(dlop_device device, void *handle) {
-    std::lock_guard<std::mutex> guard(lock);
-    for (auto &entry : streams)
-      if (entry.first.first == device.id && entry.first.second == handle) return entry.second;
-    dlop_stream *stream = nullptr;
-    int status = dlop_stream_wrap(device, handle, &stream);
-    if (status != DLOP_OK) raise_dlop(status, "");
-    streams.push_back({{device.id, handle}, stream});
-    return stream;
+    int status = DLOP_OK;
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      for (auto &entry : streams)
+        if (entry.first.first == device.id && entry.first.second == handle) return entry.second;
+      dlop_stream *stream = nullptr;
+      status = dlop_stream_wrap(device, handle, &stream);
+      if (status == DLOP_OK) {
+        streams.push_back({{device.id, handle}, stream});
+        return stream;
+      }
+    }
+    raise_dlop(status, "");  // outside the lock: raising takes the GIL
   }
 };
 WrappedStreams wrapped_streams;

@@ -177,6 +177,11 @@ def test_refusals_on_the_client():
         dlop.dask.function([x], dlop.reshape(x, (-1,)))(value)
     with pytest.raises(dlop.DlopTypeError, match="expected a dlop.Function"):
         dlop.dask.apply(lambda v: v, value)
+    # What a task does with a chunk that is neither NumPy nor CuPy.
+    kernel = dlop.dask._Kernel(dlop.dumps(x + 1.0, [x]), "add")
+    with pytest.raises(dlop.DlopTypeError, match="a chunk of type list; expected NumPy"):
+        kernel([[1.0, 2.0]])
+    np.testing.assert_array_equal(kernel(np.ones((2, 2))), np.full((2, 2), 2.0))
 
 
 def test_a_worker_without_the_plugin_fails_naming_it(tmp_path):

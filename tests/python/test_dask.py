@@ -203,3 +203,17 @@ def test_a_worker_without_the_plugin_fails_naming_it(tmp_path):
                 c.compute(lazy).result(timeout=TIMEOUT)
     message = str(error.value)
     assert "op 'exp' from plugin 'exp' version 1.0.0, which is not loaded" in message
+
+
+def test_the_example_runs_on_the_cluster(client):
+    """examples/grad_w_dask.py as a user runs it, on this module's cluster (--scheduler)."""
+    import subprocess
+    import sys
+    from grad_w_support import EXAMPLE
+    script = EXAMPLE.parent / "grad_w_dask.py"
+    done = subprocess.run([sys.executable, str(script), "--batch", "2000", "--chunk", "333",
+                           "--scheduler", client.scheduler.address], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "grad_w_dask: OK, every result agrees" in done.stdout
+    assert done.stdout.count("): OK") == 2, done.stdout  # float32 and float64

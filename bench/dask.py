@@ -13,7 +13,8 @@ Workloads (each result checked against NumPy in float64 before it is timed):
 The inputs are made and persisted on the workers first (not timed); each figure is the median
 wall time of --repeat computes after a warm-up compute (which compiles every piece on every
 worker).  Each worker gets DLOP_NUM_THREADS and OPENBLAS_NUM_THREADS = cores / workers, so the
-workers together use the machine's cores once.  --device cuda makes the chunks CuPy arrays
+workers together use the machine's cores once (more workers: the same cores, more processes),
+or --threads N each (--threads 1: one core per worker, so more workers use more cores).  --device cuda makes the chunks CuPy arrays
 (the workers share the GPUs they see; CUDA_VISIBLE_DEVICES is theirs to set).
 
     python bench/dask.py                        # CPU: 1 and 2 workers
@@ -140,6 +141,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=65536, help="grad_W: rows (65536)")
     parser.add_argument("--chunk", type=int, default=8192, help="grad_W: rows per chunk (8192)")
     parser.add_argument("--repeat", type=int, default=5, help="timed computes per figure (5)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="dlop and OpenBLAS threads per worker (default: cores / workers)")
     args = parser.parse_args(argv)
     try:
         import dask.array as da
@@ -153,7 +156,7 @@ def main(argv=None) -> int:
           f"{cores} cores")
     rows, local = [], None
     for workers in [int(w) for w in args.workers.split(",")]:
-        threads = str(max(1, cores // workers))
+        threads = str(args.threads or max(1, cores // workers))
         env = {"DLOP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         with LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
                           dashboard_address=":0", env=env) as cluster, Client(cluster) as client:

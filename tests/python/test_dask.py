@@ -127,6 +127,20 @@ def test_matmul_with_batch_dims_and_permutations(client):
     np.testing.assert_array_equal(got[2], b_value.T[:, None, :])
 
 
+def test_shared_results_constants_and_inputs_as_outputs(client):
+    """exp(x) is used twice (computed once, its own tasks), W is a graph constant feeding a
+    contraction (a one-chunk Dask array, rechunked along k by Dask), x is also an output."""
+    W = rng.standard_normal((17, 3))
+    x = dlop.matrix("x", dtype="float64")
+    e = dlop.exp(x)
+    lazy = dlop.dask.function([x], [dlop.dot(e, W), e + 1.0, x])(chunked(A, (5, 4)))
+    assert len([k for k in lazy[1].dask.layers if k.startswith("dlop-exp")]) == 1
+    got = compute(client, lazy)
+    np.testing.assert_allclose(got[0], np.exp(A) @ W, rtol=1e-12)
+    np.testing.assert_allclose(got[1], np.exp(A) + 1.0, rtol=1e-14)
+    np.testing.assert_array_equal(got[2], A)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_grad_w_over_a_split_batch(client, dtype):
     example = load_example()

@@ -18,6 +18,9 @@ import os
 from typing import Any
 
 from . import _C, _errors
+from ._graph import Variable, function
+from ._ops import _op, ops
+from ._promote import DTYPES
 
 FORMAT = "dlop-graph"
 FORMAT_VERSION = 1
@@ -67,7 +70,6 @@ def _constant_entry(var) -> dict:
     array = var.value
     stored_as = array.dtype
     if stored_as == "bfloat16":
-        from ._ops import _op
         array = _op("cast")(array, dtype="float32")
         stored_as = "float32"
     host = numpy.ascontiguousarray(array.numpy()).astype(numpy.dtype(stored_as).newbyteorder("<"))
@@ -134,7 +136,6 @@ def _document(inputs: list, outputs: list) -> dict:
 
 def _free_inputs(outputs: list) -> list:
     """The input Variables (no owner, no value) outputs depend on, in the order first met."""
-    from ._graph import Variable  # noqa: F401 (the type of everything walked)
     found, seen = [], set()
     stack = list(reversed(outputs))
     while stack:
@@ -173,7 +174,6 @@ def dumps(obj, inputs=None) -> str:
     Variables) fixes the inputs and their order; by default they are the input Variables the
     outputs depend on, in the order a depth-first walk from the outputs meets them.
     """
-    from ._graph import Variable
     if isinstance(obj, _C.Function):
         if inputs is not None:
             raise _errors.invalid("dumps: a function has its inputs already; do not pass inputs")
@@ -289,8 +289,6 @@ def _decode_param(op, name: str, entry, where: str):
 
 def _constant(entry: dict, where: str):
     import numpy
-    from ._graph import Variable
-    from ._promote import DTYPES
     dtype = _field(entry, "dtype", str, where)
     stored_as = _field(entry, "stored_as", str, where)
     shape = _shape(_field(entry, "shape", list, where), f"{where}.shape")
@@ -311,7 +309,6 @@ def _constant(entry: dict, where: str):
     host = numpy.frombuffer(raw, dtype=host_dtype).astype(numpy.dtype(stored_as)).reshape(shape)
     array = _C.asarray(host.copy())
     if dtype == "bfloat16":
-        from ._ops import _op
         array = _op("cast")(array, dtype="bfloat16")
     name = entry.get("name")
     return Variable(name if isinstance(name, str) else "constant", dtype, shape, value=array)
@@ -323,9 +320,6 @@ def _type_text(dtype: str, shape) -> str:
 
 def _rebuild(doc: dict):
     """The Variables of a parsed document: (inputs, outputs as a list)."""
-    from ._graph import Variable
-    from ._ops import ops
-    from ._promote import DTYPES
     if not isinstance(doc, dict):
         raise _corrupt("the document", f"expected a JSON object, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:
@@ -465,7 +459,6 @@ def loads(text, device: str | None = None):
     saved_device = _field(options, "device", str, "function")
     fuse = _field(options, "fuse", bool, "function")
     cuda_graphs = _field(options, "cuda_graphs", bool, "function")
-    from ._graph import function
     return function(inputs, result, device=device or saved_device, fuse=fuse,
                     cuda_graphs=cuda_graphs)
 
@@ -478,6 +471,6 @@ def load(file, device: str | None = None):
     return loads(file.read(), device)
 
 
-def _reduce_function(function):
+def _reduce_function(compiled):
     """dlop.Function.__reduce__: rebuilt from its text by ``loads``."""
-    return (loads, (dumps(function),))
+    return (loads, (dumps(compiled),))

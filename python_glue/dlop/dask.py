@@ -26,14 +26,17 @@ import string
 import threading
 from typing import Any, Sequence
 
+import numpy
+
 try:
     import dask.array as da
 except ImportError as error:  # pragma: no cover - said clearly, not as a bare ImportError
     raise ImportError(f"dlop.dask needs Dask ('pip install dask distributed'): {error}") from None
 
 from . import _C, _errors
-from ._graph import Variable
+from ._graph import Variable, function as _compile
 from ._ops import _op
+from ._serialize import dumps, loads
 
 __all__ = ["apply", "function", "cache_info"]
 
@@ -81,7 +84,6 @@ def _device_of(blocks, label: str) -> str:
 
 def _result(array, device: str):
     if device == "cpu":
-        import numpy
         return numpy.asarray(array)
     import cupy
     return cupy.from_dlpack(array)
@@ -114,10 +116,8 @@ class _Kernel:
             if compiled is not None:
                 _stats["hits"] += 1
                 return compiled
-        from ._serialize import loads
         inputs, output = loads(self.text)
-        from ._graph import function
-        compiled = function(inputs, output, device=device)
+        compiled = _compile(inputs, output, device=device)
         with _lock:
             _stats["compiles"] += 1
             return _compiled.setdefault(key, compiled)
@@ -148,7 +148,6 @@ def _placeholder(name: str, dtype: str, shape) -> Variable:
 
 
 def _kernel(label: str, inputs: list, output) -> _Kernel:
-    from ._serialize import dumps
     return _Kernel(dumps(output, inputs), label)
 
 
@@ -185,7 +184,7 @@ class _Planner:
         if self.kind == "cupy":
             import cupy as module
         else:
-            import numpy as module
+            module = numpy
         return module.empty((0,) * ndim, dtype=dtype)
 
     def constant(self, var):
@@ -348,7 +347,6 @@ class _Planner:
         chunk = _kernel("mean-chunk", [part], summed)
         partial = _placeholder("p", wide, x.shape)
         combine = _kernel("mean-combine", [partial], _op("sum")(partial, **step))
-        import numpy
         total = _op("sum")(partial, axes=list(axes), keepdims=keepdims)
         divisor = numpy.asarray(count, dtype=wide)
         mean = _op("div")(total, divisor)
@@ -433,7 +431,6 @@ def _check_arrays(inputs: Sequence[Variable], arrays: Sequence) -> None:
         raise _errors.type_error(f"dlop.dask: the function takes {len(inputs)} inputs "
                                  f"({', '.join(repr(v.name) for v in inputs)}); "
                                  f"{len(arrays)} were given")
-    import numpy
     for i, (var, array) in enumerate(zip(inputs, arrays)):
         label = f"argument {i + 1} ('{var.name}')"
         if not isinstance(array, da.Array):

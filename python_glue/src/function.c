@@ -251,6 +251,7 @@ PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,
   self->device = dlop_function_device(function);
   self->num_inputs = num_inputs;
   self->num_outputs = num_outputs;
+  self->fuse = self->cuda_graphs = 1; /* the defaults; graph.c sets what was asked for */
   self->input_names = Py_NewRef(input_names);
   self->inputs = Py_NewRef(Py_None);
   self->outputs = Py_NewRef(Py_None);
@@ -341,17 +342,40 @@ static PyObject *function_get_node_count(PyObject *object, void *closure) {
   return PyLong_FromLong(dlop_function_node_count(((dlop_py_function *)object)->function));
 }
 
+static PyObject *function_get_fuse(PyObject *object, void *closure) {
+  return PyBool_FromLong(((dlop_py_function *)object)->fuse);
+}
+static PyObject *function_get_cuda_graphs(PyObject *object, void *closure) {
+  return PyBool_FromLong(((dlop_py_function *)object)->cuda_graphs);
+}
+
+/* Pickling goes through the graph's text (dlop/_serialize.py): the receiving process rebuilds
+ * the graph with its own plugins and compiles it again, refusing clearly what it lacks. */
+static PyObject *function_reduce(PyObject *object, PyObject *unused) {
+  PyObject *module = PyImport_ImportModule("dlop._serialize");
+  if (module == NULL) return NULL;
+  PyObject *result = PyObject_CallMethod(module, "_reduce_function", "O", object);
+  Py_DECREF(module);
+  return result;
+}
+
 static PyGetSetDef function_getset[] = {
     {"device", function_get_device, NULL, "The device every node runs on ('cpu', 'cuda:N').", NULL},
     {"inputs", function_get_inputs, NULL, "The input Variables, in call order.", NULL},
     {"outputs", function_get_outputs, NULL,
      "The output Variable, or the list of them when outputs were given as a list.", NULL},
     {"node_count", function_get_node_count, NULL, "Number of op nodes in the schedule.", NULL},
+    {"fuse", function_get_fuse, NULL, "Whether elementwise groups were fused (the fuse option).",
+     NULL},
+    {"cuda_graphs", function_get_cuda_graphs, NULL, "The cuda_graphs option it was compiled with.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef function_methods[] = {
     {"explain", function_explain, METH_NOARGS,
      "One line per node: op, input and output types and shapes, device."},
+    {"__reduce__", function_reduce, METH_NOARGS,
+     "Pickles as the graph's dlop-graph text (dlop.dumps); unpickling compiles it again."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef function_members[] = {

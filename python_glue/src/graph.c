@@ -391,6 +391,8 @@ static PyObject *graph_compile(PyObject *object, PyObject *args) {
   if (result != NULL) {
     dlop_py_function *f = (dlop_py_function *)result;
     f->return_list = return_list;
+    f->fuse = fuse;
+    f->cuda_graphs = cuda_graphs;
     Py_XDECREF(f->inputs);
     f->inputs = Py_NewRef(input_vars);
     Py_XDECREF(f->outputs);

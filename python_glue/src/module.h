@@ -73,6 +73,7 @@ typedef struct dlop_py_function {
   int32_t num_inputs;
   int32_t num_outputs;
   int return_list;          /* outputs were given as a list: return a list */
+  int fuse, cuda_graphs;    /* the options it was compiled with (kept for dlop.dumps) */
   dlop_type *input_types;   /* cached at compile time for the per-call checks */
   PyObject *inputs;         /* tuple of the input Variables (or None) */
   PyObject *outputs;        /* tuple of the output Variables (or None) */

@@ -219,8 +219,11 @@ static void print_location(const char *label, int location, const char *note) {
   char path[PATH_MAX];
   if (dlop_location_path(location, path, sizeof path) == DLOP_OK)
     printf("  %s: %s%s\n", label, path, note);
-  else
-    printf("  %s: none (%s)\n", label, dlop_last_error());
+  else {
+    /* The reason without the function's name ("dlop_location_path(...): "). */
+    const char *why = strstr(dlop_last_error(), "): ");
+    printf("  %s: none (%s)\n", label, why ? why + 3 : dlop_last_error());
+  }
 }
 
 /* `dlop info` without an op: which installation this command runs, so that two installations
@@ -254,6 +257,7 @@ static int command_info_installation(void) {
   int errors = dlop_load_error_count();
   printf("  plugins: %d loaded, %d failed to load (`dlop list` shows them)\n",
          dlop_plugin_count(), errors);
+  fflush(stdout); /* the listing before the errors on stderr, when both go to one terminal */
   print_load_errors();
   return errors > 0 ? 1 : 0;
 }

@@ -186,6 +186,14 @@ $listing"
   (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$sdk" "$python" \
     "$source_dir/tests/kit/kit_oneinstall.py" "$sdk" "$libdlop" "$bundled" "$installed") ||
     fail "import dlop from $sdk does not see or run what the SDK's dlop sees"
+  # The package copied away from its prefix has no libdlop to run, and its import says so.
+  local lone=$work/lone-package out
+  rm -rf "$lone" && mkdir -p "$lone" && cp -r "$sdk/dlop" "$lone/"
+  if out=$(cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$lone" "$python" -c "import dlop" 2>&1); then
+    fail "import dlop from a copy of the package without a libdlop beside it succeeded"
+  fi
+  grep -qF "the dlop package in $lone/dlop runs the libdlop of its own installation" <<<"$out" ||
+    fail "import dlop without a libdlop beside it did not say why: $out"
   echo "kit oneinstall: ok ($sdk: one libdlop, $libdlop; one bundled plugin directory, $bundled)"
 }
 

@@ -58,14 +58,8 @@ static PyObject *py_location(PyObject *module, PyObject *name) {
                       "'bundled_plugins', 'probe_program'", text);
 }
 
-static PyObject *py_built_for(PyObject *module, PyObject *unused) {
-  return PyUnicode_FromString(DLOP_VERSION_STRING);
-}
-
 PyMethodDef dlop_py_installation_methods[] = {
     {"location", py_location, METH_O,
      "location(name) -> the path of 'library' (libdlop), 'bundled_plugins' or "
      "'probe_program', or None when there is none."},
-    {"built_for", py_built_for, METH_NOARGS,
-     "The libdlop version this extension was built for (import refuses any other)."},
     {NULL, NULL, 0, NULL}};

@@ -1,6 +1,7 @@
 /* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full or
- * the installation in use (which libdlop, which plugin directories), print versions, load plugin files explicitly (for plugin authors checking their .so), and
- * run the compliance suite on one (`dlop check`, which runs dlop-check).
+ * the installation in use (which libdlop, which plugin directories), print versions, load
+ * plugin files explicitly (for plugin authors checking their .so), and run the compliance
+ * suite on one (`dlop check`, which runs dlop-check).
  * It reads the registry through the public API only, like any other host. */
 #include <errno.h>
 #include <limits.h>

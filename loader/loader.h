@@ -80,6 +80,10 @@ void dlop__collect_plugin_path(const char *value, dlop__loader_report *report,
  * Returns 0, or -1 with "DIR: reason" appended to errors. */
 int dlop__collect_directory(const char *directory, const char *origin, dlop__string_list *files,
                             dlop__string_list *errors);
+/* The real path of the shared object (or program) that holds address, found with dladdr, into
+ * buffer: libdlop passes an address of its own to name the file it was loaded from. Returns 1,
+ * or 0 when it cannot be determined (or does not fit). */
+int dlop__library_path(const void *address, char *buffer, size_t size);
 /* The bundled plugin directory into buffer: DLOP_BUNDLED_PLUGINS when set, else
  * DLOP_PLUGIN_SUBDIR ("dlop/plugins", from the build) in the directory of the shared object
  * (or program) that holds library_address, found with dladdr: libdlop passes an address of its

@@ -1,7 +1,7 @@
 /* search_path.c — where plugins are looked for: the entries of DLOP_PLUGIN_PATH (directories
  * and files, absolute only, never the current directory implicitly) and the bundled plugin
- * directory, found next to libdlop itself with dladdr (or DLOP_BUNDLED_PLUGINS); and where the
- * dlop-probe program lies, next to libdlop too. */
+ * directory, found next to libdlop itself with dladdr (or DLOP_BUNDLED_PLUGINS); where the
+ * dlop-probe program lies, next to libdlop too; and the file libdlop itself was loaded from. */
 #define _GNU_SOURCE /* dladdr */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -127,9 +127,9 @@ void dlop__collect_plugin_path(const char *value, dlop__loader_report *report,
   }
 }
 
-/* The directory of the shared object (or program) holding address, found with dladdr, into
- * buffer. Returns 1, or 0 when it cannot be determined. */
-static int library_directory(const void *address, char *buffer, size_t size) {
+int dlop__library_path(const void *address, char *buffer, size_t size) {
+  if (buffer == NULL || size == 0) return 0;
+  buffer[0] = '\0';
   Dl_info info;
   if (dladdr(address, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] == '\0')
     return 0;
@@ -139,6 +139,15 @@ static int library_directory(const void *address, char *buffer, size_t size) {
     if (info.dli_fname[0] != '/') return 0;
     snprintf(library, sizeof library, "%s", info.dli_fname);
   }
+  int written = snprintf(buffer, size, "%s", library);
+  return written > 0 && (size_t)written < size;
+}
+
+/* The directory of the shared object (or program) holding address into buffer. Returns 1, or
+ * 0 when it cannot be determined. */
+static int library_directory(const void *address, char *buffer, size_t size) {
+  char library[PATH_MAX];
+  if (!dlop__library_path(address, library, sizeof library)) return 0;
   char *slash = strrchr(library, '/');
   if (slash == NULL) return 0;
   *slash = '\0';

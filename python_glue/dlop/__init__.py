@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import atexit
 
-from . import _C
+try:
+    from . import _C
+except ImportError as _error:
+    # The extension finds libdlop in the package's lib/ (a wheel) or in the prefix's library
+    # directory beside it (`cmake --install`): say so when neither holds one (docs/python.md).
+    if "libdlop" not in str(_error):
+        raise
+    raise ImportError(f"{_error}: the dlop package in {__path__[0]} runs the libdlop of its own "
+                      "installation, in its lib/ (a wheel) or in ../lib beside it (installed by "
+                      "`cmake --install`), and neither holds one: reinstall it, or import it from "
+                      "where it was installed") from None
 from ._C import (
     Array,
     DeviceMismatchError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from . import _C, _errors, _promote
+from . import _C, _errors, _installation, _promote
 from ._graph import Apply, Variable
 
 Array = _C.Array
@@ -146,9 +146,12 @@ class _OpNamespace:
         try:
             return self._ops[name]
         except KeyError:
+            bundled = _C.location("bundled_plugins")
             error = _errors.UnknownOpError(
                 f"no op named '{name}' is loaded; loaded ops: {', '.join(sorted(self._ops)) or '(none)'}"
-                " (load more with dlop.load_plugin(path) or DLOP_PLUGIN_PATH)")
+                " (load more with dlop.load_plugin(path) or DLOP_PLUGIN_PATH; this process's"
+                f" bundled plugins come from {bundled or '(nowhere)'}: dlop.info() says which"
+                " libdlop and plugin directories it uses)")
             error.status = "DLOP_NOT_FOUND"
             raise error from None
 
@@ -186,11 +189,19 @@ def load_errors() -> list[str]:
     return list(_C.load_errors())
 
 
-def info(name: str) -> dict:
+def info(name: str | None = None) -> dict:
     """What ``dlop info NAME`` shows, as a dict: name, plugin, dtypes (per device) and run_time,
     per device, what the op reports about how it runs in this process (ABI 1.2 runtime_info;
     the blas ops: "blas library", "blas found as", "blas integers", "blas kernels", "blas
-    threads"), as {key: value}; a device the op reports nothing about is absent."""
+    threads"), as {key: value}; a device the op reports nothing about is absent.
+
+    Without a name, what ``dlop info`` shows: the installation in use, as a dict: version,
+    package, extension, libdlop (the file), bundled_plugins (the directory, None when there is
+    none) and bundled_plugins_from ('libdlop' or 'DLOP_BUNDLED_PLUGINS'), plugin_path
+    (DLOP_PLUGIN_PATH's entries), plugin_probe, probe_program, plugins ({name: file}) and
+    load_errors."""
+    if name is None:
+        return _installation.installation_info()
     op = _op(name)
     run_time = {}
     for device in ("cpu", "cuda"):

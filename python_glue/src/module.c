@@ -189,12 +189,15 @@ static PyMethodDef module_methods[] = {
 
 static int module_exec(PyObject *module) {
   dlop_py_state *state = dlop_py_state_of_module(module);
+  /* Before anything else touches libdlop: one of another version is refused, never used. */
+  if (dlop_py_check_libdlop(module) < 0) return -1;
   if (dlop_py_add_errors(module, state) < 0) return -1;
   if (dlop_py_add_array_type(module, state) < 0) return -1;
   if (dlop_py_add_graph_type(module, state) < 0) return -1;
   if (dlop_py_add_function_type(module, state) < 0) return -1;
   if (dlop_py_add_op_call_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
+  if (PyModule_AddFunctions(module, dlop_py_installation_methods) < 0) return -1;
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
   state->str_cai = PyUnicode_InternFromString("__cuda_array_interface__");

@@ -189,4 +189,10 @@ int dlop_py_add_op_call_type(PyObject *module, dlop_py_state *state);
 /* ---- registry.c ---- */
 extern PyMethodDef dlop_py_registry_methods[];
 
+/* ---- installation.c ---- */
+/* 0 when the loaded libdlop is the version this extension was built for, else -1 with an
+ * ImportError naming both versions and the libdlop file. Called first at import. */
+int dlop_py_check_libdlop(PyObject *module);
+extern PyMethodDef dlop_py_installation_methods[];
+
 #endif

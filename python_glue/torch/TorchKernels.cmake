@@ -51,7 +51,8 @@ if(dlop_torch_found)
     PREFIX "" OUTPUT_NAME "_torch_kernels" SUFFIX ".so"
     LIBRARY_OUTPUT_DIRECTORY ${DLOP_PYTHON_PACKAGE_DIR}
     BUILD_RPATH "${PROJECT_BINARY_DIR}/lib;${dlop_torch_lib}"
-    INSTALL_RPATH "$ORIGIN/lib;${dlop_torch_lib}")
+    # libdlop where _C finds it (the wheel's own, or the prefix's), then PyTorch's libraries
+    INSTALL_RPATH "${DLOP_PYTHON_INSTALL_RPATH};${dlop_torch_lib}")
   add_dependencies(dlop_python dlop_torch_kernels)
   install(TARGETS dlop_torch_kernels LIBRARY DESTINATION dlop COMPONENT python)
   message(STATUS "dlop: dlop.torch's C++ kernels build against PyTorch ${dlop_torch_version} "

@@ -1,11 +1,14 @@
-/* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full,
- * print versions, load plugin files explicitly (for plugin authors checking their .so), and
- * run the compliance suite on one (`dlop check`, which runs dlop-check).
+/* dlop_main.c — the `dlop` command: list the loaded plugins and ops, show one op in full or
+ * the installation in use (which libdlop, which plugin directories), print versions, load
+ * plugin files explicitly (for plugin authors checking their .so), and run the compliance
+ * suite on one (`dlop check`, which runs dlop-check).
  * It reads the registry through the public API only, like any other host. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlop.h"
@@ -20,6 +23,8 @@ static void print_usage(FILE *out) {
           "                       and make the exit status 1 (the rest is listed)\n"
           "  info OP              one op in full: doc, inputs, outputs, parameters, dtypes per\n"
           "                       device, flags, plugin file\n"
+          "  info                 the installation in use: the libdlop file, the bundled plugin\n"
+          "                       directory, DLOP_PLUGIN_PATH, the plugin probe program\n"
           "  load [--with-default] FILE...\n"
           "                       load plugin files and report each success or failure (with\n"
           "                       --with-default, after DLOP_PLUGIN_PATH and the bundled plugins,\n"
@@ -210,6 +215,54 @@ static int command_info(const char *name) {
   return 0;
 }
 
+/* One location line of `dlop info`: the path, or why there is none. */
+static void print_location(const char *label, int location, const char *note) {
+  char path[PATH_MAX];
+  if (dlop_location_path(location, path, sizeof path) == DLOP_OK)
+    printf("  %s: %s%s\n", label, path, note);
+  else {
+    /* The reason without the function's name ("dlop_location_path(...): "). */
+    const char *why = strstr(dlop_last_error(), "): ");
+    printf("  %s: none (%s)\n", label, why ? why + 3 : dlop_last_error());
+  }
+}
+
+/* `dlop info` without an op: which installation this command runs, so that two installations
+ * (an SDK prefix, a pip-installed package) never disagree unseen; dlop.info() says the same
+ * for Python. */
+static int command_info_installation(void) {
+  if (load_default_plugins() != DLOP_OK) return 1;
+  printf("dlop %s (plugin ABI ", dlop_version_string());
+  print_abi(dlop_abi_version());
+  printf(")\n");
+  if (strcmp(dlop_version_string(), DLOP_VERSION_STRING) != 0)
+    printf("  note: this dlop command was built against headers %s\n", DLOP_VERSION_STRING);
+  print_location("libdlop", DLOP_LOCATION_LIBRARY, "");
+  const char *bundled_override = getenv("DLOP_BUNDLED_PLUGINS");
+  char bundled[PATH_MAX];
+  const char *note = " (from DLOP_BUNDLED_PLUGINS)";
+  if (bundled_override == NULL) {
+    struct stat info;
+    int exists = dlop_location_path(DLOP_LOCATION_BUNDLED_PLUGINS, bundled, sizeof bundled) ==
+                     DLOP_OK && stat(bundled, &info) == 0 && S_ISDIR(info.st_mode);
+    note = exists ? " (beside libdlop)" : " (beside libdlop; not there, so none are loaded)";
+  }
+  print_location("bundled plugins", DLOP_LOCATION_BUNDLED_PLUGINS, note);
+  const char *plugin_path = getenv("DLOP_PLUGIN_PATH");
+  printf("  DLOP_PLUGIN_PATH: %s\n", plugin_path == NULL ? "(not set)"
+                                     : plugin_path[0] == '\0' ? "(empty)" : plugin_path);
+  static const char *const modes[] = {"off", "all", "external"};
+  int mode = dlop_plugin_probe();
+  printf("  plugin probe: %s\n", mode >= 0 && mode <= 2 ? modes[mode] : "?");
+  print_location("probe program", DLOP_LOCATION_PROBE_PROGRAM, "");
+  int errors = dlop_load_error_count();
+  printf("  plugins: %d loaded, %d failed to load (`dlop list` shows them)\n",
+         dlop_plugin_count(), errors);
+  fflush(stdout); /* the listing before the errors on stderr, when both go to one terminal */
+  print_load_errors();
+  return errors > 0 ? 1 : 0;
+}
+
 static int command_version(void) {
   printf("dlop %s (plugin ABI ", dlop_version_string());
   print_abi(dlop_abi_version());
@@ -314,10 +367,10 @@ int main(int argc, char **argv) {
     return command_list();
   }
   if (strcmp(command, "info") == 0) {
-    if (argc != 3)
-      return wrong_arguments("info takes one op name (`dlop list` shows them)", argc - 2,
-                             argv + 2);
-    return command_info(argv[2]);
+    if (argc > 3)
+      return wrong_arguments("info takes one op name (`dlop list` shows them), or none for the "
+                             "installation", argc - 2, argv + 2);
+    return argc == 3 ? command_info(argv[2]) : command_info_installation();
   }
   if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
     if (argc > 2) return wrong_arguments("version takes no arguments", argc - 2, argv + 2);

@@ -92,6 +92,11 @@ static void read_settings(void) {
   settings.cache_dir = cache_dir;
 }
 
+const char *dlop__probe_program(void) {
+  pthread_once(&settings_once, read_settings);
+  return program;
+}
+
 void dlop__probe_set_program(const char *path) {
   snprintf(program_given, sizeof program_given, "%s", path);
 }

@@ -14,4 +14,8 @@ const dlop__probe_settings *dlop__probe_settings_for(int bundled);
  * Call it before the first load; later calls change nothing. */
 void dlop__probe_set_program(const char *path);
 
+/* The dlop-probe program the probe runs (dlop__probe_set_program's, else the one beside
+ * libdlop), or "" when libdlop's directory cannot be determined; reads the settings once. */
+const char *dlop__probe_program(void);
+
 #endif

@@ -11,9 +11,9 @@ import numpy as np
 import dlop
 
 
-def main(plugin_path: str) -> int:
-    """Load the plugin, run scale_add on the CPU, compare with NumPy; 0 when everything matches."""
-    dlop.load_plugin(plugin_path)
+def run_scale_add() -> int:
+    """Run the loaded scale_add on the CPU and compare with NumPy; 0 when everything matches
+    (also what kit_oneinstall.py runs on the plugin installed among the bundled ones)."""
     x = dlop.matrix("x", dtype="float64")
     y = dlop.vector("y", dtype="float64")
     z = dlop.ops.scale_add(x, y, alpha=2.5)
@@ -28,6 +28,12 @@ def main(plugin_path: str) -> int:
         return 1
     print("scale_add on the cpu matches NumPy:", result.shape)
     return 0
+
+
+def main(plugin_path: str) -> int:
+    """Load the plugin explicitly, then run_scale_add()."""
+    dlop.load_plugin(plugin_path)
+    return run_scale_add()
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # kit_steps.sh STEP — one step of the author-kit test (tests/kit/CMakeLists.txt runs each as a
 # ctest entry): install the SDK into a fresh prefix, build examples/plugin-template out of tree
-# against it, load it with the installed `dlop`, build a pkg-config consumer, `dlop check`, Python.
+# against it, load it with the installed `dlop`, build a pkg-config consumer, `dlop check`, Python,
+# and the tutorial's steps end to end: the plugin installed among the bundled ones, seen by both.
 # Configuration comes from DLOP_KIT_* environment variables set by CMake. Exit 0 pass, 1 fail,
 # 77 skipped (with the reason printed).
 set -euo pipefail
 
-step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|host|check|python}
+step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|host|check|python|oneinstall}
 source_dir=${DLOP_KIT_SOURCE_DIR:?}
 build_dir=${DLOP_KIT_BUILD_DIR:?}
 work=${DLOP_KIT_WORK_DIR:?}
@@ -146,6 +147,54 @@ step_python() {
   [[ -n "$python" && -x "$python" ]] || skip "no Python front end in this build (${python:-no interpreter})"
   PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" run "$python" \
     "$source_dir/tests/kit/kit_python.py" "$template_so" || fail "loading the template from Python failed"
+}
+
+# The tutorial's own steps (docs/tutorial.md 1, 4 and 6) in a prefix of their own, so the other
+# steps' prefix keeps only the bundled plugins: `cmake --install` the SDK, `cmake --install` the
+# template among its bundled plugins, then the prefix's `dlop list` and `dlop info` and
+# `import dlop` from the prefix (PYTHONPATH=$SDK) must name one libdlop and one bundled plugin
+# directory, both must list the plugin, and Python must run it without dlop.load_plugin.
+step_oneinstall() {
+  [[ -f "$template_so" ]] || fail "no $template_so (the kit.template test builds it)"
+  local python=${DLOP_KIT_PYTHON:-}
+  [[ -n "$python" && -x "$python" ]] || skip "no Python front end in this build (${python:-no interpreter})"
+  local sdk=$work/tutorial-sdk
+  rm -rf "$sdk"
+  run "$cmake" --install "$build_dir" --prefix "$sdk" >"$work/tutorial-install.log" ||
+    fail "cmake --install $build_dir --prefix $sdk failed (see $work/tutorial-install.log)"
+  [[ -f "$sdk/dlop/__init__.py" ]] || fail "cmake --install put no Python package in $sdk/dlop"
+  [[ ! -e "$sdk/dlop/lib" ]] ||
+    fail "the installed Python package carries a libdlop or plugins of its own ($sdk/dlop/lib): one prefix, one libdlop"
+  run "$cmake" --install "$template_build" --prefix "$sdk" || fail "installing the template into $sdk failed"
+  local installed
+  installed=$(realpath "$sdk/$libdir/dlop/plugins/libscale_add.so") ||
+    fail "cmake --install of the template put no libscale_add.so in $sdk/$libdir/dlop/plugins"
+  local listing where
+  listing=$(env -u LD_LIBRARY_PATH "$sdk/bin/dlop" list) || fail "the SDK's dlop list failed: $listing"
+  grep -qF "file: $installed" <<<"$listing" || fail "the SDK's dlop list does not show $installed:
+$listing"
+  where=$(env -u LD_LIBRARY_PATH "$sdk/bin/dlop" info) || fail "the SDK's dlop info failed: $where"
+  echo "$where"
+  local libdlop bundled
+  libdlop=$(sed -n 's/^  libdlop: //p' <<<"$where")
+  bundled=$(sed -n 's/^  bundled plugins: \(.*\) (beside libdlop)$/\1/p' <<<"$where")
+  [[ "$libdlop" == "$(realpath "$sdk/$libdir/libdlop.so.0")" ]] ||
+    fail "the SDK's dlop info names libdlop '$libdlop', not the prefix's $sdk/$libdir/libdlop.so.0"
+  [[ "$bundled" == "$(dirname "$installed")" ]] ||
+    fail "the SDK's dlop info names the bundled plugins '$bundled', not $(dirname "$installed")"
+  # From another directory, so nothing of the source or build tree is imported.
+  (cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$sdk" "$python" \
+    "$source_dir/tests/kit/kit_oneinstall.py" "$sdk" "$libdlop" "$bundled" "$installed") ||
+    fail "import dlop from $sdk does not see or run what the SDK's dlop sees"
+  # The package copied away from its prefix has no libdlop to run, and its import says so.
+  local lone=$work/lone-package out
+  rm -rf "$lone" && mkdir -p "$lone" && cp -r "$sdk/dlop" "$lone/"
+  if out=$(cd "$work" && env -u LD_LIBRARY_PATH PYTHONPATH="$lone" "$python" -c "import dlop" 2>&1); then
+    fail "import dlop from a copy of the package without a libdlop beside it succeeded"
+  fi
+  grep -qF "the dlop package in $lone/dlop runs the libdlop of its own installation" <<<"$out" ||
+    fail "import dlop without a libdlop beside it did not say why: $out"
+  echo "kit oneinstall: ok ($sdk: one libdlop, $libdlop; one bundled plugin directory, $bundled)"
 }
 
 "step_$step"

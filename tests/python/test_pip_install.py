@@ -1,5 +1,6 @@
 """test_pip_install.py — `pip install .` into a fresh venv under the build folder, then a smoke
-import and one op run there (from another directory, so the source tree is not imported).
+import, the wheel's own libdlop and plugin directory as dlop.info() names them, and one op run
+there (from another directory, so the source tree is not imported).
 Slow (a whole CMake build): labelled python;slow.  Needs PyPI for scikit-build-core and numpy,
 or DLOP_WHEELHOUSE holding their wheels; without either it skips and says so."""
 import os
@@ -23,6 +24,13 @@ assert "/dlop/lib/dlop/plugins/" in dlop.plugins()[0].path, dlop.plugins()[0].pa
 # The plugin probe's program sits beside libdlop in the package, executable.
 probe = os.path.join(os.path.dirname(dlop.__file__), "lib", "dlop", "dlop-probe")
 assert os.access(probe, os.X_OK), probe
+# The wheel is an installation of its own: its libdlop, and the bundled plugins and probe beside
+# it, are what dlop.info() names (a `cmake --install` prefix would name its own).
+where = dlop.info()
+package_lib = os.path.join(os.path.realpath(os.path.dirname(dlop.__file__)), "lib")
+assert os.path.dirname(where["libdlop"]) == package_lib, where
+assert where["bundled_plugins"] == os.path.join(package_lib, "dlop", "plugins"), where
+assert where["probe_program"] == os.path.realpath(probe), where
 x = dlop.vector("x", dtype="float32")
 f = dlop.function([x], dlop.ops.exp(dlop.ops.double(x)))
 r = f(np.arange(3, dtype=np.float32))

@@ -77,6 +77,21 @@ DLOP_API int dlop_set_plugin_probe(int mode);
 /* The mode in effect: the last one set, else DLOP_PLUGIN_PROBE's, else the default. */
 DLOP_API int dlop_plugin_probe(void);
 
+/* Where this process's dlop lives, so that a host can say which installation it runs (`dlop
+ * info` and dlop.info() print these; docs/runtime.md, "One installation, one set of plugins"). */
+typedef enum dlop_location {
+  DLOP_LOCATION_LIBRARY = 0,         /* the libdlop file this process loaded (its real path) */
+  DLOP_LOCATION_BUNDLED_PLUGINS = 1, /* the bundled plugin directory in effect:
+                                        DLOP_BUNDLED_PLUGINS, else <libdlop's dir>/dlop/plugins */
+  DLOP_LOCATION_PROBE_PROGRAM = 2,   /* the dlop-probe program the plugin probe runs */
+} dlop_location;
+/* The path of location into buffer. It need not exist (a missing bundled directory is where
+ * it is looked for). DLOP_NOT_FOUND when there is none: DLOP_BUNDLED_PLUGINS set empty or
+ * relative (no bundled plugins are loaded), or libdlop's own file cannot be determined;
+ * DLOP_INVALID_ARGUMENT for an unknown location, a NULL or too small buffer. dlop_last_error
+ * says which. */
+DLOP_API int dlop_location_path(int location, char *buffer, size_t size);
+
 /* The host API table libdlop hands to plugins (for hosts embedding plugins themselves). */
 DLOP_API const dlop_host_api *dlop_host_api_table(void);
 

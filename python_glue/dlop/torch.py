@@ -6,8 +6,8 @@ parameters keyword-only with their kinds and declared defaults).
   PyTorch's current CUDA stream. Outputs come from PyTorch's allocator: they are PyTorch tensors
   that PyTorch frees, stream-ordered, like its own. The kernels (and the autograd kernel) are
   C++ inside PyTorch's dispatcher (``dlop/_torch_kernels.so``) when it was built for the PyTorch
-  that is loaded, else Python, handing the tensors over as DLPack capsules: ``KERNELS`` says
-  which, and why. ``DLOP_TORCH_KERNELS=python`` asks for the Python ones.
+  and the Python that run (the in-place variants keep Python kernels), else Python, handing the
+  tensors over as DLPack capsules: ``KERNELS`` says which, and why. ``DLOP_TORCH_KERNELS=python`` asks for the Python ones.
 - A fake kernel from the op's make_node and infer_shape, so ``torch.compile(fullgraph=True)``
   traces dlop ops without graph breaks (symbolic sizes: elementwise ops broadcast them; other
   ops map them through the shape rule, probed with distinct sizes).
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sysconfig
 import threading
+import warnings
 from typing import Any
 
 from . import _C, _adapters, _errors
@@ -66,12 +68,19 @@ def _load_kernels():
     if not os.path.exists(path):
         return None, ("python (dlop/_torch_kernels.so was not built: the build's Python had no "
                       "PyTorch)")
-    library = ctypes.CDLL(path)
+    try:
+        library = ctypes.CDLL(path)
+    except OSError as error:
+        return None, "python (dlop/_torch_kernels.so failed to load: %s)" % error
     library.dlop_torch_kernels_built_for.restype = ctypes.c_char_p
+    library.dlop_torch_kernels_built_for_python.restype = ctypes.c_char_p
     built = library.dlop_torch_kernels_built_for().decode()
-    if built != torch.__version__:
-        return None, ("python (dlop/_torch_kernels.so was built for PyTorch %s; %s is loaded: "
-                      "rebuild dlop to use the C++ kernels)" % (built, torch.__version__))
+    built_python = library.dlop_torch_kernels_built_for_python().decode()
+    python = sysconfig.get_config_var("SOABI")
+    if built != torch.__version__ or built_python != python:
+        return None, ("python (dlop/_torch_kernels.so was built for PyTorch %s on %s; PyTorch %s "
+                      "on %s is running: rebuild dlop to use the C++ kernels)"
+                      % (built, built_python, torch.__version__, python))
     library.dlop_torch_kernels_init.argtypes = [ctypes.py_object, ctypes.c_char_p, ctypes.c_size_t]
     library.dlop_torch_kernels_register.argtypes = [ctypes.c_char_p, ctypes.c_int,
                                                     ctypes.c_char_p, ctypes.c_size_t]
@@ -296,14 +305,14 @@ def _register(dlop_op: Op):
                 for dtype, shape in _fake_outputs(dlop_op, tensors, params)]
         return outs[0] if dlop_op.num_outputs == 1 else tuple(outs)
 
-    if _kernels is not None:  # CPU, CUDA and autograd kernels in C++ (torch_kernels.cpp)
-        error = ctypes.create_string_buffer(1024)
-        if _kernels.dlop_torch_kernels_register(name.encode(), int(dlop_op.num_inputs < 0),
-                                                error, len(error)) != 0:
-            raise _errors.make(_C.PluginError, "DLOP_PLUGIN_ERROR",
-                               "dlop.torch: registering the C++ kernels of '%s' failed: %s"
-                               % (name, error.value.decode("utf-8", "replace")))
-    else:
+    # CPU, CUDA and autograd kernels in C++ (torch_kernels.cpp), else in Python
+    error = ctypes.create_string_buffer(1024)
+    in_cpp = _kernels is not None and _kernels.dlop_torch_kernels_register(
+        name.encode(), int(dlop_op.num_inputs < 0), error, len(error)) == 0
+    if not in_cpp:
+        if _kernels is not None:  # the op still works, through the Python kernels: say so
+            warnings.warn("dlop.torch: registering the C++ kernels of '%s' failed (%s); its "
+                          "kernels run in Python" % (name, error.value.decode("utf-8", "replace")))
         _LIBRARY.impl(name, impl, "CPU")
         _LIBRARY.impl(name, impl, "CUDA")
         torch.library.register_autograd(qualname, _no_gradient(name),

@@ -2,7 +2,7 @@
 # PyTorch's dispatcher (torch_kernels.cpp), built only where the build's Python has PyTorch (its
 # headers and libraries come with the wheel); elsewhere skipped with a message, and dlop.torch
 # runs its kernels in Python. A PyTorch's C++ ABI is its own, so the library records the version
-# it was built for and dlop.torch uses it only with that version.
+# it was built for, and the Python ABI, and dlop.torch uses it only with those.
 set(dlop_torch_python "${DLOP_PYTHON}")
 if(NOT dlop_torch_python)
   set(dlop_torch_python "${PROJECT_BINARY_DIR}/venv/bin/python")
@@ -16,7 +16,7 @@ if(EXISTS "${dlop_torch_python}" OR DLOP_PYTHON)
 endif()
 if(dlop_torch_found)
   execute_process(COMMAND ${dlop_torch_python} -c
-    "import os, torch; from torch.utils import cpp_extension as c; print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(','.join(c.include_paths())); print(os.path.join(os.path.dirname(torch.__file__), 'lib'))"
+    "import os, sysconfig, torch; from torch.utils import cpp_extension as c; print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(','.join(c.include_paths())); print(os.path.join(os.path.dirname(torch.__file__), 'lib')); print(sysconfig.get_config_var('SOABI')); print(sysconfig.get_paths()['include'])"
     OUTPUT_VARIABLE dlop_torch_facts OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_VARIABLE dlop_torch_error
     RESULT_VARIABLE dlop_torch_result)
   if(NOT dlop_torch_result EQUAL 0)
@@ -31,13 +31,18 @@ if(dlop_torch_found)
   list(GET dlop_torch_facts 1 dlop_torch_cxx11_abi)
   list(GET dlop_torch_facts 2 dlop_torch_includes)
   list(GET dlop_torch_facts 3 dlop_torch_lib)
+  # the interpreter's own ABI and headers: the library uses CPython's full API (not the
+  # limited one _C uses), so it serves only that interpreter's ABI
+  list(GET dlop_torch_facts 4 dlop_torch_soabi)
+  list(GET dlop_torch_facts 5 dlop_torch_python_include)
   string(REPLACE "," ";" dlop_torch_includes "${dlop_torch_includes}")
   add_library(dlop_torch_kernels MODULE ${CMAKE_CURRENT_SOURCE_DIR}/torch/torch_kernels.cpp)
   target_include_directories(dlop_torch_kernels SYSTEM PRIVATE ${dlop_torch_includes}
-    ${Python3_INCLUDE_DIRS})
+    ${dlop_torch_python_include})
   target_compile_features(dlop_torch_kernels PRIVATE cxx_std_17)
   target_compile_definitions(dlop_torch_kernels PRIVATE
-    _GLIBCXX_USE_CXX11_ABI=${dlop_torch_cxx11_abi} DLOP_TORCH_VERSION="${dlop_torch_version}")
+    _GLIBCXX_USE_CXX11_ABI=${dlop_torch_cxx11_abi} DLOP_TORCH_VERSION="${dlop_torch_version}"
+    DLOP_TORCH_PYTHON_SOABI="${dlop_torch_soabi}")
   set(dlop_torch_libraries ${dlop_torch_lib}/libtorch.so ${dlop_torch_lib}/libtorch_cpu.so
     ${dlop_torch_lib}/libc10.so ${dlop_torch_lib}/libtorch_python.so)
   if(EXISTS ${dlop_torch_lib}/libtorch_cuda.so)

@@ -38,15 +38,15 @@ PyObject *raise_status_function = nullptr;
 // Raise dlop's exception for status (message, or libdlop's last error on this thread when
 // empty) through PyTorch's dispatcher up to the Python caller, as python_error carries it.
 [[noreturn]] void raise_dlop(int status, const std::string &message) {
-  {
-    pybind11::gil_scoped_acquire gil;
-    PyObject *result =
-        message.empty()
-            ? PyObject_CallFunction(raise_status_function, "i", status)
-            : PyObject_CallFunction(raise_status_function, "is", status, message.c_str());
-    Py_XDECREF(result);  // never a result: raise_status raises
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dlop: raise_status did not raise");
-  }
+  // One GIL scope from setting the error to fetching it: on a thread without a Python thread
+  // state, leaving the scope would delete the state the error was set in.
+  pybind11::gil_scoped_acquire gil;
+  PyObject *result =
+      message.empty()
+          ? PyObject_CallFunction(raise_status_function, "i", status)
+          : PyObject_CallFunction(raise_status_function, "is", status, message.c_str());
+  Py_XDECREF(result);  // never a result: raise_status raises
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dlop: raise_status did not raise");
   python_error error;  // PyTorch's Python bindings restore it as the Python exception
   error.persist();
   throw error;
@@ -319,6 +319,16 @@ class AutogradKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet keys, torch::jit::Stack *stack) {
     const size_t num_arguments = op.schema().arguments().size();
+    // forward-mode AD: a dual tensor's tangent would be dropped, a silently wrong derivative
+    for (const c10::IValue &value : torch::jit::last(*stack, num_arguments)) {
+      bool dual = false;
+      if (value.isTensor()) dual = torch::autograd::isFwGradDefined(value.toTensor());
+      else if (value.isTensorList())
+        for (const at::Tensor &t : value.toTensorVector()) dual = dual || torch::autograd::isFwGradDefined(t);
+      TORCH_CHECK(!dual, "dlop op '", name_, "' has no gradient: dlop ops do not declare "
+                  "derivatives yet, so forward-mode AD cannot pass through it (its input is a dual "
+                  "tensor)");
+    }
     std::vector<at::Tensor> needing_grad;
     if (at::GradMode::is_enabled()) {
       for (const c10::IValue &value : torch::jit::last(*stack, num_arguments)) {
@@ -401,4 +411,9 @@ extern "C" __attribute__((visibility("default"))) int dlop_torch_kernels_registe
 // with the one loaded.
 extern "C" __attribute__((visibility("default"))) const char *dlop_torch_kernels_built_for(void) {
   return DLOP_TORCH_VERSION;
+}
+
+// The CPython ABI it was built for (sysconfig's SOABI, "cpython-312-x86_64-linux-gnu").
+extern "C" __attribute__((visibility("default"))) const char *dlop_torch_kernels_built_for_python(void) {
+  return DLOP_TORCH_PYTHON_SOABI;
 }

@@ -169,3 +169,13 @@ def test_the_kernels_in_use_are_named():
 def test_a_dtype_dlop_has_none_for_is_a_dlop_type_error():
     with pytest.raises(dlop.DlopTypeError, match="input 0 is .*, which dlop has no dtype for"):
         dlop.torch.op("exp")(torch.zeros(3, dtype=torch.complex64))
+
+
+def test_forward_mode_ad_is_refused_naming_the_op():
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        x = fwAD.make_dual(torch.randn(4), torch.ones(4))
+        # the C++ autograd kernel's message; the Python kernels get PyTorch's own
+        # (register_autograd declares no jvp), which names the op and forward AD too
+        with pytest.raises(RuntimeError, match="(?i)exp.*forward|forward.*exp"):
+            dlop.torch.op("exp")(x)

@@ -27,10 +27,16 @@ def gpu_unusable_reason():
     return None
 
 
-def require_gpu():
-    reason = gpu_unusable_reason()
+def skip_or_fail(reason):
+    """The rule for a test that needs the GPU and what reason says is missing ("no GPU usable:
+    ..."; None: nothing is): skip with the reason, or fail when DLOP_REQUIRE_GPU=1."""
     if reason is None:
         return
     if os.environ.get("DLOP_REQUIRE_GPU") == "1":
-        pytest.fail(f"DLOP_REQUIRE_GPU=1 but no GPU is usable: {reason}")
-    pytest.skip(f"no GPU usable: {reason}")
+        pytest.fail(f"DLOP_REQUIRE_GPU=1 but {reason}")
+    pytest.skip(reason)
+
+
+def require_gpu():
+    reason = gpu_unusable_reason()
+    skip_or_fail(None if reason is None else f"no GPU usable: {reason}")

@@ -9,13 +9,13 @@ import os
 import pytest
 
 import dlop
+from grad_w_support import gpu_unusable_reason, skip_or_fail
 
 
 def _reason():
-    try:
-        dlop._C.device_check("cuda:0")
-    except dlop.DlopError as error:
-        return "no GPU usable: %s" % error
+    reason = gpu_unusable_reason()
+    if reason is not None:
+        return "no GPU usable: %s" % reason
     try:
         import torch
     except ImportError as error:
@@ -30,11 +30,7 @@ REASON = _reason()
 
 @pytest.fixture(autouse=True)
 def require_gpu():
-    if REASON is None:
-        return
-    if os.environ.get("DLOP_REQUIRE_GPU") == "1":
-        pytest.fail("DLOP_REQUIRE_GPU=1 but %s" % REASON)
-    pytest.skip(REASON)
+    skip_or_fail(REASON)
 
 
 FIXTURES = os.path.join(os.environ.get("DLOP_FIXTURE_DIR", ""), "adapters", "adapter_ops.so")

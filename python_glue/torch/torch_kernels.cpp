@@ -215,14 +215,7 @@ class DeviceKernel final : public c10::OperatorKernel {
       }
       params.push_back(param);
     }
-    // the signature's types carry no sizes: one prepared call serves every shape
-    dlop_type unknown[64];
-    for (size_t i = 0; i < num_inputs; i++) {
-      unknown[i].dtype = types[i].dtype;
-      unknown[i].ndim = types[i].ndim;
-      for (int32_t d = 0; d < types[i].ndim; d++) unknown[i].shape[d] = DLOP_DIM_UNKNOWN;
-    }
-    const dlop_op_call *call = find_or_create(key, unknown, num_inputs, params, device);
+    const dlop_op_call *call = find_or_create(key, types, num_inputs, params, device);
 
     const int32_t num_outputs = dlop_op_call_num_outputs(call);
     std::vector<dlop_type> output_types(num_outputs);
@@ -268,8 +261,12 @@ class DeviceKernel final : public c10::OperatorKernel {
       auto found = calls_.by_key.find(key);
       if (found != calls_.by_key.end()) return found->second;
     }
+    // the signature's types carry no sizes: one prepared call serves every shape
+    std::vector<dlop_type> unknown(types, types + num_inputs);
+    for (dlop_type &type : unknown)
+      for (int32_t d = 0; d < type.ndim; d++) type.shape[d] = DLOP_DIM_UNKNOWN;
     dlop_op_call *created = nullptr;
-    int status = dlop_op_call_create(name_.c_str(), types, static_cast<int32_t>(num_inputs),
+    int status = dlop_op_call_create(name_.c_str(), unknown.data(), static_cast<int32_t>(num_inputs),
                                      params.data(), static_cast<int32_t>(params.size()), device,
                                      &created);
     if (status != DLOP_OK) raise_dlop(status, "");

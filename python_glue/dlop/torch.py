@@ -278,6 +278,19 @@ def _no_gradient(name: str):
     return backward
 
 
+def _refuse_dual(name: str, tensors) -> None:
+    """Forward-mode AD: PyTorch calls a Python-registered autograd kernel only when an input
+    requires grad, so a dual tensor reaches the kernel itself and its tangent would be dropped
+    (a silently wrong derivative). The C++ autograd kernel refuses it the same way."""
+    from torch.autograd import forward_ad
+    if forward_ad._current_level < 0:  # no dual level open: nothing can carry a tangent
+        return
+    if any(forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise RuntimeError(
+            "dlop op '%s' has no gradient: dlop ops do not declare derivatives yet, so "
+            "forward-mode AD cannot pass through it (its input is a dual tensor)" % name)
+
+
 def _setup_context(ctx, inputs, output) -> None:
     """Nothing to save: backward only raises (the signature torch.library expects)."""
 
@@ -294,6 +307,7 @@ def _register(dlop_op: Op):
 
     def impl(*args, **kwargs):
         tensors, params = split(args, kwargs)
+        _refuse_dual(name, tensors)
         out = kernel.run(tensors, params)
         return out[0] if dlop_op.num_outputs == 1 else tuple(out)
 
@@ -326,6 +340,7 @@ def _register(dlop_op: Op):
 
         def impl_inplace(*args, **kwargs):
             tensors, params = split(args, kwargs)
+            _refuse_dual(name + "_", tensors)
             kernel.run(tensors, params, into=(tensors[target],))
 
         def fake_inplace(*args, **kwargs):

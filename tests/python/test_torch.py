@@ -175,7 +175,7 @@ def test_forward_mode_ad_is_refused_naming_the_op():
     import torch.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         x = fwAD.make_dual(torch.randn(4), torch.ones(4))
-        # the C++ autograd kernel's message; the Python kernels get PyTorch's own
-        # (register_autograd declares no jvp), which names the op and forward AD too
+        # the C++ autograd kernel refuses it; the Python kernels refuse it in the kernel itself,
+        # since PyTorch skips a Python autograd kernel when no input requires grad
         with pytest.raises(RuntimeError, match="(?i)exp.*forward|forward.*exp"):
             dlop.torch.op("exp")(x)

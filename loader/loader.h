@@ -20,12 +20,14 @@ typedef struct dlop__loader_report {
   char error[1024];                  /* after a failing call: "PATH: reason" */
 } dlop__loader_report;
 
-/* A loaded, validated plugin file (the public opaque dlop_plugin). Every descriptor the host
- * hands out is a host-owned full-size copy, zero-filled beyond the plugin's struct_size. */
+/* A loaded, validated plugin file or in-process plugin (the public opaque dlop_plugin). Every
+ * descriptor the host hands out is a host-owned full-size copy, zero-filled beyond the plugin's
+ * struct_size. */
 struct dlop_plugin {
-  char *path;      /* absolute path as given (symlinks kept): shown in messages and listings */
-  char *real_path; /* realpath(): the identity used to load a file once */
-  void *handle;    /* from dlopen */
+  char *path;      /* absolute path as given (symlinks kept), or "in-process: ORIGIN": shown in
+                      messages and listings */
+  char *real_path; /* realpath(): the identity used to load a file once; NULL in-process */
+  void *handle;    /* from dlopen; NULL in-process */
   dlop_plugin_desc desc; /* normalized copy; desc.ops points at op_pointers */
   dlop_op_desc *ops;     /* normalized copies, desc.num_ops of them */
   const dlop_op_desc **op_pointers;
@@ -53,6 +55,16 @@ int dlop__plugin_open(const char *path, const dlop_host_api *host,
                       dlop_plugin **plugin);
 /* dlclose the file and free the host's copies. Only for plugins whose ops nobody holds. */
 void dlop__plugin_close(dlop_plugin *plugin);
+
+/* ---- inprocess.c ------------------------------------------------------------------------ */
+
+/* A plugin with no file: init called with host (as a file's entry symbol is), or descriptor
+ * taken as it is (exactly one of the two), then validated and normalized as a file's. Its path
+ * is "in-process: ORIGIN" (origin: one line, required), its real_path and handle NULL. On
+ * failure nothing is kept and report->error reads "in-process: ORIGIN: reason". */
+int dlop__plugin_from_process(const char *origin, dlop_plugin_init_fn init,
+                              const dlop_plugin_desc *descriptor, const dlop_host_api *host,
+                              dlop__loader_report *report, dlop_plugin **plugin);
 
 /* malloc'ed realpath(path), or NULL (errno set) when it does not resolve. */
 char *dlop__real_path(const char *path);

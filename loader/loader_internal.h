@@ -39,6 +39,12 @@ void dlop__loader_warn(dlop__loader_report *report, const char *format, ...)
 
 /* malloc'ed absolute form of path (cwd prefixed when relative; symlinks kept), or NULL. */
 char *dlop__absolute_path(const char *path);
+/* Call a plugin's init (a file's entry symbol, or an in-process plugin's function; init_name
+ * names it in messages) with host and this host's ABI version; a failure becomes
+ * DLOP_PLUGIN_ERROR with "PATH: INIT_NAME failed with STATUS (n): the plugin's message". */
+int dlop__call_plugin_init(dlop__loader_report *report, const char *path, const char *init_name,
+                           dlop_plugin_init_fn init, const dlop_host_api *host,
+                           const dlop_plugin_desc **desc);
 
 /* ---- probe_cache.c, probe_run.c ------------------------------------------------------------ */
 

@@ -81,6 +81,22 @@ static int check_file(dlop__loader_report *report, dlop_plugin *plugin) {
   return DLOP_OK;
 }
 
+int dlop__call_plugin_init(dlop__loader_report *report, const char *path, const char *init_name,
+                           dlop_plugin_init_fn init, const dlop_host_api *host,
+                           const dlop_plugin_desc **desc) {
+  char error[DLOP__PLUGIN_ERROR_SIZE];
+  memset(error, 0, sizeof error);
+  *desc = NULL;
+  int status = init(host, DLOP_ABI_VERSION, desc, error, sizeof error);
+  error[sizeof error - 1] = '\0';
+  if (status != DLOP_OK)
+    return dlop__loader_error(report, DLOP_PLUGIN_ERROR,
+                              "%s: %s failed with %s (%d): %s", path, init_name,
+                              report->status_name(status), status,
+                              error[0] ? error : "(the plugin wrote no message)");
+  return DLOP_OK;
+}
+
 static int call_entry(dlop__loader_report *report, dlop_plugin *plugin, const dlop_host_api *host,
                       const dlop_plugin_desc **desc) {
   dlerror(); /* clear: a NULL symbol is only an error when dlerror says so */
@@ -93,17 +109,7 @@ static int call_entry(dlop__loader_report *report, dlop_plugin *plugin, const dl
                               plugin->path, reason ? reason : "the symbol is NULL");
   dlop_plugin_init_fn init;
   memcpy(&init, &symbol, sizeof init); /* object pointer to function pointer, as POSIX allows */
-  char error[DLOP__PLUGIN_ERROR_SIZE];
-  memset(error, 0, sizeof error);
-  *desc = NULL;
-  int status = init(host, DLOP_ABI_VERSION, desc, error, sizeof error);
-  error[sizeof error - 1] = '\0';
-  if (status != DLOP_OK)
-    return dlop__loader_error(report, DLOP_PLUGIN_ERROR,
-                              "%s: " DLOP_PLUGIN_ENTRY_SYMBOL " failed with %s (%d): %s",
-                              plugin->path, report->status_name(status), status,
-                              error[0] ? error : "(the plugin wrote no message)");
-  return DLOP_OK;
+  return dlop__call_plugin_init(report, plugin->path, DLOP_PLUGIN_ENTRY_SYMBOL, init, host, desc);
 }
 
 int dlop__plugin_open(const char *path, const dlop_host_api *host,

@@ -43,12 +43,13 @@ from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm
                      max, maximum, mean, min, minimum, negative, reshape, sigmoid, sqrt, sum,
                      tanh, transpose, where)
 from ._errors import ScalarOverflowError
+from ._source import elementwise  # ops defined from a scalar body at run time (source-ops.md)
 from ._serialize import dumps, load, loads, save  # graphs and functions as text (serialization.md)
 from . import testing  # dlop.testing.check_values: an op's values against a NumPy reference
 
 __all__ = [
     "Array", "Function", "Op", "Param", "Plugin", "Variable",
-    "asarray", "dumps", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
+    "asarray", "dumps", "elementwise", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "jit_stats",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",

@@ -197,6 +197,7 @@ static int module_exec(PyObject *module) {
   if (dlop_py_add_function_type(module, state) < 0) return -1;
   if (dlop_py_add_op_call_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
+  if (PyModule_AddFunctions(module, dlop_py_source_ops_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_installation_methods) < 0) return -1;
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");

@@ -189,6 +189,9 @@ int dlop_py_add_op_call_type(PyObject *module, dlop_py_state *state);
 /* ---- registry.c ---- */
 extern PyMethodDef dlop_py_registry_methods[];
 
+/* ---- source_ops.c ---- */
+extern PyMethodDef dlop_py_source_ops_methods[];
+
 /* ---- installation.c ---- */
 /* 0 when the loaded libdlop is the version this extension was built for, else -1 with an
  * ImportError naming both versions and the libdlop file. Called first at import. */

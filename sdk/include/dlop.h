@@ -11,6 +11,7 @@
 #include "dlop/plugin.h"
 #include "dlop/registry.h"
 #include "dlop/runtime.h"
+#include "dlop/source_ops.h"
 #include "dlop/status.h"
 #include "dlop/tensor.h"
 #include "dlop/version.h"

@@ -1,8 +1,10 @@
 /* registry.c — the process-wide registry of loaded plugins and their ops: default loading
- * (DLOP_PLUGIN_PATH, then the bundled directory) once per process, explicit loading, lookups,
- * and the load errors kept for `dlop list`. One mutex guards it; plugins stay loaded for the
- * life of the process, so the op and plugin pointers handed out never dangle. */
+ * (DLOP_PLUGIN_PATH, then the bundled directory) once per process, explicit loading, in-process
+ * plugins (dlop_register_plugin), lookups, and the load errors kept for `dlop list`. One mutex
+ * guards it; plugins stay registered for the life of the process, so the op and plugin pointers
+ * handed out never dangle. */
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,32 +62,23 @@ static dlop_plugin *find_real_path_locked(const char *path) {
   if (real == NULL) return NULL; /* the loader reports why */
   dlop_plugin *found = NULL;
   for (int i = 0; i < num_plugins && found == NULL; i++)
-    if (strcmp(plugins[i]->real_path, real) == 0) found = plugins[i];
+    if (plugins[i]->real_path != NULL && strcmp(plugins[i]->real_path, real) == 0)
+      found = plugins[i]; /* in-process plugins have no file */
   free(real);
   return found;
 }
 
-/* Open path unless the same file is loaded already (probed first as the mode says for a file
- * from the bundled directory or not), refuse a plugin name or op names another plugin has, and
- * append the plugin and its ops. */
-static int register_locked(const char *path, int bundled, dlop_plugin **out) {
-  dlop_plugin *plugin = find_real_path_locked(path);
-  if (plugin != NULL) {
-    *out = plugin;
-    return DLOP_OK;
-  }
-  dlop__loader_report report = LOADER_REPORT;
-  /* The probe's child process runs under the lock too: other loads wait, as for a dlopen. */
-  int status =
-      dlop__plugin_open(path, dlop__host_api(), dlop__probe_settings_for(bundled), &report, &plugin);
-  if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
+/* Refuse a plugin name or op names another plugin has, else append the plugin and its ops;
+ * a refused plugin is closed. */
+static int add_locked(dlop_plugin *plugin, dlop_plugin **out) {
+  int status;
   /* Plugin names identify plugins in listings and messages; two files with one name are two
    * builds or copies of one plugin, and which one serves an op would depend on load order. */
   for (int i = 0; i < num_plugins; i++) {
     if (strcmp(plugins[i]->desc.name, plugin->desc.name) == 0) {
       status = dlop__error(DLOP_DUPLICATE,
                            "%s: plugin name '%s' is already taken by %s (loaded first); this "
-                           "file was not loaded: rename the plugin or remove one of the files",
+                           "plugin was not loaded: rename the plugin or remove one of them",
                            plugin->path, plugin->desc.name, plugins[i]->path);
       dlop__plugin_close(plugin);
       return status;
@@ -96,7 +89,7 @@ static int register_locked(const char *path, int bundled, dlop_plugin **out) {
     if (clash != NULL) {
       status = dlop__error(DLOP_DUPLICATE,
                            "%s: op '%s' is already provided by %s (plugin '%s', loaded first); "
-                           "this plugin was not loaded: rename the op or remove one of the files",
+                           "this plugin was not loaded: rename the op or remove one of them",
                            plugin->path, plugin->ops[i].name, clash->plugin->path,
                            clash->plugin->desc.name);
       dlop__plugin_close(plugin);
@@ -118,6 +111,49 @@ static int register_locked(const char *path, int bundled, dlop_plugin **out) {
   }
   *out = plugin;
   return DLOP_OK;
+}
+
+/* Open path unless the same file is loaded already (probed first as the mode says for a file
+ * from the bundled directory or not), and add it. */
+static int register_locked(const char *path, int bundled, dlop_plugin **out) {
+  dlop_plugin *plugin = find_real_path_locked(path);
+  if (plugin != NULL) {
+    *out = plugin;
+    return DLOP_OK;
+  }
+  dlop__loader_report report = LOADER_REPORT;
+  /* The probe's child process runs under the lock too: other loads wait, as for a dlopen. */
+  int status =
+      dlop__plugin_open(path, dlop__host_api(), dlop__probe_settings_for(bundled), &report, &plugin);
+  if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
+  return add_locked(plugin, out);
+}
+
+/* The fields of dlop_inprocess_plugin this host knows end after descriptor. */
+#define INPROCESS_SIZE (offsetof(dlop_inprocess_plugin, descriptor) + sizeof(void *))
+
+int dlop_register_plugin(const dlop_inprocess_plugin *source, const dlop_plugin **plugin) {
+  if (plugin != NULL) *plugin = NULL;
+  if (source == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_register_plugin: source is NULL: expected a "
+                       "dlop_inprocess_plugin");
+  if (source->struct_size < INPROCESS_SIZE)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_register_plugin: struct_size is %u, smaller than the %zu bytes of a "
+                       "dlop_inprocess_plugin: set it to sizeof(dlop_inprocess_plugin)",
+                       source->struct_size, (size_t)INPROCESS_SIZE);
+  /* Out of the lock: init may call into libdlop (dlop_find_op) without deadlocking. */
+  dlop__loader_report report = LOADER_REPORT;
+  dlop_plugin *made = NULL;
+  int status = dlop__plugin_from_process(source->origin, source->init, source->descriptor,
+                                         dlop__host_api(), &report, &made);
+  if (status != DLOP_OK) return dlop__error(status, "%s", report.error);
+  pthread_mutex_lock(&registry_lock);
+  dlop_plugin *added = NULL;
+  status = add_locked(made, &added);
+  pthread_mutex_unlock(&registry_lock);
+  if (status == DLOP_OK && plugin != NULL) *plugin = added;
+  return status;
 }
 
 /* Set by hosts that print the recorded errors themselves (the dlop command), so each error

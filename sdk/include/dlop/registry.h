@@ -1,5 +1,6 @@
 /* dlop/registry.h — the process-wide registry of loaded plugins and their ops.
- * Plugins come from DLOP_PLUGIN_PATH, the bundled plugin directory, or explicit paths. */
+ * Plugins come from DLOP_PLUGIN_PATH, the bundled plugin directory, explicit paths, or this
+ * process itself (dlop_register_plugin). */
 #ifndef DLOP_REGISTRY_H
 #define DLOP_REGISTRY_H
 
@@ -14,7 +15,7 @@
 extern "C" {
 #endif
 
-typedef struct dlop_plugin dlop_plugin; /* a loaded plugin file */
+typedef struct dlop_plugin dlop_plugin; /* a loaded plugin file, or an in-process plugin */
 
 /* Load every plugin found in DLOP_PLUGIN_PATH (colon-separated directories and files) and
  * in the bundled plugin directory (<libdir>/dlop/plugins, beside libdlop itself; the
@@ -25,6 +26,36 @@ typedef struct dlop_plugin dlop_plugin; /* a loaded plugin file */
 DLOP_API int dlop_load_default_plugins(void);
 /* Load one plugin file (an explicit path: never searched for in the current directory). */
 DLOP_API int dlop_load_plugin(const char *path, const dlop_plugin **plugin);
+
+/* A plugin defined inside this process, with no file (docs/runtime.md, "In-process plugins"):
+ * what a file's dlop_plugin_init would hand back, from a function or as a descriptor. A
+ * struct_size struct: set struct_size to sizeof(dlop_inprocess_plugin); fields are appended,
+ * never moved, and the host reads only those the size covers. */
+typedef struct dlop_inprocess_plugin {
+  uint32_t struct_size;
+  uint32_t reserved;      /* 0 */
+  /* Who defines it, shown where a file's path would be: the plugin's path reads
+   * "in-process: ORIGIN" (dlop_plugin_path, `dlop list`, messages). Required, one line. */
+  const char *origin;
+  /* Exactly one of these two. init is called once, at once, as a file's entry is (the host
+   * table and DLOP_ABI_VERSION in, a descriptor out); descriptor is taken as it is. */
+  dlop_plugin_init_fn init;
+  const dlop_plugin_desc *descriptor;
+} dlop_inprocess_plugin;
+
+/* Register an in-process plugin: the same checks as a file's (descriptor sizes, ABI major,
+ * names, every op's declarations, a plugin name or op name already taken) and, once they pass,
+ * the same registry entry: dlop_find_op, graphs, compiled functions and listings see its ops
+ * as any plugin's. Lifetime: like a loaded file, it stays registered for the life of the
+ * process (there is no unregistering: graphs, compiled functions and fused kernels hold its op
+ * descriptors without a reference count), so the descriptor and everything it points to
+ * (names, docs, parameter declarations, maps, op_data) must stay valid until the process ends;
+ * the registry keeps its own copies of the descriptor structs only. init and the op stages may
+ * call libdlop (dlop_find_op included): the registry's lock is not held while init runs.
+ * DLOP_INVALID_ARGUMENT for a bad dlop_inprocess_plugin, otherwise what loading a file with
+ * the same descriptor would return, with the message starting "in-process: ORIGIN: ". */
+DLOP_API int dlop_register_plugin(const dlop_inprocess_plugin *source,
+                                  const dlop_plugin **plugin);
 
 DLOP_API int dlop_plugin_count(void);
 DLOP_API const dlop_plugin *dlop_plugin_at(int index);

@@ -1,0 +1,96 @@
+"""source_elementwise_cases.py — the tests of ops defined by dlop.elementwise that run on a
+device: test_source_elementwise.py runs them on the CPU, test_gpu_source_elementwise.py on
+CUDA (each module gives the ``device`` fixture).  Results against NumPy for every declared
+dtype, broadcasting, parameters, two outputs, and a fused function of the op and its
+neighbours against the same function unfused.  The ops are defined once per process, at
+import (defining one again returns it), so each is compiled once per signature."""
+import numpy as np
+import pytest
+
+import dlop
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+# float16 and bfloat16 compute in float32 and round once on the store; float32 bodies call
+# double math functions in C and float ones under NVRTC
+TOLERANCE = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 2e-6, "float64": 1e-13, "int32": 0}
+
+softplus = dlop.elementwise("softplus", "y = x > 20 ? x : log1p(exp(x))", inputs="x",
+                            outputs="y", dtypes=FLOATS)
+scaled = dlop.elementwise("src_scaled_diff", "y = (T)(alpha * (x - w) + shift)", inputs="x, w",
+                          outputs="y", dtypes=FLOATS + ("int32",),
+                          params={"alpha": 1.5, "shift": 2})
+sum_diff = dlop.elementwise("src_sum_diff", "s = x + w;\nd = x - w;", inputs="x w",
+                            outputs=("s", "d"), dtypes=("float32", "float64"))
+
+
+def to_dlop(values, dtype, device):
+    """A dlop array of dtype on device (bfloat16 through float32, which NumPy lacks)."""
+    if dtype == "bfloat16":
+        return dlop.asarray(np.asarray(values, np.float32), device=device).astype("bfloat16")
+    return dlop.asarray(np.ascontiguousarray(np.asarray(values).astype(dtype)), device=device)
+
+
+def to_numpy(array):
+    if array.dtype == "bfloat16":
+        array = array.astype("float32")
+    return np.asarray(array.numpy())
+
+
+def rounded(values, dtype):
+    """values as dtype holds them, as float64 (the inputs the op really sees)."""
+    return to_numpy(to_dlop(values, dtype, "cpu")).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softplus_against_numpy(device, dtype):
+    xs = np.concatenate([np.linspace(-30, 30, 1001), [0.0, -0.0, 20.0, 20.5]])
+    got = softplus(to_dlop(xs, dtype, device))
+    assert got.dtype == dtype and got.device.startswith(device) and got.shape == xs.shape
+    x = rounded(xs, dtype)
+    want = rounded(np.where(x > 20, x, np.log1p(np.exp(x))), dtype)  # as dtype can hold it
+    np.testing.assert_allclose(to_numpy(got), want, rtol=TOLERANCE[dtype], atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ("int32",))
+def test_broadcasting_and_parameters(device, dtype):
+    xs = np.arange(12).reshape(3, 4) - 5
+    ws = np.array([1, -2, 3, 0])
+    x, w = to_dlop(xs, dtype, device), to_dlop(ws, dtype, device)
+    got = to_numpy(scaled(x, w))
+    assert got.shape == (3, 4)
+    tolerance = TOLERANCE[dtype]
+    if dtype == "int32":  # the double result truncated by the cast to T, as C does
+        np.testing.assert_array_equal(got, np.trunc(1.5 * (xs - ws) + 2))
+    else:
+        np.testing.assert_allclose(got, 1.5 * (xs - ws) + 2, rtol=tolerance, atol=tolerance)
+    got = to_numpy(scaled(x, w, alpha=-0.25, shift=7))
+    want = -0.25 * (xs - ws) + 7
+    if dtype == "int32":
+        np.testing.assert_array_equal(got, np.trunc(want))
+    else:
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+def test_two_outputs(device):
+    xs = np.random.default_rng(2).standard_normal((5, 7))
+    ws = np.random.default_rng(3).standard_normal(7)
+    s, d = sum_diff(to_dlop(xs, "float64", device), to_dlop(ws, "float64", device))
+    np.testing.assert_array_equal(to_numpy(s), xs + ws)
+    np.testing.assert_array_equal(to_numpy(d), xs - ws)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_fused_with_neighbours_is_one_group_and_unfused_bits(device, dtype):
+    x = dlop.vector("x", dtype)
+    b = dlop.vector("b", dtype)
+    y = softplus(x * 2 + b) * b - 1
+    fused = dlop.function([x, b], y, device=device)
+    unfused = dlop.function([x, b], y, device=device, fuse=False)
+    text = fused.explain()
+    assert "1 node (5 of the graph's nodes run in fused kernels)" in text, text
+    assert "softplus(" in text and "(in the kernel)" in text, text
+    rng = np.random.default_rng(5)
+    xs, bs = to_dlop(rng.uniform(-15, 15, 4099), dtype, device), to_dlop(rng.uniform(-2, 2, 4099), dtype, device)
+    got, want = to_numpy(fused(xs, bs)), to_numpy(unfused(xs, bs))
+    np.testing.assert_array_equal(got.view(np.uint16 if dtype == "float16" else np.uint32),
+                                  want.view(np.uint16 if dtype == "float16" else np.uint32))

@@ -1,0 +1,44 @@
+"""test_gpu_source_elementwise.py — ops defined by dlop.elementwise on CUDA: the device cases of
+source_elementwise_cases.py with the kernels NVRTC compiles (NumPy results per dtype,
+broadcasting, parameters, two outputs, fused against unfused bits), CPU-vs-CUDA agreement, a
+CUDA array of another library taken through DLPack, and an input on the wrong device refused.
+Without a usable GPU every test skips with dlop's reason; DLOP_REQUIRE_GPU=1 turns that into a
+failure."""
+import numpy as np
+import pytest
+
+import dlop
+from grad_w_support import require_gpu
+from source_elementwise_cases import *  # noqa: F401,F403 - the shared tests
+from source_elementwise_cases import softplus, to_dlop, to_numpy
+
+
+@pytest.fixture
+def device():
+    require_gpu()
+    return "cuda"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_cuda_agrees_with_cpu(device, dtype):
+    xs = np.random.default_rng(7).uniform(-25, 25, 100003)
+    cpu = to_numpy(softplus(to_dlop(xs, dtype, "cpu")))
+    cuda = to_numpy(softplus(to_dlop(xs, dtype, device)))
+    # the 16-bit floats compute in float32 on both, rounding once: at most one unit apart
+    tolerance = {"float16": 1e-3, "bfloat16": 8e-3, "float64": 1e-15}[dtype]
+    np.testing.assert_allclose(cuda, cpu, rtol=tolerance, atol=1e-300)
+
+
+def test_foreign_cuda_array_by_dlpack(device):
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-5, 5, 1000, device="cuda", dtype=torch.float32)
+    y = softplus(x)
+    assert y.device.startswith("cuda")
+    np.testing.assert_allclose(to_numpy(y), torch.nn.functional.softplus(x).cpu().numpy(),
+                               rtol=2e-6, atol=1e-7)
+
+
+def test_an_input_on_another_device_is_refused(device):
+    from source_elementwise_cases import sum_diff
+    with pytest.raises(dlop.DeviceMismatchError, match="one operand is on"):
+        sum_diff(to_dlop(np.ones(3), "float32", device), np.ones(3, np.float32))

@@ -574,6 +574,20 @@ static PyObject *kernel_declare(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* prepare(arg_types) -> self: declare the argument types, "PPPi" or C types such as
+ * ["float *", "int"] (parsed and checked by dlop._source_module.prepare). */
+static PyObject *kernel_prepare(PyObject *self, PyObject *arg_types) {
+  PyObject *helpers = PyImport_ImportModule("dlop._source_module");
+  if (helpers == NULL) return NULL;
+  PyObject *result = PyObject_CallMethod(helpers, "prepare", "OO", self, arg_types);
+  Py_DECREF(helpers);
+  return result;
+}
+
+static PyObject *kernel_get_function(PyObject *self, void *closure) {
+  return PyLong_FromVoidPtr(((cuda_kernel *)self)->function);
+}
+
 static PyObject *kernel_get_arg_types(PyObject *self, void *closure) {
   cuda_kernel *kernel = (cuda_kernel *)self;
   if (kernel->num_params < 0) Py_RETURN_NONE;
@@ -653,9 +667,13 @@ static PyGetSetDef kernel_getset[] = {
     {"param_names", kernel_get_param_names, NULL, "The parameter names.", NULL},
     {"module", kernel_get_module, NULL, "The SourceModule the kernel belongs to.", NULL},
     {"device", kernel_get_device, NULL, "The device the kernel is loaded on (\"cuda:0\").", NULL},
+    {"_function", kernel_get_function, NULL, "The CUfunction handle.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef kernel_methods[] = {
+    {"prepare", kernel_prepare, METH_O,
+     "prepare(arg_types) -> self: declare the argument types, \"PPPi\" (P a pointer, i int, "
+     "f float, ... as Python's struct codes) or C types such as [\"float *\", \"int\"]."},
     {"_declare", kernel_declare, METH_VARARGS, "Set the argument types (used by prepare)."},
     {NULL, NULL, 0, NULL}};
 

@@ -220,8 +220,10 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
     if (parsed < 0) return -1;
     if (parsed == 0 || (device_type != DLOP_DEVICE_CUDA && device_type != DLOP_DLPACK_CUDA_MANAGED))
       return fail_argument(self, i, NULL, DLOP_DEVICE_MISMATCH,
-                           "got %R, which does not live in GPU memory (its __dlpack_device__ is "
-                           "not CUDA)", (PyObject *)Py_TYPE(value));
+                           "got %R, which lives in host memory (its __dlpack_device__ is not "
+                           "CUDA): kernels read GPU memory (move it first: dlop.asarray(x, "
+                           "device='cuda'), cupy.asarray(x), torch.as_tensor(x, device='cuda'))",
+                           (PyObject *)Py_TYPE(value));
     device.type = DLOP_DEVICE_CUDA;
     device.id = device_id;
     if (device.id != self->device_id) goto other_device;

@@ -110,8 +110,18 @@ def main():
     host = np.ones(n, np.float32)
     dest, a, b = (dlop.asarray(host, device="cuda") for _ in range(3))
     dlop.synchronize("cuda")
+    # The primary context current on this thread, for the bare launch and cuCtxSynchronize
+    # (dlop leaves the caller's context as it was: none).
     libcuda = ctypes.CDLL("libcuda.so.1")
-    sync = lambda: libcuda.cuCtxSynchronize()  # noqa: E731 (waits for every stream)
+    context = ctypes.c_void_p()
+    assert libcuda.cuInit(0) == 0
+    assert libcuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+    assert libcuda.cuCtxSetCurrent(context) == 0
+
+    def sync():  # every stream of the context
+        result = libcuda.cuCtxSynchronize()
+        if result != 0:
+            raise RuntimeError(f"cuCtxSynchronize returned {result}")
     rows = {}
     block, grid = (256, 1, 1), (1, 1)
     pointers = [x.__cuda_array_interface__["data"][0] for x in (dest, a, b)]
@@ -119,6 +129,10 @@ def main():
                                                          args.samples, args.reps)
     rows["dlop k(...) on dlop arrays"] = per_launch_us(
         lambda: kernel(dest, a, b, n, block=block, grid=grid), sync, args.samples, args.reps)
+    dlop_stream = dlop.cuda_stream()
+    rows["dlop k(...) on dlop arrays, dlop's stream"] = per_launch_us(
+        lambda: kernel(dest, a, b, n, block=block, grid=grid, stream=dlop_stream), sync,
+        args.samples, args.reps)
     try:
         import cupy
     except ImportError:

@@ -443,8 +443,18 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
   if (num_arrays > 0) {
     dlop_device device = {DLOP_DEVICE_CUDA, self->device_id};
     if (dlop_py_stream(state, device, &dlop_stream_of_device) < 0) return NULL;
+    /* One wait per distinct stream with pending writes (usually dlop's one), not per array. */
+    void *waited[MAX_PARAMS];
+    int num_waited = 0;
     for (int a = 0; a < num_arrays; a++) {
-      int status = dlop_array_wait_on_stream(arrays[a], stream);
+      dlop_stream *pending = dlop_array_stream(arrays[a]);
+      void *producer = pending ? dlop_stream_handle(pending) : NULL;
+      if (producer == NULL || producer == stream) continue;
+      int seen = 0;
+      for (int w = 0; w < num_waited && !seen; w++) seen = waited[w] == producer;
+      if (seen) continue;
+      waited[num_waited++] = producer;
+      int status = dlop_cuda_stream_wait_stream(self->device_id, stream, producer);
       if (status != DLOP_OK) return dlop_py_raise(state, status, "ordering a dlop.Array argument");
     }
   }

@@ -119,7 +119,7 @@ def test_scalars_of_every_kind(kernels):
 def test_numpy_scalars_are_accepted(kernels):
     out = dlop.asarray(np.zeros(11), device="cuda")
     values = [np.int8(-1), np.uint8(2), np.int16(-3), np.uint16(4), np.int32(-5), np.uint32(6),
-              np.int64(-7), np.uint64(8), np.float32(0.25), np.float64(0.5), np.bool_(False)]
+              np.int64(-7), np.uint64(8), np.float32(0.25), np.float64(0.5), False]
     kernels.get_function("scalars")(out, *values, block=(1,))
     assert out.numpy().tolist() == [-1, 2, -3, 4, -5, 6, -7, 8, 0.25, 0.5, 0]
 

@@ -44,14 +44,15 @@ from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm
                      tanh, transpose, where)
 from ._errors import ScalarOverflowError
 from ._source import elementwise  # ops defined from a scalar body at run time (source-ops.md)
+from ._source_module import CompileError, SourceModule  # raw CUDA kernels (source-ops.md)
 from ._serialize import dumps, load, loads, save  # graphs and functions as text (serialization.md)
 from . import testing  # dlop.testing.check_values: an op's values against a NumPy reference
 
 __all__ = [
-    "Array", "Function", "Op", "Param", "Plugin", "Variable",
+    "Array", "CompileError", "Function", "Op", "Param", "Plugin", "SourceModule", "Variable",
     "asarray", "dumps", "elementwise", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
-    "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "jit_stats",
+    "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "cuda_stream", "jit_stats",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",
     "NoDeviceError", "DeviceMismatchError", "UnsupportedError", "PluginError", "KernelError",
     "OutOfMemoryError", "ScalarOverflowError",
@@ -102,6 +103,12 @@ def synchronize(device: str = "cuda") -> None:
     producers here too.
     """
     _C.synchronize(device)
+
+
+def cuda_stream(device: str = "cuda") -> int:
+    """The CUstream (an int) dlop's own work on ``device`` is enqueued on from Python: pass it as
+    ``stream=`` to a SourceModule kernel to order the kernel with dlop's ops without waiting."""
+    return _C.stream_handle(device)
 
 
 def jit_stats() -> dict:

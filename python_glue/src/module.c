@@ -196,6 +196,7 @@ static int module_exec(PyObject *module) {
   if (dlop_py_add_graph_type(module, state) < 0) return -1;
   if (dlop_py_add_function_type(module, state) < 0) return -1;
   if (dlop_py_add_op_call_type(module, state) < 0) return -1;
+  if (dlop_py_add_cuda_kernel_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_source_ops_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_installation_methods) < 0) return -1;
@@ -226,6 +227,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(state->graph_type);
   Py_VISIT(state->function_type);
   Py_VISIT(state->op_call_type);
+  Py_VISIT(state->cuda_kernel_type);
   Py_VISIT(state->numpy);
   return 0;
 }
@@ -238,6 +240,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(state->graph_type);
   Py_CLEAR(state->function_type);
   Py_CLEAR(state->op_call_type);
+  Py_CLEAR(state->cuda_kernel_type);
   Py_CLEAR(state->numpy);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->str_dlpack_device);

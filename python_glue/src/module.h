@@ -47,6 +47,7 @@ typedef struct dlop_py_state {
   PyTypeObject *graph_type;
   PyTypeObject *function_type;
   PyTypeObject *op_call_type;
+  PyTypeObject *cuda_kernel_type;
   allocfunc array_alloc; /* the Array type's tp_alloc, looked up once for the hot path */
   PyObject *numpy;       /* imported on first use */
   PyObject *str_dlpack, *str_dlpack_device, *str_cai, *str_stream, *str_max_version;
@@ -185,6 +186,9 @@ int dlop_py_convert_param(dlop_py_state *state, const dlop_op_desc *op,
 
 /* ---- op_call.c ---- */
 int dlop_py_add_op_call_type(PyObject *module, dlop_py_state *state);
+
+/* ---- cuda_kernel.c: dlop.SourceModule's kernels and the functions it is built on ---- */
+int dlop_py_add_cuda_kernel_type(PyObject *module, dlop_py_state *state);
 
 /* ---- registry.c ---- */
 extern PyMethodDef dlop_py_registry_methods[];

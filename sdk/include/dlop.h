@@ -3,6 +3,7 @@
 #ifndef DLOP_H
 #define DLOP_H
 
+#include "dlop/cuda_source.h"
 #include "dlop/dtype.h"
 #include "dlop/graph.h"
 #include "dlop/host_api.h"

@@ -36,8 +36,21 @@ const char *dlop__cuda_result_text(CUresult result) {
   return text;
 }
 
+/* The errors a kernel's fault on the device leaves behind (an illegal or misaligned address,
+ * an illegal instruction, a device-side assert, a launch that timed out or failed): the
+ * context is lost, and every later call in it returns the same error. */
+int dlop__cuda_error_is_fault(CUresult result) {
+  return result == 700 || result == 702 || result == 710 || (result >= 714 && result <= 719);
+}
+
 int dlop__cuda_fail(CUresult result, const char *what) {
   int status = result == DLOP_CUDA_ERROR_OUT_OF_MEMORY ? DLOP_OUT_OF_MEMORY : DLOP_CUDA_ERROR;
+  if (dlop__cuda_error_is_fault(result))
+    return dlop__error(status,
+                       "%s failed: %s: a kernel faulted on the device (this call, or work "
+                       "enqueued before it); the CUDA context is now unusable and every later "
+                       "CUDA call in this process fails: restart the process",
+                       what, dlop__cuda_result_text(result));
   return dlop__error(status, "%s failed: %s", what, dlop__cuda_result_text(result));
 }
 

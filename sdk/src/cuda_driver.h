@@ -216,5 +216,8 @@ const char *dlop__cuda_result_text(CUresult result);
 /* Record "what failed: CUDA_ERROR_X (text)" as the last error and return DLOP_CUDA_ERROR, or
  * DLOP_OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY. */
 int dlop__cuda_fail(CUresult result, const char *what);
+/* 1 for the errors a kernel's fault on the device leaves (the context is lost: dlop__cuda_fail
+ * says so), 0 for others. */
+int dlop__cuda_error_is_fault(CUresult result);
 
 #endif

@@ -164,6 +164,16 @@ static int dlop__host_cuda_module_unload(void *module) {
   return status;
 }
 
+int dlop__cuda_module_device(void *module, int32_t *device_id) {
+  pthread_mutex_lock(&modules_lock);
+  module_entry *entry = find_module_locked((CUmodule)module);
+  *device_id = entry ? entry->device_id : -1;
+  pthread_mutex_unlock(&modules_lock);
+  if (entry == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "%p is not a CUDA module loaded by dlop", module);
+  return DLOP_OK;
+}
+
 static int dlop__host_cuda_module_function(void *module, const char *name, void **function,
                                            char *error, size_t error_size) {
   if (module == NULL || name == NULL || function == NULL)

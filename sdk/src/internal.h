@@ -108,5 +108,8 @@ int dlop__tensor_copy(const dlop_tensor *source, const dlop_tensor *destination,
 /* ---- the host API table (host_api.c) ---------------------------------------------------- */
 
 const dlop_host_api *dlop__host_api(void);
+/* The device a module loaded through the table's cuda_module_load lives on; DLOP_INVALID_ARGUMENT
+ * when module is not one. */
+int dlop__cuda_module_device(void *module, int32_t *device_id);
 
 #endif

@@ -274,3 +274,20 @@ void dlop_stream_marker_destroy(dlop_stream_marker *marker) {
   }
   free(marker);
 }
+
+int dlop_cuda_stream_wait_stream(int32_t device_id, void *consumer_stream, void *producer_stream) {
+  if (consumer_stream == NULL || producer_stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_cuda_stream_wait_stream: the %s stream is NULL (expected a CUstream, "
+                       "1 for the legacy default stream or 2 for the per-thread default stream)",
+                       consumer_stream == NULL ? "consumer" : "producer");
+  if (consumer_stream == producer_stream) return DLOP_OK; /* one queue: already in order */
+  int status = ensure_interop("dlop_cuda_stream_wait_stream");
+  if (status != DLOP_OK) return status;
+  dlop__cuda_scope scope;
+  status = dlop__cuda_use_device(device_id, &scope);
+  if (status != DLOP_OK) return status;
+  status = chain_streams((CUstream)producer_stream, (CUstream)consumer_stream,
+                         "cuEventRecord on the producer stream");
+  return dlop__cuda_restore_after(&scope, status);
+}

@@ -24,6 +24,12 @@ int dlop__nvrtc_compile(int32_t arch, const char *source, const char *const *opt
                         int32_t num_options, void **image, size_t *image_bytes, int *is_ptx,
                         char *error, size_t error_size);
 
+/* dlop__nvrtc_compile without the copy: *image is the cache's own, valid (and unchanged) for
+ * the life of the process, so it may be loaded by address (dlop_cuda_compile, cuda_source.c). */
+int dlop__nvrtc_image(int32_t arch, const char *source, const char *const *options,
+                      int32_t num_options, const void **image, size_t *image_bytes, int *is_ptx,
+                      char *error, size_t error_size);
+
 /* Compile for device device_id's architecture and load the image as the host API's
  * cuda_module_load does (release it with that table's cuda_module_unload). The same request
  * again gives the same module with one more reference. Needs the device (DLOP_NO_DEVICE

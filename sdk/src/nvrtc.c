@@ -410,6 +410,25 @@ int dlop__nvrtc_compile(int32_t arch, const char *source, const char *const *opt
   return DLOP_OK;
 }
 
+int dlop__nvrtc_image(int32_t arch, const char *source, const char *const *options,
+                      int32_t num_options, const void **image, size_t *image_bytes, int *is_ptx,
+                      char *error, size_t error_size) {
+  if (image == NULL || image_bytes == NULL || is_ptx == NULL)
+    return dlop__jit_fail(DLOP_INVALID_ARGUMENT, error, error_size,
+                          "dlop_cuda_compile: image, image_bytes or is_ptx is NULL");
+  *image = NULL;
+  *image_bytes = 0;
+  *is_ptx = 0;
+  const image_entry *entry;
+  int status = cached_image("dlop_cuda_compile", arch, source, options, num_options, &entry,
+                            error, error_size);
+  if (status != DLOP_OK) return status;
+  *image = entry->image;
+  *image_bytes = entry->bytes;
+  *is_ptx = entry->is_ptx;
+  return DLOP_OK;
+}
+
 int dlop__cuda_compile_module(int32_t device_id, const char *source, const char *const *options,
                               int32_t num_options, void **module, char *error, size_t error_size) {
   if (module == NULL)

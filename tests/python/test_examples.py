@@ -84,6 +84,20 @@ def test_gpu_test(device):
     assert out.rstrip().endswith("gpu_test: ok")
 
 
+def test_multiply_them_source():
+    """The seed's multiply_them through dlop.SourceModule: GPU only (no CPU variant)."""
+    out = run_ok_on("cuda", "multiply_them_source.py")
+    assert "all 100 products equal NumPy's exactly on cuda" in out
+    assert "the 300 threads past n wrote nothing" in out
+
+
+def test_multiply_them_source_without_the_device_says_so():
+    result = run_example("multiply_them_source.py", "--device", "cuda:99")
+    assert result.returncode == 2
+    assert "multiply_them_source: needs a GPU, and cuda:99 is not usable" in result.stderr
+    assert result.stdout.strip() == ""
+
+
 @pytest.mark.parametrize("name", ["double_op.py", "multiply_them.py", "gpu_test.py"])
 def test_missing_device_is_a_clear_error_not_a_switch(name):
     # cuda:99 exists nowhere: the example must stop with a message, never run elsewhere.

@@ -163,6 +163,11 @@ DLOP_API int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_s
 /* Make stream (a dlop stream) wait, on the GPU, for the work enqueued so far on the foreign
  * CUstream producer_stream. DLOP_OK and nothing done for a CPU stream. */
 DLOP_API int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);
+/* Make consumer_stream wait, on the GPU, for the work enqueued so far on producer_stream, both
+ * raw CUstreams of device_id's primary context (or 1 / 2, the default streams). DLOP_OK and
+ * nothing done when they are the same stream. */
+DLOP_API int dlop_cuda_stream_wait_stream(int32_t device_id, void *consumer_stream,
+                                          void *producer_stream);
 /* The CUDA ordinal of the device that owns the device (or managed) memory at pointer;
  * DLOP_INVALID_ARGUMENT naming the pointer when the driver does not know it. */
 DLOP_API int dlop_cuda_pointer_device(const void *pointer, int32_t *device_id);

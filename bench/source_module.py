@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""source_module.py — what a dlop.SourceModule kernel costs on a GPU, side by side in one run:
+the host time of one launch k(dest, a, b, n, block=, grid=) on dlop arrays, on CuPy arrays and
+on PyTorch tensors (those installed), against CuPy's RawKernel of the same source and a bare
+cuLaunchKernel through ctypes with its arguments packed once (the floor: no argument checks);
+and a compile cold (NVRTC), from the disk cache (a fresh process) and from memory.
+Goals (docs/source-ops.md): a launch at most CuPy's and within 1.1x of the bare launch; a cache
+hit within 5 ms.
+
+A launch's host time is the median over samples of `reps` back-to-back launches of a one-block
+kernel (n = 256), divided by reps, with a synchronization between samples only: the GPU runs
+each tiny kernel in about as long as the host takes to launch it, so the queue never fills and
+what is timed is the host's work. Run on a quiet GPU machine:
+
+    python3 bench/source_module.py [--samples 15] [--reps 2000]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import numpy as np
+
+import dlop
+
+SOURCE = r'''
+__global__ void multiply_them(float *dest, const float *a, const float *b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dest[i] = a[i] * b[i];
+}'''
+
+
+def per_launch_us(launch, synchronize, samples, reps):
+    for _ in range(50):
+        launch()
+    synchronize()
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(reps):
+            launch()
+        elapsed = time.perf_counter() - start
+        synchronize()
+        times.append(elapsed / reps * 1e6)
+    return statistics.median(times)
+
+
+def bare_launch(kernel, pointers, n):
+    """cuLaunchKernel through ctypes on the legacy default stream, arguments packed once."""
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    launch = libcuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    launch.restype = ctypes.c_int
+    values = [ctypes.c_void_p(p) for p in pointers] + [ctypes.c_int(n)]
+    params = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+    function = ctypes.c_void_p(kernel._function)
+    legacy = ctypes.c_void_p(1)
+
+    def run():
+        result = launch(function, 1, 1, 1, 256, 1, 1, 0, legacy, params, None)
+        if result != 0:
+            raise RuntimeError(f"cuLaunchKernel returned {result}")
+    run.values = values  # kept alive with the closure
+    return run
+
+
+COMPILE = """
+import json, sys, time
+import dlop
+t = time.perf_counter(); dlop.SourceModule(sys.argv[1]); first = time.perf_counter() - t
+t = time.perf_counter(); dlop.SourceModule(sys.argv[1]); again = time.perf_counter() - t
+s = dlop.jit_stats()
+print(json.dumps({"first_ms": first * 1e3, "again_ms": again * 1e3, "compiles": s["compiles"],
+                  "disk_hits": s["disk_hits"], "memory_hits": s["memory_hits"]}))
+"""
+
+
+def compile_times():
+    source = f"// {uuid.uuid4().hex}\n{SOURCE}"
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, DLOP_CACHE_DIR=cache)
+        runs = []
+        for _ in range(2):
+            out = subprocess.run([sys.executable, "-c", COMPILE, source], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            runs.append(json.loads(out))
+    cold, warm = runs
+    assert cold["compiles"] >= 1 and warm["disk_hits"] >= 1, runs
+    return {"cold_compile_ms": cold["first_ms"], "disk_hit_ms": warm["first_ms"],
+            "memory_hit_ms": min(cold["again_ms"], warm["again_ms"])}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--reps", type=int, default=2000)
+    args = parser.parse_args()
+    try:
+        dlop._C.device_check("cuda:0")
+    except dlop.DlopError as error:
+        print(f"source_module.py: needs a GPU: {error}", file=sys.stderr)
+        return 2
+    n = 256
+    kernel = dlop.SourceModule(SOURCE).get_function("multiply_them")
+    host = np.ones(n, np.float32)
+    dest, a, b = (dlop.asarray(host, device="cuda") for _ in range(3))
+    dlop.synchronize("cuda")
+    # The primary context current on this thread, for the bare launch and cuCtxSynchronize
+    # (dlop leaves the caller's context as it was: none).
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    context = ctypes.c_void_p()
+    assert libcuda.cuInit(0) == 0
+    assert libcuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+    assert libcuda.cuCtxSetCurrent(context) == 0
+
+    def sync():  # every stream of the context
+        result = libcuda.cuCtxSynchronize()
+        if result != 0:
+            raise RuntimeError(f"cuCtxSynchronize returned {result}")
+    rows = {}
+    block, grid = (256, 1, 1), (1, 1)
+    pointers = [x.__cuda_array_interface__["data"][0] for x in (dest, a, b)]
+    rows["bare cuLaunchKernel (ctypes)"] = per_launch_us(bare_launch(kernel, pointers, n), sync,
+                                                         args.samples, args.reps)
+    rows["dlop k(...) on dlop arrays"] = per_launch_us(
+        lambda: kernel(dest, a, b, n, block=block, grid=grid), sync, args.samples, args.reps)
+    dlop_stream = dlop.cuda_stream()
+    rows["dlop k(...) on dlop arrays, dlop's stream"] = per_launch_us(
+        lambda: kernel(dest, a, b, n, block=block, grid=grid, stream=dlop_stream), sync,
+        args.samples, args.reps)
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        ca, cb, cd = (cupy.ones(n, cupy.float32) for _ in range(3))
+        raw = cupy.RawKernel(SOURCE, "multiply_them")
+        rows["cupy RawKernel on cupy arrays"] = per_launch_us(
+            lambda: raw(grid, block, (cd, ca, cb, np.int32(n))), sync, args.samples, args.reps)
+        rows["dlop k(...) on cupy arrays"] = per_launch_us(
+            lambda: kernel(cd, ca, cb, n, block=block, grid=grid), sync, args.samples, args.reps)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        ta, tb, td = (torch.ones(n, device="cuda") for _ in range(3))
+        rows["dlop k(...) on torch tensors"] = per_launch_us(
+            lambda: kernel(td, ta, tb, n, block=block, grid=grid), sync, args.samples, args.reps)
+    bare = rows["bare cuLaunchKernel (ctypes)"]
+    cupy_cost = rows.get("cupy RawKernel on cupy arrays")
+    print(f"{'launch of multiply_them (n = 256)':40s} {'us':>8s} {'/bare':>7s} {'/cupy':>7s}")
+    for name, us in rows.items():
+        against_cupy = f"{us / cupy_cost:7.2f}" if cupy_cost else "      -"
+        print(f"{name:40s} {us:8.2f} {us / bare:7.2f} {against_cupy}")
+    compiled = compile_times()
+    for name, ms in compiled.items():
+        print(f"{name:40s} {ms:8.2f} ms")
+    print(json.dumps({"launch_us": rows, **compiled}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

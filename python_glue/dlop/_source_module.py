@@ -8,6 +8,7 @@ packs its arguments in C from type codes read once from the kernel's ``__global_
 from __future__ import annotations
 
 import re
+import threading
 
 from . import _C
 from ._errors import make
@@ -129,8 +130,12 @@ def type_codes(arg_types) -> tuple[str, tuple, tuple]:
     """(codes, names, C types) for arg_types: a str of type codes ("PPPi"), or a sequence of C
     types ("float *", "const float *", "int")."""
     if isinstance(arg_types, str):
+        for position, code in enumerate(arg_types, start=1):
+            if code not in _CODE_TYPES:
+                raise _type_error(f"arg_types: code {position} '{code}' of '{arg_types}' is not a "
+                                  f"type code; expected one of {''.join(_CODE_TYPES)}")
         names = tuple(f"p{i}" for i in range(1, len(arg_types) + 1))
-        types = tuple(_code_type(c) for c in arg_types)
+        types = tuple(_CODE_TYPES[c] for c in arg_types)
         return arg_types, names, types
     codes, names, types = [], [], []
     for position, ctype in enumerate(arg_types, start=1):
@@ -151,10 +156,6 @@ _CODE_TYPES = {"P": "pointer", "?": "bool", "b": "signed char", "B": "unsigned c
                "h": "short", "H": "unsigned short", "i": "int", "I": "unsigned int",
                "l": "long long", "L": "unsigned long long", "q": "long long",
                "Q": "unsigned long long", "f": "float", "d": "double"}
-
-
-def _code_type(code: str) -> str:
-    return _CODE_TYPES.get(code, code)  # an unknown code is refused by the kernel, naming it
 
 
 def _type_error(message: str) -> Exception:
@@ -190,7 +191,10 @@ def _parse_device(device) -> int:
     if match is None:
         raise _invalid(f"SourceModule: device={device!r}: kernels run on a GPU; expected "
                        "'cuda', 'cuda:N' or N")
-    return int(match.group(1) or 0)
+    index = int(match.group(1) or 0)
+    if index > 2**31 - 1:
+        raise _invalid(f"SourceModule: device={device!r}: no GPU has that index")
+    return index
 
 
 class SourceModule:
@@ -217,6 +221,7 @@ class SourceModule:
         self.no_extern_c = bool(no_extern_c)
         self.device_id = _parse_device(device)
         self._module = None
+        self._load_lock = threading.Lock()
         arch_value = _parse_arch(arch)
         if arch_value is None:
             try:
@@ -241,9 +246,11 @@ class SourceModule:
             raise compile_error from None
 
     def _loaded(self) -> int:
-        if self._module is None:
-            self._module = _C.cuda_module_load(self.device_id, self._image)
-        return self._module
+        # the load releases the GIL: two threads must not both load (one module would leak)
+        with self._load_lock:
+            if self._module is None:
+                self._module = _C.cuda_module_load(self.device_id, self._image)
+            return self._module
 
     def get_function(self, name: str, arg_types=None):
         """The kernel ``name``, loaded on the module's device (which needs the GPU).

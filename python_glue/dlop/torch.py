@@ -283,7 +283,8 @@ def _refuse_dual(name: str, tensors) -> None:
     requires grad, so a dual tensor reaches the kernel itself and its tangent would be dropped
     (a silently wrong derivative). The C++ autograd kernel refuses it the same way."""
     from torch.autograd import forward_ad
-    if forward_ad._current_level < 0:  # no dual level open: nothing can carry a tangent
+    # a private name: where a PyTorch lacks it, every call checks
+    if getattr(forward_ad, "_current_level", 0) < 0:  # no dual level open: no tangent anywhere
         return
     if any(forward_ad.unpack_dual(t).tangent is not None for t in tensors):
         raise RuntimeError(

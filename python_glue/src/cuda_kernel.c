@@ -63,6 +63,26 @@ static PyObject *describe(cuda_kernel *self, Py_ssize_t i) {
   return PyUnicode_FromFormat("argument %zd '%U' (%U)", i + 1, name, type);
 }
 
+/* Whether parameter i is a const pointer: its C type (read from the source, or declared as a C
+ * type) says so. A type declared only by its code ("P") says nothing, and is taken as const. */
+static int pointer_is_const(cuda_kernel *self, Py_ssize_t i) {
+  PyObject *type = self->param_types ? PyTuple_GetItem(self->param_types, i) : NULL;
+  if (type == NULL) {
+    PyErr_Clear();
+    return 1;
+  }
+  const char *text = PyUnicode_AsUTF8AndSize(type, NULL);
+  if (text == NULL) {
+    PyErr_Clear();
+    return 1;
+  }
+  if (strcmp(text, "pointer") == 0) return 1; /* declared by its code */
+  const char *star = strrchr(text, '*');
+  /* "const float *" or "float const *": const before the last '*' qualifies the pointee */
+  const char *found = strstr(text, "const");
+  return found != NULL && (star == NULL || found < star);
+}
+
 static int fail_argument(cuda_kernel *self, Py_ssize_t i, PyObject *exception, int status,
                          const char *format, PyObject *value) {
   PyObject *what = describe(self, i);
@@ -179,11 +199,19 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
                              "read_only)", value);
       }
       data = PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0));
-      PyObject *producer_stream = PyDict_GetItemString(interface, "stream");
+      int read_only = data == NULL && PyErr_Occurred() ? 0 : PyObject_IsTrue(PyTuple_GetItem(pair, 1));
+      PyObject *producer_stream = PyErr_Occurred() ? NULL : PyDict_GetItemString(interface, "stream");
       void *producer = producer_stream && producer_stream != Py_None
                            ? PyLong_AsVoidPtr(producer_stream) : NULL;
       Py_DECREF(interface);
       if (PyErr_Occurred()) return -1;
+      /* an immutable array (JAX's, or one marked read-only) is refused where the kernel's
+       * parameter may write it: a pointer whose type, read or declared as a C type, is not const */
+      if (read_only && !pointer_is_const(self, i))
+        return fail_argument(self, i, NULL, DLOP_INVALID_ARGUMENT,
+                             "got %R, whose __cuda_array_interface__ says it is read-only, for a "
+                             "parameter that is not a const pointer (the kernel may write it)",
+                             value);
       *slot = data;
       if (data == NULL) return 0; /* an empty array */
       device.type = DLOP_DEVICE_CUDA;
@@ -200,6 +228,7 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
       }
       return 0;
     }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1; /* the getter itself failed */
     PyErr_Clear();
     PyObject *where = PyObject_CallMethod(value, "__dlpack_device__", NULL);
     if (where == NULL) {
@@ -276,14 +305,15 @@ static int parse_dims(dlop_py_state *state, PyObject *value, const char *what, u
                     : PyIndex_Check(value) ? PyTuple_Pack(1, value) : NULL;
   if (items == NULL) {
     if (!PyErr_Occurred())
-      PyErr_Format(PyExc_TypeError, "%s= takes a tuple of 1 to 3 ints (x, y, z), not %R", what,
-                   value);
+      dlop_py_raisef(state, DLOP_TYPE_ERROR, "%s= takes a tuple of 1 to 3 ints (x, y, z), not %R",
+                     what, value);
     return -1;
   }
   Py_ssize_t n = PyTuple_Size(items);
   int status = 0;
   if (n < 1 || n > 3) {
-    PyErr_Format(PyExc_ValueError, "%s= takes 1 to 3 sizes (x, y, z), got %zd", what, n);
+    dlop_py_raisef(state, DLOP_INVALID_ARGUMENT, "%s= takes 1 to 3 sizes (x, y, z), got %zd", what,
+                   n);
     status = -1;
   }
   for (Py_ssize_t d = 0; d < n && status == 0; d++) {
@@ -309,7 +339,7 @@ static int parse_dims(dlop_py_state *state, PyObject *value, const char *what, u
 
 /* stream=: None or 0 (the legacy default stream), an int handle, or a stream object of CuPy
  * (.ptr), PyTorch (.cuda_stream), Numba (.handle) or one with __cuda_stream__. */
-static int parse_stream(PyObject *value, void **stream) {
+static int parse_stream(dlop_py_state *state, PyObject *value, void **stream) {
   if (value == Py_None) {
     *stream = (void *)(uintptr_t)1;
     return 0;
@@ -343,7 +373,7 @@ static int parse_stream(PyObject *value, void **stream) {
   if (handle == NULL || !PyLong_Check(handle)) {
     Py_XDECREF(handle);
     if (!PyErr_Occurred())
-      PyErr_Format(PyExc_TypeError,
+      dlop_py_raisef(state, DLOP_TYPE_ERROR,
                    "stream= takes None (CUDA's legacy default stream), an int CUstream handle, "
                    "or a CuPy, PyTorch or Numba stream, not %R",
                    value);
@@ -380,7 +410,7 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     else if (strcmp(name, "shared") == 0) shared = value;
     else if (strcmp(name, "stream") == 0) stream_object = value;
     else
-      return PyErr_Format(PyExc_TypeError,
+      return dlop_py_raisef(state, DLOP_TYPE_ERROR,
                           "kernel '%U': unknown keyword argument '%s' (expected block=, grid=, "
                           "shared=, stream=)",
                           self->name, name);
@@ -396,7 +426,7 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     return NULL;
   }
   if (block == NULL)
-    return PyErr_Format(PyExc_TypeError,
+    return dlop_py_raisef(state, DLOP_TYPE_ERROR,
                         "kernel '%U': block= is required (threads per block, e.g. (256, 1, 1))",
                         self->name);
   uint32_t block_dims[3], grid_dims[3] = {1, 1, 1};
@@ -414,14 +444,18 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     shared_bytes = (uint32_t)value;
   }
   void *stream = (void *)(uintptr_t)1;
-  if (stream_object != NULL && parse_stream(stream_object, &stream) < 0) return NULL;
+  if (stream_object != NULL && parse_stream(state, stream_object, &stream) < 0) return NULL;
 
   uint64_t slots[MAX_PARAMS];
   void *pointers[MAX_PARAMS];
   dlop_array *arrays[MAX_PARAMS];
   int num_arrays = 0;
+  /* The codes as they are now: packing runs Python code (__index__, __dlpack__), which may call
+   * prepare() and change them mid-call. */
+  char codes[MAX_PARAMS];
+  memcpy(codes, self->codes, (size_t)nargs);
   for (Py_ssize_t i = 0; i < nargs; i++) {
-    char code = self->codes[i];
+    char code = codes[i];
     pointers[i] = &slots[i];
     slots[i] = 0;
     int failed;
@@ -747,10 +781,14 @@ static PyObject *py_cuda_compile(PyObject *module, PyObject *args) {
 }
 
 static PyObject *py_cuda_device_arch(PyObject *module, PyObject *arg) {
-  int device_id = PyLong_AsLong(arg);
+  long device_id = PyLong_AsLong(arg);
   if (device_id == -1 && PyErr_Occurred()) return NULL;
+  if (device_id < 0 || device_id > INT32_MAX)
+    return dlop_py_raisef(dlop_py_state_of_module(module), DLOP_INVALID_ARGUMENT,
+                          "cuda_device_arch: device %ld: expected a GPU index in 0 .. %d",
+                          device_id, INT32_MAX);
   int32_t arch = 0;
-  int status = dlop_cuda_device_arch(device_id, &arch);
+  int status = dlop_cuda_device_arch((int32_t)device_id, &arch);
   if (status != DLOP_OK) return dlop_py_raise(dlop_py_state_of_module(module), status, NULL);
   return PyLong_FromLong(arch);
 }

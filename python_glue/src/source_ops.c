@@ -71,8 +71,12 @@ static PyObject *py_define_elementwise(PyObject *module, PyObject *args) {
   int32_t num_params = (int32_t)PyTuple_Size(params);
   for (int32_t p = 0; p < num_params; p++) {
     const char *param_name, *kind;
-    PyObject *value;
-    if (!PyArg_ParseTuple(PyTuple_GetItem(params, p), "ssO:define_elementwise params",
+    PyObject *value, *item = PyTuple_GetItem(params, p);
+    if (!PyTuple_Check(item) || PyTuple_Size(item) != 3)
+      return dlop_py_raisef(state, DLOP_TYPE_ERROR,
+                            "define_elementwise: params item %d is %R: expected a (name, kind, "
+                            "default) tuple", (int)p, item);
+    if (!PyArg_ParseTuple(item, "ssO:define_elementwise params",
                           &param_name, &kind, &value))
       return NULL;
     decls[p].name = param_name;

@@ -142,6 +142,9 @@ int dlop_register_plugin(const dlop_inprocess_plugin *source, const dlop_plugin 
                        "dlop_register_plugin: struct_size is %u, smaller than the %zu bytes of a "
                        "dlop_inprocess_plugin: set it to sizeof(dlop_inprocess_plugin)",
                        source->struct_size, (size_t)INPROCESS_SIZE);
+  if (source->reserved != 0)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_register_plugin: reserved is %u: expected 0", source->reserved);
   /* Out of the lock: init may call into libdlop (dlop_find_op) without deadlocking. */
   dlop__loader_report report = LOADER_REPORT;
   dlop_plugin *made = NULL;

@@ -30,14 +30,32 @@ static int grow_defined(void) {
   return 0;
 }
 
-/* Names the wrapper itself uses, and the keywords of C and C++ (NVRTC compiles C++). */
+/* The size of the first release's struct: fields appended later are read only where a caller's
+ * struct_size covers them (DESIGN.md: append-only, struct_size-gated). */
+#define DLOP__ELEMENTWISE_SOURCE_V1_SIZE \
+  (offsetof(dlop_elementwise_source, reserved) + sizeof(int32_t))
+
+/* Names the wrapper itself uses, the keywords of C11 and C++17 (NVRTC compiles C++) with C++'s
+ * alternative tokens, and the object-like macros of <math.h> that a body may see. */
 static const char *const reserved_names[] = {
     "T", "auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
     "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if",
     "inline", "int", "long", "namespace", "new", "operator", "private", "public", "register",
     "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "template",
     "this", "true", "typedef", "typename", "union", "unsigned", "using", "void", "volatile",
-    "while", NULL};
+    "while",
+    /* C11 */
+    "_Alignas", "_Alignof", "_Atomic", "_Bool", "_Complex", "_Generic", "_Imaginary",
+    "_Noreturn", "_Static_assert", "_Thread_local",
+    /* C++17 */
+    "alignas", "alignof", "asm", "catch", "char16_t", "char32_t", "const_cast", "constexpr",
+    "decltype", "dynamic_cast", "explicit", "export", "friend", "mutable", "noexcept", "nullptr",
+    "protected", "reinterpret_cast", "static_assert", "static_cast", "thread_local", "throw",
+    "try", "typeid", "virtual", "wchar_t",
+    /* C++'s alternative tokens */
+    "and", "and_eq", "bitand", "bitor", "compl", "not", "not_eq", "or", "or_eq", "xor", "xor_eq",
+    /* <math.h>'s object-like macros */
+    "NAN", "INFINITY", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "M_PI", "M_E", NULL};
 
 static int is_identifier(const char *name) {
   if (name == NULL || name[0] == '\0') return 0;
@@ -84,7 +102,7 @@ static int check_name(const char *op, const char *what, int32_t index, const cha
                          "dlop_define_elementwise: %s: %s '%s' is reserved (%s): choose another "
                          "name",
                          op, what, name,
-                         k == 0 ? "the body's compute type" : "a C or C++ keyword");
+                         k == 0 ? "the body's compute type" : "a C or C++ keyword or a <math.h> macro");
   if (is_numbered(name, "in") || is_numbered(name, "out") || strncmp(name, "dlop_", 5) == 0)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_define_elementwise: %s: %s '%s' is reserved (in0.., out0.. and "
@@ -107,11 +125,14 @@ static int check_source(const dlop_elementwise_source *s) {
   if (s == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_define_elementwise: source is NULL: expected a dlop_elementwise_source");
-  if (s->struct_size < sizeof(dlop_elementwise_source))
+  if (s->struct_size < DLOP__ELEMENTWISE_SOURCE_V1_SIZE)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_define_elementwise: struct_size is %u, expected at least %zu "
-                       "(sizeof(dlop_elementwise_source))",
-                       s->struct_size, sizeof(dlop_elementwise_source));
+                       "(sizeof(dlop_elementwise_source) of the first release)",
+                       s->struct_size, (size_t)DLOP__ELEMENTWISE_SOURCE_V1_SIZE);
+  if (s->reserved != 0)
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_define_elementwise: reserved is %d: expected 0", (int)s->reserved);
   if (!is_identifier(s->name))
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_define_elementwise: the op name %s%.64s%s is not an identifier: "
@@ -131,7 +152,8 @@ static int check_source(const dlop_elementwise_source *s) {
                        op, s->dtypes,
                        dlop_format_dtypes(s->dtypes & ~(uint32_t)SOURCE_DTYPES, bad, sizeof bad));
   }
-  if (s->num_inputs < 1 || s->num_outputs < 1 ||
+  if (s->num_inputs < 1 || s->num_outputs < 1 || s->num_inputs > DLOP__FUSION_MAX_OPERANDS ||
+      s->num_outputs > DLOP__FUSION_MAX_OPERANDS ||
       s->num_inputs + s->num_outputs > DLOP__FUSION_MAX_OPERANDS)
     return dlop__error(DLOP_INVALID_ARGUMENT,
                        "dlop_define_elementwise: %s: %d inputs and %d outputs: expected at least "

@@ -154,11 +154,11 @@ static int make_thunk(const dlop_thunk_args *args) {
   }
   dlop__fusion_alone_node node = {.inputs = args->inputs, .outputs = args->outputs};
   char *log = malloc(16384);
+  if (log != NULL) log[0] = '\0'; /* the error path reads it whichever step failed */
   int status = log == NULL ? DLOP_OUT_OF_MEMORY : DLOP_OK;
   dlop__cuda_scope scope = {0};
   if (status == DLOP_OK && cuda) status = dlop__cuda_use_device(args->device.id, &scope);
   if (status == DLOP_OK) {
-    log[0] = '\0';
     status = dlop__fusion_alone_compile(args->op, args->params, args->num_inputs, 1, &node,
                                         args->device, &thunk->alone, log, 16384);
     if (cuda) status = dlop__cuda_restore_after(&scope, status);

@@ -94,3 +94,13 @@ def test_fused_with_neighbours_is_one_group_and_unfused_bits(device, dtype):
     got, want = to_numpy(fused(xs, bs)), to_numpy(unfused(xs, bs))
     np.testing.assert_array_equal(got.view(np.uint16 if dtype == "float16" else np.uint32),
                                   want.view(np.uint16 if dtype == "float16" else np.uint32))
+
+
+def test_strided_inputs_through_a_transpose(device):
+    """A view feeding the op: the kernel reads its input through strides (fused and not)."""
+    xs = np.random.default_rng(7).uniform(-5, 5, (33, 65))
+    x = dlop.matrix("x", "float64")
+    for fuse in (True, False):
+        f = dlop.function([x], softplus(dlop.transpose(x)), device=device, fuse=fuse)
+        got = to_numpy(f(to_dlop(xs, "float64", device)))
+        np.testing.assert_allclose(got, np.log1p(np.exp(xs.T)), rtol=1e-13)

@@ -207,6 +207,35 @@ def test_cupy_arrays_and_stream():
     assert np.array_equal(cupy.asnumpy(dest2), a * b)
 
 
+class ReadOnly:
+    """A CUDA array seen through a version-3 __cuda_array_interface__ marked read-only."""
+
+    def __init__(self, array):
+        self.array = array
+        interface = dict(array.__cuda_array_interface__)
+        interface["data"] = (interface["data"][0], True)
+        self.__cuda_array_interface__ = interface
+
+
+def test_a_read_only_array_is_refused_where_the_kernel_may_write_it():
+    cupy = pytest.importorskip("cupy")
+    a, b = host_inputs()
+    ca, cb = cupy.asarray(a), cupy.asarray(b)
+    dest = cupy.zeros_like(ca)
+    kernel = multiply_them()
+    with pytest.raises(dlop.InvalidArgumentError, match="argument 1 'dest'.*read-only"):
+        kernel(ReadOnly(dest), ca, cb, a.size, block=(256,), grid=((a.size + 255) // 256,))
+    # const float *a and *b: read-only inputs are fine
+    kernel(dest, ReadOnly(ca), ReadOnly(cb), a.size, block=(256,), grid=((a.size + 255) // 256,))
+    assert np.array_equal(cupy.asnumpy(dest), a * b)
+
+
+def test_a_bad_type_code_is_a_type_error_naming_it():
+    kernel = multiply_them()
+    with pytest.raises(dlop.DlopTypeError, match="code 2 'x'"):
+        kernel.prepare("Px")
+
+
 def test_torch_tensors_in_place_and_stream(kernels):
     torch = pytest.importorskip("torch")
     a, b = host_inputs()
@@ -224,9 +253,12 @@ def test_torch_tensors_in_place_and_stream(kernels):
         kernel(dest2, ta, tb, a.size, block=(256,), grid=((a.size + 255) // 256,), stream=stream)
     stream.synchronize()
     assert np.array_equal(dest2.cpu().numpy(), a * b)
+    dest2.zero_()
+    stream.synchronize()
     kernel(dest2, ta, tb, a.size, block=(256,), grid=((a.size + 255) // 256,),
            stream=stream.cuda_stream)  # a raw handle
     stream.synchronize()
+    assert np.array_equal(dest2.cpu().numpy(), a * b)
 
 
 def test_torch_cpu_tensor_is_refused():

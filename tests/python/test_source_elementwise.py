@@ -99,3 +99,10 @@ def test_bad_calls():
         sum_diff(x32, np.ones(3, np.float32))
     with pytest.raises(dlop.NotFoundError, match="no parameter 'beta'"):
         softplus(x32, beta=1.0)
+
+
+def test_negative_and_step_strides_of_numpy_views():
+    xs = np.random.default_rng(8).uniform(-5, 5, (6, 10))
+    for view in (xs[::-1], xs[:, ::2], xs[::-2, ::-3]):
+        got = np.asarray(softplus(view).numpy())
+        np.testing.assert_allclose(got, np.log1p(np.exp(view)), rtol=1e-13)

@@ -198,6 +198,27 @@ PIN(dlop_thunk_args, thunk, 64);
 PIN(dlop_thunk_args, error, 72);
 PIN(dlop_thunk_args, error_size, 80);
 
+/* In-process plugins and ops from source: struct_size structs, appended only. */
+SIZE(dlop_inprocess_plugin, 32);
+PIN(dlop_inprocess_plugin, struct_size, 0);
+PIN(dlop_inprocess_plugin, reserved, 4);
+PIN(dlop_inprocess_plugin, origin, 8);
+PIN(dlop_inprocess_plugin, init, 16);
+PIN(dlop_inprocess_plugin, descriptor, 24);
+SIZE(dlop_elementwise_source, 72);
+PIN(dlop_elementwise_source, struct_size, 0);
+PIN(dlop_elementwise_source, dtypes, 4);
+PIN(dlop_elementwise_source, name, 8);
+PIN(dlop_elementwise_source, doc, 16);
+PIN(dlop_elementwise_source, body, 24);
+PIN(dlop_elementwise_source, inputs, 32);
+PIN(dlop_elementwise_source, outputs, 40);
+PIN(dlop_elementwise_source, params, 48);
+PIN(dlop_elementwise_source, num_inputs, 56);
+PIN(dlop_elementwise_source, num_outputs, 60);
+PIN(dlop_elementwise_source, num_params, 64);
+PIN(dlop_elementwise_source, reserved, 68);
+
 SIZE(dlop_host_api, 136);
 PIN(dlop_host_api, struct_size, 0);
 PIN(dlop_host_api, abi_version, 4);

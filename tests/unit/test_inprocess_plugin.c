@@ -152,6 +152,10 @@ START_TEST(bad_sources_are_refused) {
   dlop_inprocess_plugin small = {.struct_size = 8, .origin = "x", .init = triple_init};
   check_refused(dlop_register_plugin(&small, NULL), DLOP_INVALID_ARGUMENT, "struct_size is 8",
                 "sizeof(dlop_inprocess_plugin)");
+  dlop_inprocess_plugin reserved = {.struct_size = sizeof reserved, .reserved = 1, .origin = "x",
+                                    .init = triple_init};
+  check_refused(dlop_register_plugin(&reserved, NULL), DLOP_INVALID_ARGUMENT, "reserved is 1",
+                NULL);
   check_refused(register_source(NULL, triple_init, NULL, NULL), DLOP_INVALID_ARGUMENT,
                 "origin is NULL", NULL);
   check_refused(register_source("", triple_init, NULL, NULL), DLOP_INVALID_ARGUMENT,

@@ -133,6 +133,21 @@ START_TEST(bad_arguments) {
   ck_assert_msg(strstr(dlop_last_error(), "parameter 'flag' is declared bool") != NULL, "%s",
                 dlop_last_error());
   ck_assert_ptr_null(dlop_find_op("src_bad"));
+  /* a C++ keyword, an alternative token and a <math.h> macro as names */
+  static const char *const taken[] = {"constexpr", "and", "NAN"};
+  for (int k = 0; k < 3; k++) {
+    const char *input[] = {taken[k]};
+    dlop_elementwise_source named = {.struct_size = sizeof named, .name = "src_named",
+                                     .body = "y = 1", .inputs = input, .outputs = outputs,
+                                     .num_inputs = 1, .num_outputs = 1};
+    ck_assert_int_eq(dlop_define_elementwise(&named, &op), DLOP_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(dlop_last_error(), "is reserved") != NULL, "%s", dlop_last_error());
+  }
+  dlop_elementwise_source reserved = {.struct_size = sizeof reserved, .name = "src_reserved",
+                                      .body = "y = x", .inputs = names, .outputs = outputs,
+                                      .num_inputs = 1, .num_outputs = 1, .reserved = 7};
+  ck_assert_int_eq(dlop_define_elementwise(&reserved, &op), DLOP_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(dlop_last_error(), "reserved is 7") != NULL, "%s", dlop_last_error());
 }
 END_TEST
 

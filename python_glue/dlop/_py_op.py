@@ -149,7 +149,10 @@ def _registered_op(op: Any, args: tuple):
             raise _errors.type_error(
                 f"{cls.__name__} defines neither perform (the CPU) nor make_thunk (CUDA): it "
                 "could run nowhere")
-        node = _Callbacks(op, "?", 0)._node_for(tuple(_as_variable(a) for a in args))
+        try:
+            node = _Callbacks(op, "?", 0)._node_for(tuple(_as_variable(a) for a in args))
+        except Exception as error:
+            raise _stage_error(cls.__name__, "make_node", error) from error
         name = _op_name(cls)
         callbacks = _Callbacks(op, name, len(node.outputs))
         origin = f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}".replace("\n", " ")
@@ -159,6 +162,23 @@ def _registered_op(op: Any, args: tuple):
         ops._refresh()
         loaded = _registered[key] = ops._ops[name]
         return loaded
+
+
+def _stage_error(name: str, stage: str, error: Exception) -> Exception:
+    """What the C trampolines make of an exception raised in a stage (py_op.c), for the one
+    make_node call made here, before the op is registered: the same class and message."""
+    if isinstance(error, _C.DlopError):
+        cls, status = type(error), getattr(error, "status", "DLOP_ERROR")
+    elif isinstance(error, TypeError):
+        cls, status = _C.DlopTypeError, "DLOP_TYPE_ERROR"
+    elif isinstance(error, MemoryError):
+        cls, status = _C.OutOfMemoryError, "DLOP_OUT_OF_MEMORY"
+    elif isinstance(error, ValueError):
+        cls, status = _C.InvalidArgumentError, "DLOP_INVALID_ARGUMENT"
+    else:
+        cls, status = _C.KernelError, "DLOP_PLUGIN_ERROR"
+    return _errors.make(cls, status, f"op '{name}': {stage} raised {type(error).__qualname__}: "
+                                     f"{error}")
 
 
 def _shape(value: Any, what: str) -> tuple:

@@ -35,7 +35,7 @@ from ._C import (
     ShapeError,
     UnsupportedError,
 )
-from ._graph import Variable, function, matrix, scalar, tensor, vector
+from ._graph import TensorType, Variable, function, matrix, scalar, tensor, vector
 from ._ops import (Op, Param, Plugin, info, load_errors, load_plugin, ops, plugin_probe, plugins,
                    set_plugin_probe)
 from . import _arith
@@ -43,13 +43,14 @@ from ._arith import (abs, astype, broadcast_to, cast, dimshuffle, dot, exp, gemm
                      max, maximum, mean, min, minimum, negative, reshape, sigmoid, sqrt, sum,
                      tanh, transpose, where)
 from ._errors import ScalarOverflowError
+from ._py_op import Apply  # what a dlop.Op subclass's make_node returns (source-ops.md)
 from ._source import elementwise  # ops defined from a scalar body at run time (source-ops.md)
 from ._source_module import CompileError, SourceModule  # raw CUDA kernels (source-ops.md)
 from ._serialize import dumps, load, loads, save  # graphs and functions as text (serialization.md)
 from . import testing  # dlop.testing.check_values: an op's values against a NumPy reference
 
 __all__ = [
-    "Array", "CompileError", "Function", "Op", "Param", "Plugin", "SourceModule", "Variable",
+    "Apply", "Array", "CompileError", "Function", "Op", "TensorType", "Param", "Plugin", "SourceModule", "Variable",
     "asarray", "dumps", "elementwise", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "cuda_stream", "jit_stats",

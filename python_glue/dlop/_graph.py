@@ -26,6 +26,29 @@ class Apply:
         self.outputs: list[Variable] = []
 
 
+class TensorType:
+    """A Variable's type, its dtype and static shape (None where unknown); calling it makes a
+    new Variable of that type, as Theano's ``x.type()`` does in an op's make_node."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, dtype: Any, shape: Sequence[int | None]):
+        self.dtype = _check_dtype(dtype)
+        self.shape = _check_shape(shape, None, "TensorType", "type", self.dtype)
+
+    def __call__(self, name: str | None = None) -> "Variable":
+        return Variable(name, self.dtype, self.shape)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, TensorType) and (self.dtype, self.shape) == (other.dtype, other.shape)
+
+    def __hash__(self) -> int:
+        return hash((self.dtype, self.shape))
+
+    def __repr__(self) -> str:
+        return f"TensorType({self.dtype}, {self.shape})"
+
+
 class Variable:
     """A typed symbolic value: a graph input, a constant, or an op's output.
 
@@ -50,6 +73,11 @@ class Variable:
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def type(self) -> TensorType:
+        """This variable's TensorType: ``x.type()`` is a new Variable of x's dtype and shape."""
+        return TensorType(self.dtype, self.shape)
 
     @property
     def owner_op(self):

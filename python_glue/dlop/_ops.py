@@ -48,9 +48,23 @@ class Plugin:
 class Op:
     """A loaded op.  Call it on Variables to build a node (types and shapes are inferred now),
     or on arrays (dlop.Array, NumPy, DLPack producers) to run it at once on their device.
-    Keyword arguments are the op's parameters."""
+    Keyword arguments are the op's parameters.
 
-    def __init__(self, info: dict):
+    Subclassed, it is an op written in Python, Theano's Op shape (make_node, infer_shape,
+    perform, make_thunk, __props__): dlop._py_op and docs/source-ops.md, "dlop.Op"."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from ._py_op import prepare_class
+        prepare_class(cls)
+
+    def __init__(self, info: dict | None = None):
+        if info is None:  # a subclass's super().__init__(): a Python op has no info of its own
+            if type(self) is Op:
+                raise _errors.type_error(
+                    "dlop.Op() needs an op's info: subclass dlop.Op to write an op in Python, "
+                    "or take loaded ops from dlop.ops")
+            return
         self.name: str = info["name"]
         self.__doc__ = info["doc"]
         self.num_inputs: int = info["num_inputs"]  # -1: any number

@@ -66,6 +66,21 @@ int dlop_py_add_errors(PyObject *module, dlop_py_state *state) {
   return 0;
 }
 
+/* A Python op's stage raised the exception this message reports (py_op.c): make it the
+ * cause, so the caller sees the user's own exception and traceback. */
+static void chain_pending(dlop_py_state *state, PyObject *exception, PyObject *message) {
+  if (state->pending_exception == NULL || state->pending_text == NULL) return;
+  int found = PyUnicode_Contains(message, state->pending_text);
+  if (found < 0) {
+    PyErr_Clear();
+    return;
+  }
+  if (!found) return;
+  PyException_SetCause(exception, state->pending_exception); /* steals the reference */
+  state->pending_exception = NULL;
+  Py_CLEAR(state->pending_text);
+}
+
 /* Instantiate the class errors[index] with the message, set .status, and raise it. */
 static void raise_message(dlop_py_state *state, int index, int status, PyObject *message) {
   PyObject *type = state->errors[index];
@@ -78,6 +93,7 @@ static void raise_message(dlop_py_state *state, int index, int status, PyObject 
     return;
   }
   Py_DECREF(name);
+  chain_pending(state, exception, message);
   PyErr_SetObject(type, exception);
   Py_DECREF(exception);
 }

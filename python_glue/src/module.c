@@ -199,6 +199,7 @@ static int module_exec(PyObject *module) {
   if (dlop_py_add_cuda_kernel_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_source_ops_methods) < 0) return -1;
+  if (PyModule_AddFunctions(module, dlop_py_py_op_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_installation_methods) < 0) return -1;
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
@@ -229,6 +230,8 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(state->op_call_type);
   Py_VISIT(state->cuda_kernel_type);
   Py_VISIT(state->numpy);
+  Py_VISIT(state->pending_exception);
+  Py_VISIT(state->pending_text);
   return 0;
 }
 
@@ -242,6 +245,8 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(state->op_call_type);
   Py_CLEAR(state->cuda_kernel_type);
   Py_CLEAR(state->numpy);
+  Py_CLEAR(state->pending_exception);
+  Py_CLEAR(state->pending_text);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->str_dlpack_device);
   Py_CLEAR(state->str_cai);

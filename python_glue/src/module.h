@@ -54,6 +54,9 @@ typedef struct dlop_py_state {
   /* One stream per CUDA device for every run, copy and DLPack exchange the extension makes,
    * so all of them are ordered with each other (like a framework's current stream). */
   dlop_stream *streams[DLOP_PY_MAX_DEVICES];
+  /* The last exception a Python op's stage raised (py_op.c) and the message it was reported
+   * with: the dlop exception raised for a message containing it chains it (errors.c). */
+  PyObject *pending_exception, *pending_text;
 } dlop_py_state;
 
 /* dlop.Array: a reference to a dlop_array. */
@@ -195,6 +198,9 @@ extern PyMethodDef dlop_py_registry_methods[];
 
 /* ---- source_ops.c ---- */
 extern PyMethodDef dlop_py_source_ops_methods[];
+
+/* ---- py_op.c: dlop.Op subclasses as registered ops ---- */
+extern PyMethodDef dlop_py_py_op_methods[];
 
 /* ---- installation.c ---- */
 /* 0 when the loaded libdlop is the version this extension was built for, else -1 with an

@@ -84,6 +84,14 @@ def test_gpu_test(device):
     assert out.rstrip().endswith("gpu_test: ok")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_pycuda_double_op(device):
+    """The seed's PyCUDADoubleOp as a dlop.Op: perform on the CPU, a SourceModule on CUDA."""
+    out = run_ok_on(device, "pycuda_double_op.py")
+    assert "pycuda_double_op: ok, result == 2 * input exactly on %s" % device in out
+    assert "PyCUDADoubleOp(x: float32[?,?]) -> float32[?,?] on %s" % device in out
+
+
 def test_multiply_them_source():
     """The seed's multiply_them through dlop.SourceModule: GPU only (no CPU variant)."""
     out = run_ok_on("cuda", "multiply_them_source.py")

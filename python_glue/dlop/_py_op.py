@@ -1,0 +1,273 @@
+"""Ops written in Python: subclasses of ``dlop.Op`` in Theano's shape (docs/source-ops.md,
+"dlop.Op")::
+
+    class DoubleOp(dlop.Op):
+        __props__ = ()
+        def make_node(self, x):                      # the type rule
+            return dlop.Apply(self, [x], [x.type()])
+        def infer_shape(self, node, input_shapes):   # the shape rule
+            return [input_shapes[0]]
+        def perform(self, node, inputs, output_storage):   # NumPy, the CPU
+            output_storage[0][0] = inputs[0] * 2
+        def make_thunk(self, node, device):          # CUDA: returns launch(inputs, outputs, stream)
+            ...
+
+Each class and value of its ``__props__`` is one op in the registry, an in-process plugin
+whose stages are C trampolines calling back here (python_glue/src/py_op.c), so instances build
+graph nodes, run eagerly on arrays and compile into functions on both devices like plugin ops.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from . import _C, _errors
+from ._graph import TensorType, Variable
+
+_lock = threading.RLock()  # a make_node may call another Python op for the first time
+_registered: dict = {}  # (class, props key) -> the loaded Op (dlop.ops.<name>)
+
+
+class Apply:
+    """What make_node returns, as Theano's ``Apply(op, inputs, outputs)``: the op, its input
+    Variables and its output Variables (``x.type()``, ``dlop.TensorType(dtype, shape)()``),
+    whose dtypes and shapes are the op's type rule for these inputs."""
+
+    __slots__ = ("op", "inputs", "outputs")
+
+    def __init__(self, op: Any, inputs: list, outputs: list):
+        self.op, self.inputs, self.outputs = op, list(inputs), list(outputs)
+
+    def __repr__(self) -> str:
+        return f"Apply({self.op!r}, {self.inputs}, {self.outputs})"
+
+
+def _props_key(op: "Any") -> tuple:
+    """What makes two instances one op: their class's __props__ values (identity without
+    __props__, as in Theano)."""
+    names = type(op).__dict__.get("_dlop_props")
+    if names is None:
+        return ("id", id(op))
+    try:
+        key = tuple(getattr(op, name) for name in names)
+        hash(key)
+    except AttributeError as error:
+        raise _errors.type_error(f"{type(op).__name__}: __props__ names {error.name!r}, which "
+                                 "the instance does not have: set it in __init__") from None
+    except TypeError:
+        raise _errors.type_error(f"{type(op).__name__}: __props__ values {key!r} are not all "
+                                 "hashable: props must be hashable (ints, strs, tuples)") from None
+    return ("props", key)
+
+
+def _eq(self, other: Any) -> bool:
+    return type(self) is type(other) and _props_key(self) == _props_key(other)
+
+
+def _hash(self) -> int:
+    return hash((type(self), _props_key(self)))
+
+
+def _str(self) -> str:
+    names = type(self).__dict__.get("_dlop_props") or ()
+    if not names:
+        return type(self).__name__
+    return f"{type(self).__name__}{{{', '.join(f'{n}={getattr(self, n)!r}' for n in names)}}}"
+
+
+def _call(self, *args: Any, **kwargs: Any):
+    if kwargs:
+        raise _errors.type_error(
+            f"{type(self).__name__} takes no keyword arguments (got {', '.join(kwargs)}): a "
+            "Python op's parameters are its __props__, set on the instance")
+    return _registered_op(self, args)(*args)
+
+
+def prepare_class(cls: type) -> None:
+    """Called for every subclass of dlop.Op: checks __props__ and gives the class Theano's
+    equality and hashing (same props, equal ops) and its call."""
+    props = cls.__dict__.get("__props__", getattr(cls, "__props__", None))
+    if props is not None:
+        if isinstance(props, str) or not isinstance(props, tuple) or not all(
+                isinstance(name, str) for name in props):
+            raise _errors.type_error(f"{cls.__name__}.__props__ must be a tuple of attribute "
+                                     f"names (str), got {props!r}")
+        cls._dlop_props = props
+    else:
+        cls._dlop_props = None
+    for name, method in (("__eq__", _eq), ("__hash__", _hash), ("__repr__", _str),
+                         ("__call__", _call)):
+        if name not in cls.__dict__:
+            setattr(cls, name, method)
+
+
+def _defines(op: Any, name: str) -> bool:
+    return callable(getattr(type(op), name, None))
+
+
+def _as_variable(value: Any) -> Variable:
+    """A call's argument as make_node sees it: Variables as they are, arrays as Variables of
+    their dtype and shape (the first call learns the number of outputs from them)."""
+    if isinstance(value, Variable):
+        return value
+    array = value if isinstance(value, _C.Array) else _C.asarray(value)
+    return Variable("x", array.dtype, array.shape)
+
+
+def _op_name(cls: type) -> str:
+    """A registry name for a new op of cls: its class name (ASCII identifier characters), with
+    _2, _3, ... when another op (another props value, another class) has it."""
+    from ._ops import ops
+    ops._refresh()
+    base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)
+    if not re.match(r"[A-Za-z_]", base):
+        base = "op_" + base
+    name, n = base, 1
+    while name in ops:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def _registered_op(op: Any, args: tuple):
+    """The loaded op (dlop.ops.<name>) for op's class and props, registered on first use."""
+    key = (type(op), _props_key(op))
+    loaded = _registered.get(key)
+    if loaded is not None:
+        return loaded
+    with _lock:
+        loaded = _registered.get(key)
+        if loaded is not None:
+            return loaded
+        cls = type(op)
+        if not _defines(op, "make_node"):
+            raise _errors.type_error(f"{cls.__name__} defines no make_node(self, *inputs): the "
+                                     "type rule every op needs")
+        cpu, cuda = _defines(op, "perform"), _defines(op, "make_thunk")
+        if not cpu and not cuda:
+            raise _errors.type_error(
+                f"{cls.__name__} defines neither perform (the CPU) nor make_thunk (CUDA): it "
+                "could run nowhere")
+        try:
+            node = _Callbacks(op, "?", 0)._node_for(tuple(_as_variable(a) for a in args))
+        except Exception as error:
+            raise _stage_error(cls.__name__, "make_node", error) from error
+        name = _op_name(cls)
+        callbacks = _Callbacks(op, name, len(node.outputs))
+        origin = f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}".replace("\n", " ")
+        doc = (cls.__doc__ or f"{cls.__name__}, an op written in Python").strip()
+        _C.register_python_op(name, origin, doc, len(node.outputs), cpu, cuda, callbacks)
+        from ._ops import ops
+        ops._refresh()
+        loaded = _registered[key] = ops._ops[name]
+        return loaded
+
+
+def _stage_error(name: str, stage: str, error: Exception) -> Exception:
+    """What the C trampolines make of an exception raised in a stage (py_op.c), for the one
+    make_node call made here, before the op is registered: the same class and message."""
+    if isinstance(error, _C.DlopError):
+        cls, status = type(error), getattr(error, "status", "DLOP_ERROR")
+    elif isinstance(error, TypeError):
+        cls, status = _C.DlopTypeError, "DLOP_TYPE_ERROR"
+    elif isinstance(error, MemoryError):
+        cls, status = _C.OutOfMemoryError, "DLOP_OUT_OF_MEMORY"
+    elif isinstance(error, ValueError):
+        cls, status = _C.InvalidArgumentError, "DLOP_INVALID_ARGUMENT"
+    else:
+        cls, status = _C.KernelError, "DLOP_PLUGIN_ERROR"
+    return _errors.make(cls, status, f"op '{name}': {stage} raised {type(error).__qualname__}: "
+                                     f"{error}")
+
+
+def _shape(value: Any, what: str) -> tuple:
+    try:
+        return tuple(None if d is None else int(d) for d in value)
+    except (TypeError, ValueError):
+        raise _errors.type_error(f"{what} is {value!r}: expected a sequence of sizes") from None
+
+
+class _Callbacks:
+    """What the C trampolines call: the op's stages on (dtype, shape) lists."""
+
+    def __init__(self, op: Any, name: str, num_outputs: int):
+        self.op, self.name, self.num_outputs = op, name, num_outputs
+
+    def _node_for(self, inputs: tuple) -> Apply:
+        node = self.op.make_node(*inputs)
+        outputs = getattr(node, "outputs", None)
+        if outputs is None:
+            raise _errors.type_error(
+                f"{type(self.op).__name__}.make_node returned {node!r}: expected "
+                "dlop.Apply(self, inputs, outputs)")
+        for index, out in enumerate(outputs):
+            if isinstance(out, TensorType):
+                outputs[index] = out = out()
+            if not isinstance(out, Variable):
+                raise _errors.type_error(
+                    f"{type(self.op).__name__}.make_node: output {index} is {out!r}: expected a "
+                    "Variable (x.type(), dlop.TensorType(dtype, shape)())")
+        if self.num_outputs and len(outputs) != self.num_outputs:
+            raise _errors.type_error(
+                f"{type(self.op).__name__}.make_node gave {len(outputs)} outputs; its first node "
+                f"had {self.num_outputs}: an op has one number of outputs")
+        return node
+
+    def _node(self, types: list) -> Apply:
+        return self._node_for(tuple(Variable(f"x{i}", d, s) for i, (d, s) in enumerate(types)))
+
+    def make_node(self, types: list) -> list:
+        return [(v.dtype, v.shape) for v in self._node(types).outputs]
+
+    def infer_shape(self, input_types: list, output_types: list) -> list:
+        node = self._node(input_types)
+        if not _defines(self.op, "infer_shape"):
+            # No shape rule: make_node's output shapes are the rule; they must be known at run
+            # time, so an unknown size there says what to write.
+            return [v.shape for v in node.outputs]
+        shapes = self.op.infer_shape(node, [s for _, s in input_types])
+        if not isinstance(shapes, (list, tuple)):
+            raise _errors.type_error(f"{type(self.op).__name__}.infer_shape returned {shapes!r}: "
+                                     "expected a list of shapes, one per output")
+        return [_shape(s, f"infer_shape's shape {i}") for i, s in enumerate(shapes)]
+
+    def make_thunk(self, device: str, input_types: list, output_types: list):
+        node = self._node(input_types)
+        if device == "cpu":
+            return _perform_thunk(self.op, node)
+        launch = self.op.make_thunk(node, device)
+        if not callable(launch):
+            raise _errors.type_error(
+                f"{type(self.op).__name__}.make_thunk returned {launch!r}: expected a callable "
+                "launch(inputs, outputs, stream)")
+        return launch
+
+
+def _perform_thunk(op: Any, node: Apply):
+    """The CPU thunk of an op with perform: NumPy views of the inputs (read-only) in, each
+    output_storage[i][0] checked against the output's dtype and shape and copied into it."""
+    import numpy
+    cls = type(op).__name__
+
+    def run(inputs: tuple, outputs: tuple, stream: Any) -> None:
+        arrays = [numpy.asarray(a) for a in inputs]
+        storage = [[None] for _ in outputs]
+        op.perform(node, arrays, storage)
+        for index, (cell, out) in enumerate(zip(storage, outputs)):
+            target = numpy.asarray(out)
+            value = cell[0]
+            if value is None:
+                raise _errors.invalid(f"{cls}.perform left output_storage[{index}][0] None: it "
+                                      "must set every output")
+            value = numpy.asarray(value)
+            if value.shape != target.shape:
+                raise _errors.make(_C.ShapeError, "DLOP_SHAPE_ERROR",
+                                   f"{cls}.perform: output {index} has shape {value.shape}; the "
+                                   f"op's shape rule says {target.shape}")
+            if value.dtype != target.dtype:
+                raise _errors.type_error(f"{cls}.perform: output {index} is {value.dtype}; the "
+                                         f"op's type rule says {target.dtype} (cast it)")
+            target[...] = value
+
+    return run

@@ -1,0 +1,344 @@
+/* py_op.c — ops whose stages are Python methods (dlop.Op subclasses, dlop/_py_op.py). Each
+ * distinct op becomes a one-op in-process plugin (dlop_register_plugin) whose make_node,
+ * infer_shape, make_thunk and thunk run are C trampolines calling the Python side under the
+ * GIL (PyGILState_Ensure, so any thread may call them). An exception raised there becomes a
+ * status and a message naming the op and the stage; it is also kept in the module state so
+ * that the dlop exception raised for that message chains it as __cause__ (errors.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "module.h"
+
+/* One registered Python op. Lives until the process ends, as the registry requires. */
+typedef struct py_op {
+  dlop_py_state *state;
+  PyObject *callbacks; /* the Python side: make_node, infer_shape, make_thunk methods */
+  char *name, *doc, *plugin_name, *origin;
+  dlop_op_desc desc;
+  const dlop_op_desc *ops[1];
+  dlop_plugin_desc plugin;
+} py_op;
+
+/* What one thunk holds: the launch make_thunk returned. */
+typedef struct py_thunk {
+  py_op *op;
+  PyObject *run;
+} py_thunk;
+
+/* The status a Python exception maps to: the dlop class it is (or the builtin it derives
+ * from), DLOP_PLUGIN_ERROR for anything else. */
+static int status_of(dlop_py_state *state, PyObject *type) {
+  static const struct { int index, status; } dlop_classes[] = {
+      {DLOP_PY_SHAPE_ERROR, DLOP_SHAPE_ERROR},
+      {DLOP_PY_NOT_FOUND_ERROR, DLOP_NOT_FOUND},
+      {DLOP_PY_NO_DEVICE_ERROR, DLOP_NO_DEVICE},
+      {DLOP_PY_DEVICE_MISMATCH, DLOP_DEVICE_MISMATCH},
+      {DLOP_PY_UNSUPPORTED, DLOP_UNSUPPORTED},
+      {DLOP_PY_MEMORY_ERROR, DLOP_OUT_OF_MEMORY},
+  };
+  for (size_t i = 0; i < sizeof dlop_classes / sizeof dlop_classes[0]; i++)
+    if (PyErr_GivenExceptionMatches(type, state->errors[dlop_classes[i].index]))
+      return dlop_classes[i].status;
+  if (PyErr_GivenExceptionMatches(type, PyExc_TypeError)) return DLOP_TYPE_ERROR;
+  if (PyErr_GivenExceptionMatches(type, PyExc_MemoryError)) return DLOP_OUT_OF_MEMORY;
+  if (PyErr_GivenExceptionMatches(type, PyExc_ValueError)) return DLOP_INVALID_ARGUMENT;
+  return DLOP_PLUGIN_ERROR;
+}
+
+/* The Python exception now set, as a status and "op 'NAME': STAGE raised TYPE: TEXT" in
+ * error; the exception is kept for errors.c to chain. The exception is cleared. */
+static int fail_from_python(py_op *op, const char *stage, char *error, size_t error_size) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != NULL && traceback != NULL) PyException_SetTraceback(value, traceback);
+  int status = type ? status_of(op->state, type) : DLOP_INTERNAL;
+  PyObject *text = value ? PyObject_Str(value) : NULL;
+  PyObject *type_name = type ? PyObject_GetAttrString(type, "__qualname__") : NULL;
+  const char *text_c = text ? PyUnicode_AsUTF8AndSize(text, NULL) : NULL;
+  const char *type_c = type_name ? PyUnicode_AsUTF8AndSize(type_name, NULL) : NULL;
+  PyErr_Clear(); /* a failure to describe the exception must not leak out of the trampoline */
+  if (error != NULL && error_size > 0)
+    snprintf(error, error_size, "op '%s': %s raised %s: %s", op->name, stage,
+             type_c ? type_c : "an exception", text_c ? text_c : "(no message)");
+  Py_XDECREF(text);
+  Py_XDECREF(type_name);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  /* Keep the newest one only: the message it was reported with finds it again. */
+  PyObject *old_exception = op->state->pending_exception, *old_text = op->state->pending_text;
+  op->state->pending_exception = value;
+  op->state->pending_text =
+      error ? PyUnicode_DecodeUTF8(error, (Py_ssize_t)strlen(error), "replace") : NULL;
+  Py_XDECREF(old_exception);
+  Py_XDECREF(old_text);
+  PyErr_Clear();
+  return status;
+}
+
+static PyObject *shape_tuple(const int64_t *shape, int32_t ndim) {
+  PyObject *tuple = PyTuple_New(ndim);
+  for (int32_t d = 0; tuple && d < ndim; d++) {
+    PyObject *dim = shape[d] == DLOP_DIM_UNKNOWN ? Py_NewRef(Py_None) : PyLong_FromLongLong(shape[d]);
+    if (dim == NULL || PyTuple_SetItem(tuple, d, dim) < 0) Py_CLEAR(tuple);
+  }
+  return tuple;
+}
+
+/* The types as a list of (dtype name, shape with None where unknown). */
+static PyObject *type_list(const dlop_type *types, int32_t count) {
+  PyObject *list = PyList_New(count);
+  for (int32_t i = 0; list && i < count; i++) {
+    PyObject *shape = shape_tuple(types[i].shape, types[i].ndim);
+    PyObject *item = shape ? Py_BuildValue("(sN)", dlop_dtype_name((dlop_dtype)types[i].dtype), shape)
+                           : NULL;
+    if (item == NULL || PyList_SetItem(list, i, item) < 0) Py_CLEAR(list);
+  }
+  return list;
+}
+
+/* A result that is not what the stage must return: a TypeError naming it (then reported). */
+static int bad_result(const char *stage, const char *expected, PyObject *got) {
+  PyErr_Format(PyExc_TypeError, "%s returned %R: expected %s", stage, got, expected);
+  return -1;
+}
+
+/* result[i] (a shape tuple) into type->shape; ndim must be keep_ndim unless it is < 0. */
+static int read_shape(py_op *op, PyObject *shape, const char *what, dlop_type *type,
+                      int32_t keep_ndim) {
+  int32_t ndim = 0;
+  if (dlop_py_parse_shape(op->state, shape, what, (dlop_dtype)type->dtype, type->shape, &ndim) < 0)
+    return -1;
+  if (keep_ndim >= 0 && ndim != keep_ndim) {
+    PyErr_Format(op->state->errors[DLOP_PY_SHAPE_ERROR],
+                 "%s has %d dimension(s); make_node gave it %d", what, (int)ndim, (int)keep_ndim);
+    return -1;
+  }
+  type->ndim = ndim;
+  return 0;
+}
+
+/* make_node: callbacks.make_node([(dtype, shape)...]) -> [(dtype, shape)...], one per output. */
+static int trampoline_make_node(const dlop_node_args *args) {
+  py_op *op = (py_op *)args->op->op_data;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = DLOP_OK;
+  PyObject *inputs = type_list(args->inputs, args->num_inputs);
+  PyObject *result = inputs ? PyObject_CallMethod(op->callbacks, "make_node", "O", inputs) : NULL;
+  int ok = result != NULL;
+  if (ok && (!PyList_Check(result) || PyList_Size(result) != args->num_outputs))
+    ok = bad_result("make_node", "one (dtype, shape) per output", result) == 0;
+  for (int32_t i = 0; ok && i < args->num_outputs; i++) {
+    PyObject *dtype, *shape;
+    dlop_dtype parsed;
+    if (!PyArg_ParseTuple(PyList_GetItem(result, i), "OO", &dtype, &shape) ||
+        dlop_py_parse_dtype(op->state, dtype, &parsed) < 0) {
+      ok = 0;
+      break;
+    }
+    args->outputs[i].dtype = (int32_t)parsed;
+    ok = read_shape(op, shape, "make_node's output", &args->outputs[i], -1) == 0;
+  }
+  if (!ok) status = fail_from_python(op, "make_node", args->error, args->error_size);
+  Py_XDECREF(result);
+  Py_XDECREF(inputs);
+  PyGILState_Release(gil);
+  return status;
+}
+
+/* infer_shape: callbacks.infer_shape(input types, output types) -> [shape...]. */
+static int trampoline_infer_shape(const dlop_node_args *args) {
+  py_op *op = (py_op *)args->op->op_data;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = DLOP_OK;
+  PyObject *inputs = type_list(args->inputs, args->num_inputs);
+  PyObject *outputs = inputs ? type_list(args->outputs, args->num_outputs) : NULL;
+  PyObject *result = outputs ? PyObject_CallMethod(op->callbacks, "infer_shape", "OO", inputs, outputs)
+                             : NULL;
+  int ok = result != NULL;
+  if (ok && (!PyList_Check(result) || PyList_Size(result) != args->num_outputs))
+    ok = bad_result("infer_shape", "one shape per output", result) == 0;
+  for (int32_t i = 0; ok && i < args->num_outputs; i++)
+    ok = read_shape(op, PyList_GetItem(result, i), "infer_shape's output shape", &args->outputs[i],
+                    args->outputs[i].ndim) == 0;
+  if (!ok) status = fail_from_python(op, "infer_shape", args->error, args->error_size);
+  Py_XDECREF(result);
+  Py_XDECREF(outputs);
+  Py_XDECREF(inputs);
+  PyGILState_Release(gil);
+  return status;
+}
+
+/* A dlop.Array borrowing tensor for the length of one run (nothing is copied). */
+static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, int readonly) {
+  dlop_array *array = NULL;
+  int status = dlop_array_wrap(tensor, NULL, NULL, &array);
+  if (status != DLOP_OK) return dlop_py_raise(state, status, "wrapping a tensor for a Python op");
+  PyObject *object = dlop_py_array_new(state, array);
+  if (object != NULL) ((dlop_py_array *)object)->readonly = readonly;
+  return object;
+}
+
+static PyObject *borrow_all(dlop_py_state *state, const dlop_tensor *tensors, int32_t count,
+                            int readonly) {
+  PyObject *tuple = PyTuple_New(count);
+  for (int32_t i = 0; tuple && i < count; i++) {
+    PyObject *item = borrow(state, &tensors[i], readonly);
+    if (item == NULL || PyTuple_SetItem(tuple, i, item) < 0) Py_CLEAR(tuple);
+  }
+  return tuple;
+}
+
+/* The thunk's run: launch(inputs, outputs, stream) with the tensors as dlop.Arrays (inputs
+ * read-only) and the CUstream as an int (None on the CPU). */
+static int thunk_run(void *state, const dlop_run_args *args) {
+  py_thunk *thunk = state;
+  py_op *op = thunk->op;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = DLOP_OK;
+  PyObject *inputs = borrow_all(op->state, args->inputs, args->num_inputs, 1);
+  PyObject *outputs = inputs ? borrow_all(op->state, args->outputs, args->num_outputs, 0) : NULL;
+  PyObject *stream = args->stream ? PyLong_FromVoidPtr(args->stream) : Py_NewRef(Py_None);
+  PyObject *result = outputs && stream
+                         ? PyObject_CallFunctionObjArgs(thunk->run, inputs, outputs, stream, NULL)
+                         : NULL;
+  if (result == NULL) status = fail_from_python(op, "its thunk", args->error, args->error_size);
+  Py_XDECREF(result);
+  Py_XDECREF(stream);
+  Py_XDECREF(outputs);
+  Py_XDECREF(inputs);
+  PyGILState_Release(gil);
+  return status;
+}
+
+static void thunk_destroy(void *state) {
+  py_thunk *thunk = state;
+  /* After the interpreter is gone (a function freed at exit) the reference is left alone. */
+  if (Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_XDECREF(thunk->run);
+    PyGILState_Release(gil);
+  }
+  free(thunk);
+}
+
+/* make_thunk: callbacks.make_thunk(device, input types, output types) -> launch callable. */
+static int trampoline_make_thunk(const dlop_thunk_args *args) {
+  py_op *op = (py_op *)args->op->op_data;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = DLOP_OK;
+  PyObject *inputs = type_list(args->inputs, args->num_inputs);
+  PyObject *outputs = inputs ? type_list(args->outputs, args->num_outputs) : NULL;
+  PyObject *device = outputs ? dlop_py_device_str(args->device) : NULL;
+  PyObject *run = device ? PyObject_CallMethod(op->callbacks, "make_thunk", "OOO", device, inputs,
+                                               outputs)
+                         : NULL;
+  if (run != NULL && !PyCallable_Check(run)) {
+    bad_result("make_thunk", "a callable launch(inputs, outputs, stream)", run);
+    Py_CLEAR(run);
+  }
+  py_thunk *thunk = run ? calloc(1, sizeof *thunk) : NULL;
+  if (run != NULL && thunk == NULL) PyErr_NoMemory();
+  if (thunk == NULL) {
+    Py_XDECREF(run);
+    status = fail_from_python(op, "make_thunk", args->error, args->error_size);
+  } else {
+    thunk->op = op;
+    thunk->run = run;
+    args->thunk->state = thunk;
+    args->thunk->run = thunk_run;
+    args->thunk->destroy = thunk_destroy;
+    args->thunk->workspace_bytes = 0;
+  }
+  Py_XDECREF(device);
+  Py_XDECREF(outputs);
+  Py_XDECREF(inputs);
+  PyGILState_Release(gil);
+  return status;
+}
+
+static char *copy_text(const char *text) {
+  size_t size = strlen(text) + 1;
+  char *copy = malloc(size);
+  if (copy != NULL) memcpy(copy, text, size);
+  return copy;
+}
+
+static void free_op(py_op *op) {
+  free(op->name);
+  free(op->doc);
+  free(op->plugin_name);
+  free(op->origin);
+  free(op);
+}
+
+/* register_python_op(name, origin, doc, num_outputs, cpu, cuda, callbacks): registers the op,
+ * or raises what the registry said (a name taken, a bad name). cpu, cuda: whether it declares
+ * that device (every dtype; make_node decides which it takes). */
+static PyObject *py_register_python_op(PyObject *module, PyObject *args) {
+  dlop_py_state *state = dlop_py_state_of_module(module);
+  const char *name, *origin, *doc;
+  int num_outputs, cpu, cuda;
+  PyObject *callbacks;
+  if (!PyArg_ParseTuple(args, "sssippO:register_python_op", &name, &origin, &doc, &num_outputs,
+                        &cpu, &cuda, &callbacks))
+    return NULL;
+  if (num_outputs < 1 || num_outputs > 64)
+    return dlop_py_raisef(state, DLOP_INVALID_ARGUMENT,
+                          "op '%s': %d outputs: expected 1 to 64", name, num_outputs);
+  py_op *op = calloc(1, sizeof *op);
+  if (op == NULL) return PyErr_NoMemory();
+  size_t plugin_size = strlen(name) + sizeof "python_";
+  op->name = copy_text(name);
+  op->doc = copy_text(doc);
+  op->origin = copy_text(origin);
+  op->plugin_name = malloc(plugin_size);
+  if (!op->name || !op->doc || !op->origin || !op->plugin_name) {
+    free_op(op);
+    return PyErr_NoMemory();
+  }
+  snprintf(op->plugin_name, plugin_size, "python_%s", name);
+  const uint32_t every_dtype = DLOP_DTYPES_ALL;
+  op->state = state;
+  op->desc = (dlop_op_desc){
+      .struct_size = sizeof op->desc,
+      /* The seed's gpu_contiguous: kernels written from Python index their arrays linearly. */
+      .flags = DLOP_OP_NEEDS_CONTIGUOUS_INPUTS,
+      .name = op->name,
+      .doc = op->doc,
+      .num_inputs = DLOP_VARIADIC,
+      .num_outputs = num_outputs,
+      .cpu_dtypes = cpu ? every_dtype : 0,
+      .cuda_dtypes = cuda ? every_dtype : 0,
+      .make_node = trampoline_make_node,
+      .infer_shape = trampoline_infer_shape,
+      .make_thunk = trampoline_make_thunk,
+      .op_data = op,
+  };
+  op->ops[0] = &op->desc;
+  op->plugin = (dlop_plugin_desc){.struct_size = sizeof op->plugin,
+                                  .abi_version = DLOP_ABI_VERSION,
+                                  .name = op->plugin_name,
+                                  .version = "0",
+                                  .doc = op->doc,
+                                  .ops = op->ops,
+                                  .num_ops = 1};
+  dlop_inprocess_plugin source = {.struct_size = sizeof source, .origin = op->origin,
+                                  .descriptor = &op->plugin};
+  op->callbacks = Py_NewRef(callbacks);
+  int status = dlop_register_plugin(&source, NULL);
+  if (status != DLOP_OK) {
+    Py_DECREF(op->callbacks);
+    free_op(op);
+    return dlop_py_raise(state, status, NULL);
+  }
+  Py_RETURN_NONE; /* op stays allocated: the registry points into it until the process ends */
+}
+
+PyMethodDef dlop_py_py_op_methods[] = {
+    {"register_python_op", py_register_python_op, METH_VARARGS,
+     "register_python_op(name, origin, doc, num_outputs, cpu, cuda, callbacks): an op whose stages "
+     "call callbacks.make_node / infer_shape / make_thunk (dlop/_py_op.py)."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,115 @@
+"""test_gpu_py_op.py — ops written in Python (dlop.Op) on CUDA through make_thunk: a kernel
+compiled once with dlop.SourceModule and launched on dlop's stream, in compiled functions and
+eager calls on dlop and DLPack arrays, float32 and float64, an empty input, the CPU and CUDA
+results equal, and an exception in make_thunk or the launch chained to the caller. Skipped
+without a GPU, a failure under DLOP_REQUIRE_GPU=1."""
+import numpy as np
+import pytest
+
+import dlop
+from grad_w_support import gpu_unusable_reason, skip_or_fail
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gpu():
+    reason = gpu_unusable_reason()
+    skip_or_fail(None if reason is None else f"no GPU usable: {reason}")
+
+
+CTYPES = {"float32": "float", "float64": "double"}
+
+
+class GpuDouble(dlop.Op):
+    __props__ = ()
+    compiles = 0
+    streams = []
+
+    def make_node(self, x):
+        if x.dtype not in CTYPES:
+            raise dlop.DlopTypeError(f"GpuDouble takes float32 or float64, not {x.dtype}")
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] * 2
+
+    def make_thunk(self, node, device):
+        ctype = CTYPES[node.inputs[0].dtype]
+        kernel = dlop.SourceModule(f"""
+__global__ void twice(const {ctype} *x, {ctype} *y, long long n) {{
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * 2;
+}}""", device=device).get_function("twice")
+        type(self).compiles += 1
+
+        def launch(inputs, outputs, stream):
+            type(self).streams.append(stream)
+            n = inputs[0].size
+            if n:
+                kernel(inputs[0], outputs[0], n, block=(256, 1, 1), grid=((n + 255) // 256, 1),
+                       stream=stream)
+        return launch
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_function_on_cuda(dtype):
+    x = dlop.matrix("x", dtype)
+    f = dlop.function([x], GpuDouble()(x) + 1, device="cuda")
+    compiles = GpuDouble.compiles
+    for shape in ((4, 5), (0, 3), (33, 129)):
+        value = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+        got = f(dlop.asarray(value, device="cuda"))
+        assert got.device.startswith("cuda")
+        np.testing.assert_array_equal(got.numpy(), value * 2 + 1)
+    assert GpuDouble.compiles == compiles  # make_thunk ran when f was compiled, not per call
+    assert GpuDouble.streams[-1] == dlop.cuda_stream("cuda")
+
+
+def test_eager_cuda_arrays_and_cpu_parity():
+    value = np.linspace(-3, 3, 1001)
+    on_gpu = GpuDouble()(dlop.asarray(value, device="cuda"))
+    on_cpu = GpuDouble()(value)
+    assert on_gpu.device.startswith("cuda") and on_cpu.device == "cpu"
+    np.testing.assert_array_equal(on_gpu.numpy(), on_cpu.numpy())
+    torch = pytest.importorskip("torch")
+    t = torch.arange(10, dtype=torch.float32, device="cuda")
+    np.testing.assert_array_equal(GpuDouble()(t).numpy(), np.arange(10, dtype=np.float32) * 2)
+
+
+def test_errors_in_make_thunk_and_the_launch_are_chained():
+    class ThunkFails(GpuDouble):
+        def make_thunk(self, node, device):
+            raise KeyError("no kernel for this")
+
+    class LaunchFails(GpuDouble):
+        def make_thunk(self, node, device):
+            def launch(inputs, outputs, stream):
+                raise RuntimeError("launch broke")
+            return launch
+    x = dlop.vector("x", "float32")
+    with pytest.raises(dlop.DlopError) as info:
+        dlop.function([x], ThunkFails()(x), device="cuda")
+    assert isinstance(info.value.__cause__, KeyError)
+    f = dlop.function([x], LaunchFails()(x), device="cuda")
+    with pytest.raises(dlop.DlopError, match="launch broke") as info:
+        f(dlop.asarray(np.ones(3, np.float32), device="cuda"))
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_an_op_without_make_thunk_refuses_cuda():
+    class CpuOnly(dlop.Op):
+        __props__ = ()
+
+        def make_node(self, x):
+            return dlop.Apply(self, [x], [x.type()])
+
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0]
+    x = dlop.vector("x", "float32")
+    with pytest.raises(dlop.DlopError, match="CpuOnly") as info:
+        dlop.function([x], CpuOnly()(x), device="cuda")
+    assert "cuda" in str(info.value).lower()
+    with pytest.raises(dlop.DlopError, match="CpuOnly"):
+        CpuOnly()(dlop.asarray(np.ones(2, np.float32), device="cuda"))

@@ -1,0 +1,294 @@
+"""test_py_op.py — ops written in Python (dlop.Op subclasses) on the CPU: typed graph nodes,
+compiled functions and eager calls through the registry, __props__ equality (one registered op
+per props value), an exception raised in each stage reaching the caller chained, wrong types
+and shapes from the stages, an op without make_thunk refusing CUDA, and calls from threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import dlop
+
+
+class DoubleOp(dlop.Op):
+    __props__ = ()
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] * 2
+
+
+class ScaleOp(dlop.Op):
+    __props__ = ("factor",)
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = (inputs[0] * self.factor).astype(inputs[0].dtype)
+
+
+class SumDiffOp(dlop.Op):
+    """Two inputs of one shape, two outputs: their sum and difference."""
+    __props__ = ()
+
+    def make_node(self, a, b):
+        if a.dtype != b.dtype:
+            raise dlop.DlopTypeError(f"SumDiffOp: inputs are {a.dtype} and {b.dtype}")
+        return dlop.Apply(self, [a, b], [a.type(), a.type()])
+
+    def infer_shape(self, node, input_shapes):
+        if input_shapes[0] != input_shapes[1]:
+            raise dlop.ShapeError(f"SumDiffOp: shapes {input_shapes[0]} and {input_shapes[1]}")
+        return [input_shapes[0], input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        a, b = inputs
+        output_storage[0][0] = a + b
+        output_storage[1][0] = a - b
+
+
+def test_graph_node_types_and_compiled_function():
+    x = dlop.matrix("x", "float32")
+    y = DoubleOp()(x)
+    assert (y.dtype, y.shape) == ("float32", (None, None))
+    f = dlop.function([x], y)
+    value = np.arange(20, dtype=np.float32).reshape(4, 5)
+    np.testing.assert_array_equal(f(value).numpy(), value * 2)
+    # A second call with another shape: infer_shape runs on the concrete shapes.
+    np.testing.assert_array_equal(f(np.ones((2, 3), np.float32)).numpy(), np.full((2, 3), 2.0))
+    assert "DoubleOp" in f.explain()
+
+
+def test_composes_with_plugin_ops_in_a_graph():
+    x = dlop.vector("x", "float64")
+    f = dlop.function([x], dlop.exp(DoubleOp()(x)) + 1)
+    value = np.linspace(-1, 1, 9)
+    np.testing.assert_allclose(f(value).numpy(), np.exp(value * 2) + 1, rtol=1e-15)
+
+
+def test_eager_calls_on_numpy_and_dlop_arrays():
+    value = np.arange(6, dtype=np.int32).reshape(2, 3)
+    np.testing.assert_array_equal(DoubleOp()(value).numpy(), value * 2)
+    np.testing.assert_array_equal(DoubleOp()(dlop.asarray(value)).numpy(), value * 2)
+    strided = np.arange(12.0)[::-3]
+    np.testing.assert_array_equal(DoubleOp()(strided).numpy(), strided * 2)
+
+
+def test_in_the_registry_like_plugin_ops():
+    DoubleOp()(np.zeros(1))
+    registered = [op for op in dlop.ops if op.plugin.startswith("python_DoubleOp")]
+    assert len(registered) == 1
+    plugin = [p for p in dlop.plugins() if p.name == registered[0].plugin][0]
+    assert plugin.path.startswith("in-process: dlop.Op ") and "DoubleOp" in plugin.path
+
+
+def test_two_inputs_two_outputs():
+    a, b = np.arange(4.0), np.full(4, 0.5)
+    total, diff = SumDiffOp()(a, b)
+    np.testing.assert_array_equal(total.numpy(), a + b)
+    np.testing.assert_array_equal(diff.numpy(), a - b)
+    va, vb = dlop.vector("a", "float64"), dlop.vector("b", "float64")
+    f = dlop.function([va, vb], list(SumDiffOp()(va, vb)))
+    got = f(a, b)
+    np.testing.assert_array_equal(got[1].numpy(), a - b)
+
+
+def test_props_equality_hashing_and_one_op_per_value():
+    assert ScaleOp(2) == ScaleOp(2) and hash(ScaleOp(2)) == hash(ScaleOp(2))
+    assert ScaleOp(2) != ScaleOp(3) and DoubleOp() == DoubleOp()
+    assert ScaleOp(2) != DoubleOp()
+    value = np.arange(5, dtype=np.float64)
+    x = dlop.vector("x", "float64")
+    first, again, other = ScaleOp(2)(x), ScaleOp(2)(x), ScaleOp(3)(x)
+    assert first.owner.op is again.owner.op            # equal props: one registered op
+    assert first.owner.op is not other.owner.op
+    assert first.owner.op.name != other.owner.op.name
+    f = dlop.function([x], [first, other])
+    two, three = f(value)
+    np.testing.assert_array_equal(two.numpy(), value * 2)
+    np.testing.assert_array_equal(three.numpy(), value * 3)
+    assert repr(ScaleOp(2)) == "ScaleOp{factor=2}"
+
+
+def test_bad_props_are_refused():
+    with pytest.raises(dlop.DlopTypeError, match="__props__ must be a tuple"):
+        class Bad(dlop.Op):
+            __props__ = "factor"
+
+    class Unhashable(ScaleOp):
+        pass
+    with pytest.raises(dlop.DlopTypeError, match="not all hashable"):
+        Unhashable([1, 2])(np.zeros(2))
+
+
+def test_an_op_that_cannot_run_anywhere_or_has_no_type_rule():
+    class NoKernel(dlop.Op):
+        def make_node(self, x):
+            return dlop.Apply(self, [x], [x.type()])
+    with pytest.raises(dlop.DlopTypeError, match="neither perform .* nor make_thunk"):
+        NoKernel()(np.zeros(2))
+
+    class NoTypeRule(dlop.Op):
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0]
+    with pytest.raises(dlop.DlopTypeError, match="no make_node"):
+        NoTypeRule()(np.zeros(2))
+
+
+class Failing(dlop.Op):
+    """Raises error in the stage named by where, only for some inputs, so that the op registers
+    and runs once first: make_node on float32, infer_shape and perform on 3 elements or more."""
+    __props__ = ("where", "error")
+
+    def __init__(self, where, error):
+        self.where, self.error = where, error
+
+    def make_node(self, x):
+        if self.where == "make_node" and x.dtype == "float32":
+            raise self.error
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        if self.where == "infer_shape" and (input_shapes[0][0] or 0) >= 3:
+            raise self.error
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        if self.where == "perform" and inputs[0].size >= 3:
+            raise self.error
+        output_storage[0][0] = inputs[0]
+
+
+class UserError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["make_node", "infer_shape", "perform"])
+def test_an_exception_in_each_stage_reaches_the_caller_chained(where):
+    error = UserError(f"broken {where}")
+    op = Failing(where, error)
+    np.testing.assert_array_equal(op(np.ones(1)).numpy(), np.ones(1))  # registers, runs
+    bad = np.zeros(4, np.float32 if where == "make_node" else np.float64)
+    with pytest.raises(dlop.DlopError) as info:
+        op(bad)
+    assert info.value.__cause__ is error
+    assert f"raised UserError: broken {where}" in str(info.value)
+    assert "Failing" in str(info.value)
+    # In a graph and a compiled function too (sizes are known only when it runs).
+    if where == "make_node":
+        with pytest.raises(dlop.DlopError) as info:
+            op(dlop.vector("v", "float32"))
+    else:
+        x = dlop.vector("x", "float64")
+        f = dlop.function([x], op(x))
+        np.testing.assert_array_equal(f(np.ones(2)).numpy(), np.ones(2))
+        with pytest.raises(dlop.DlopError) as info:
+            f(np.ones(6))
+    assert info.value.__cause__ is error
+
+
+def test_builtin_exceptions_keep_their_kind():
+    with pytest.raises(ValueError) as info:
+        Failing("infer_shape", ValueError("bad size"))(np.zeros(3))
+    assert isinstance(info.value, dlop.DlopError) and type(info.value.__cause__) is ValueError
+    with pytest.raises(TypeError) as info:
+        Failing("make_node", TypeError("bad dtype"))(np.zeros(3, np.float32))
+    assert isinstance(info.value, dlop.DlopTypeError)
+
+
+def test_wrong_types_and_shapes_from_the_stages():
+    class Float64Only(DoubleOp):
+        def make_node(self, x):
+            if x.dtype != "float64":
+                raise dlop.DlopTypeError(f"Float64Only takes float64, not {x.dtype}")
+            return dlop.Apply(self, [x], [x.type()])
+    with pytest.raises(dlop.DlopTypeError, match="takes float64, not int32"):
+        Float64Only()(np.zeros(2, np.int32))
+    with pytest.raises(dlop.DlopTypeError):
+        DoubleOp()(np.zeros(2), np.zeros(2))  # make_node(self, x) called with two inputs
+    with pytest.raises(dlop.ShapeError, match="shapes"):
+        SumDiffOp()(np.zeros(2), np.zeros(3))
+
+    class WrongShape(DoubleOp):
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0][:1]
+
+    class WrongDtype(DoubleOp):
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0].astype(np.float32)
+
+    class Unset(DoubleOp):
+        def perform(self, node, inputs, output_storage):
+            pass
+
+    class NotANode(DoubleOp):
+        def make_node(self, x):
+            return [x.type()]
+
+    class ShapeRank(DoubleOp):
+        def infer_shape(self, node, input_shapes):
+            return [(1, 2, 3)]
+    with pytest.raises(dlop.ShapeError, match="output 0 has shape \\(1,\\)"):
+        WrongShape()(np.zeros(4))
+    with pytest.raises(dlop.DlopTypeError, match="output 0 is float32"):
+        WrongDtype()(np.zeros(4))
+    with pytest.raises(dlop.InvalidArgumentError, match="left output_storage\\[0\\]\\[0\\] None"):
+        Unset()(np.zeros(4))
+    with pytest.raises(dlop.DlopTypeError, match="expected dlop.Apply"):
+        NotANode()(np.zeros(4))
+    with pytest.raises(dlop.ShapeError, match="3 dimension"):
+        ShapeRank()(np.zeros(4))
+
+
+def test_perform_sees_read_only_inputs():
+    class Writes(DoubleOp):
+        def perform(self, node, inputs, output_storage):
+            inputs[0][0] = 7
+            output_storage[0][0] = inputs[0]
+    value = np.zeros(3)
+    with pytest.raises(dlop.DlopError) as info:
+        Writes()(value)
+    assert isinstance(info.value.__cause__, ValueError)  # NumPy: assignment destination is read-only
+    assert value[0] == 0
+
+
+def test_an_op_without_make_thunk_refuses_cuda():
+    # It declares no CUDA dtypes, so the registry refuses it on CUDA (without a GPU the device
+    # check refuses first; test_gpu_py_op.py checks the op's own refusal on a GPU).
+    x = dlop.vector("x", "float64")
+    with pytest.raises(dlop.DlopError, match="(?i)cuda|driver"):
+        dlop.function([x], DoubleOp()(x), device="cuda")
+    registered = [op for op in dlop.ops if op.plugin.startswith("python_DoubleOp")][0]
+    assert registered.dtypes["cpu"] and not registered.dtypes.get("cuda")
+
+
+def test_calls_from_threads():
+    x = dlop.vector("x", "float64")
+    f = dlop.function([x], DoubleOp()(x))
+    errors, results = [], {}
+
+    def work(k):
+        try:
+            for _ in range(20):
+                value = np.full(k + 1, float(k))
+                results[k] = (f(value).numpy(), DoubleOp()(value).numpy(), value)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for got, eager, value in results.values():
+        np.testing.assert_array_equal(got, value * 2)
+        np.testing.assert_array_equal(eager, value * 2)

@@ -12,6 +12,10 @@ from ._ops import Op, ops
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
+# Every op this process defined, by name: what dlop.check and dlop.export_plugin need to define
+# it again elsewhere (in dlop-check's process, in a plugin's sources).
+definitions: dict = {}
+
 
 def _names(value: Any, what: str) -> tuple:
     """'x', 'x, y', 'x y' or a sequence of str, as a tuple of names."""
@@ -83,7 +87,10 @@ def elementwise(name: str, body: str, inputs: Any = "x", outputs: Any = "y",
         params = {}
     if not isinstance(params, dict):
         raise _errors.type_error(f"elementwise: params must be a dict of name: default, got {params!r}")
-    _C.define_elementwise(name, body, _names(inputs, "inputs"), _names(outputs, "outputs"),
-                          dtype_names, tuple(_param(k, v) for k, v in params.items()), doc)
+    inputs, outputs = _names(inputs, "inputs"), _names(outputs, "outputs")
+    declared = tuple(_param(k, v) for k, v in params.items())
+    _C.define_elementwise(name, body, inputs, outputs, dtype_names, declared, doc)
+    definitions[name] = {"name": name, "body": body, "inputs": inputs, "outputs": outputs,
+                         "dtypes": dtype_names, "params": declared, "doc": doc}
     ops._refresh()
     return ops._ops[name]

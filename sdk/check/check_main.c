@@ -10,6 +10,7 @@
 
 #include <dlop/kit/kernel_error.h>
 
+#include "check_elementwise.h"
 #include "check_suite.h"
 #include "plugin_probe.h"
 
@@ -40,7 +41,10 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: dlop check PLUGIN.so [--device cpu|cuda|all] [--op NAME] [--dtype D] [--seed N]\n"
           "                  [--param NAME=VALUE]... [--isolation check|op]\n"
+          "       dlop check --elementwise DEFINITION [options as above]\n"
           "  Certifies a plugin file against the dlop ABI contract (docs/compliance.md).\n"
+          "  --elementwise  instead of a file, define an op from source in this process (what\n"
+          "            dlop.check writes for a dlop.elementwise op) and certify its plugin\n"
           "  --device  devices to check (default all: CUDA checks are skipped with a note when\n"
           "            no GPU is usable; --device cuda then exits 77, or 1 with DLOP_REQUIRE_GPU=1)\n"
           "  --op      check only this op\n"
@@ -106,6 +110,9 @@ static int parse_options(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(arg, "--elementwise") == 0) {
+      check_opts.elementwise_path = value;
+      i++;
     } else if (strcmp(arg, "--op") == 0) {
       check_opts.op_filter = value;
       i++;
@@ -161,7 +168,12 @@ static int parse_options(int argc, char **argv) {
       return 2;
     }
   }
-  if (check_opts.plugin_path == NULL) {
+  if (check_opts.plugin_path != NULL && check_opts.elementwise_path != NULL) {
+    fprintf(stderr, "dlop check: error: a plugin file or --elementwise, not both (got '%s' and "
+            "--elementwise '%s')\n", check_opts.plugin_path, check_opts.elementwise_path);
+    return 2;
+  }
+  if (check_opts.plugin_path == NULL && check_opts.elementwise_path == NULL) {
     fprintf(stderr, "dlop check: error: which plugin file? (got none)\n");
     usage(stderr);
     return 2;
@@ -292,8 +304,19 @@ int main(int argc, char **argv) {
   if (status != 0) return status;
   find_probe_program();
 
-  /* Only this file: DLOP_PLUGIN_PATH and the bundled plugins are not loaded. */
-  if (dlop_load_plugin(check_opts.plugin_path, &check_plugin) != DLOP_OK) {
+  if (check_opts.elementwise_path != NULL) {
+    /* The op is defined here, in this process, before any check process is forked: each
+     * inherits the registered in-process plugin. A definition that fails is a usage error. */
+    char error[4096];
+    if (check_define_elementwise(check_opts.elementwise_path, &check_plugin, error,
+                                 sizeof error) != DLOP_OK) {
+      fprintf(stderr, "dlop check: error: --elementwise %s: %s\n", check_opts.elementwise_path,
+              error);
+      return 2;
+    }
+    check_opts.plugin_path = dlop_plugin_path(check_plugin);
+  } else if (dlop_load_plugin(check_opts.plugin_path, &check_plugin) != DLOP_OK) {
+    /* Only this file: DLOP_PLUGIN_PATH and the bundled plugins are not loaded. */
     snprintf(check_load_error, sizeof check_load_error, "%s", dlop_last_error());
     check_plugin = NULL;
   }

@@ -17,7 +17,10 @@
 #define CHECK_MAX_PARAMS 64  /* parameters of one op (check_default_params' storage) */
 
 typedef struct check_options {
-  const char *plugin_path;
+  const char *plugin_path; /* the file, or an in-process plugin's "in-process: ORIGIN" */
+  /* --elementwise FILE: the op is defined from source in this process (check_elementwise.c),
+   * and the checks of a plugin file (its exports, its entry point) do not apply */
+  const char *elementwise_path;
   int want_cpu, want_cuda;
   const char *op_filter; /* NULL: every op */
   int dtype_filter;      /* a dlop_dtype, or -1 for every declared one */

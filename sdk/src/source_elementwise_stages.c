@@ -10,6 +10,7 @@
 
 #include <dlop/kit/broadcast.h>
 #include <dlop/kit/kernel_error.h>
+#include <dlop/kit/tensor_check.h>
 
 #include "cuda_driver.h"
 #include "fusion_alone.h"
@@ -118,14 +119,36 @@ static int scalar_body(dlop_scalar_body_args *args) {
   return DLOP_OK;
 }
 
-/* The thunk: the generated kernel's, and the compiled group it belongs to. */
+/* The thunk: the generated kernel's, the compiled group it belongs to, and the node's types,
+ * which every run's tensors are checked against (the generated kernel trusts its caller, the
+ * runtime; this thunk is an op's, which any host may run). */
+#define SOURCE_MAX_OPERANDS 16 /* inputs and outputs together (dlop/source_ops.h) */
 typedef struct source_thunk {
   dlop_thunk kernel;
   dlop__fusion_alone *alone;
+  const char *name;
+  dlop_device device;
+  int32_t num_inputs, num_outputs;
+  dlop_type inputs[SOURCE_MAX_OPERANDS], outputs[SOURCE_MAX_OPERANDS];
 } source_thunk;
 
 static int source_thunk_run(void *state, const dlop_run_args *args) {
   const source_thunk *thunk = state;
+  if (args->num_inputs != thunk->num_inputs || args->num_outputs != thunk->num_outputs) {
+    dlop__format(args->error, args->error_size, "%s: run with %d inputs and %d outputs, "
+                 "expected %d and %d", thunk->name, (int)args->num_inputs,
+                 (int)args->num_outputs, (int)thunk->num_inputs, (int)thunk->num_outputs);
+    return DLOP_INVALID_ARGUMENT;
+  }
+  int status = dlop_check_tensors(thunk->name, "input", args->inputs, thunk->num_inputs,
+                                  thunk->inputs, thunk->device, args->error, args->error_size);
+  if (status == DLOP_OK)
+    status = dlop_check_tensors(thunk->name, "output", args->outputs, thunk->num_outputs,
+                                thunk->outputs, thunk->device, args->error, args->error_size);
+  for (int32_t o = 0; o < thunk->num_outputs && status == DLOP_OK; o++)
+    status = dlop_check_broadcast_output(thunk->name, args->inputs, args->num_inputs,
+                                         &args->outputs[o], args->error, args->error_size);
+  if (status != DLOP_OK) return status;
   return thunk->kernel.run(thunk->kernel.state, args);
 }
 
@@ -180,6 +203,12 @@ static int make_thunk(const dlop_thunk_args *args) {
     return status;
   }
   free(log);
+  thunk->name = source->name;
+  thunk->device = args->device;
+  thunk->num_inputs = args->num_inputs;
+  thunk->num_outputs = args->num_outputs;
+  memcpy(thunk->inputs, args->inputs, sizeof(dlop_type) * (size_t)thunk->num_inputs);
+  memcpy(thunk->outputs, args->outputs, sizeof(dlop_type) * (size_t)thunk->num_outputs);
   args->thunk->state = thunk;
   args->thunk->run = source_thunk_run;
   args->thunk->destroy = source_thunk_destroy;

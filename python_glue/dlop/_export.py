@@ -43,13 +43,14 @@ def _definition(op: Any) -> dict:
     if isinstance(op, str):
         name = op
     elif isinstance(op, Op):
-        name = op.name
         if type(op) is not Op:
             raise _errors.make(
                 _C.UnsupportedError, "UNSUPPORTED",
-                f"dlop.export_plugin: op {name} is a dlop.Op written in Python "
+                f"dlop.export_plugin: op {getattr(op, 'name', type(op).__name__)} is a dlop.Op "
+                "written in Python "
                 f"({type(op).__name__}): its make_node, perform and make_thunk are Python "
                 "callbacks that a C plugin cannot run; only dlop.elementwise ops are exported")
+        name = op.name
     else:
         raise _errors.type_error(
             f"dlop.export_plugin: ops must be dlop.elementwise ops or their names, got {op!r}")

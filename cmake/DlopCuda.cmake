@@ -13,6 +13,8 @@ endif()
 #   Compiles SOURCE (.cu) to a fatbin and links it into TARGET as a hidden, 16-byte-aligned
 #   byte array named SYMBOL (declare it `extern const unsigned char SYMBOL[];`).
 #   Defines DLOP_HAVE_CUDA_KERNELS=1 on TARGET when CUDA is enabled, 0 otherwise.
+#   DLOP_NVCC_FLAGS (a list, empty by default) adds nvcc options, as set where this is called:
+#   plugins exported by dlop.export_plugin set --fmad=false to round as dlop's NVRTC kernels do.
 function(dlop_embed_fatbin target source symbol)
   if(NOT DLOP_WITH_CUDA)
     target_compile_definitions(${target} PRIVATE DLOP_HAVE_CUDA_KERNELS=0)
@@ -37,7 +39,7 @@ function(dlop_embed_fatbin target source symbol)
   endforeach()
   add_custom_command(
     OUTPUT "${fatbin}"
-    COMMAND ${DLOP_NVCC} -fatbin -O3 -std=c++17 ${gencode} ${include_flags} -o "${fatbin}" "${src}"
+    COMMAND ${DLOP_NVCC} -fatbin -O3 -std=c++17 ${DLOP_NVCC_FLAGS} ${gencode} ${include_flags} -o "${fatbin}" "${src}"
     DEPENDS "${src}"
     IMPLICIT_DEPENDS CXX "${src}"
     COMMENT "nvcc: ${source} -> ${symbol}.fatbin"

@@ -46,6 +46,7 @@ from ._errors import ScalarOverflowError
 from ._py_op import Apply  # what a dlop.Op subclass's make_node returns (source-ops.md)
 from ._source import elementwise  # ops defined from a scalar body at run time (source-ops.md)
 from ._check import CheckFailed, CheckReport, check  # the compliance suite on such ops
+from ._export import export_plugin  # such ops as a plugin project (source-ops.md)
 from ._source_module import CompileError, SourceModule  # raw CUDA kernels (source-ops.md)
 from ._serialize import dumps, load, loads, save  # graphs and functions as text (serialization.md)
 from . import testing  # dlop.testing.check_values: an op's values against a NumPy reference
@@ -53,7 +54,7 @@ from . import testing  # dlop.testing.check_values: an op's values against a Num
 __all__ = [
     "Apply", "Array", "CheckFailed", "CheckReport", "CompileError", "Function", "Op", "Param",
     "Plugin", "SourceModule", "TensorType", "Variable",
-    "asarray", "check", "dumps", "elementwise", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
+    "asarray", "check", "dumps", "elementwise", "export_plugin", "function", "info", "load", "loads", "save", "load_errors", "load_plugin", "matrix", "ops", "plugin_probe",
     "plugins", "set_plugin_probe",
     "scalar", "synchronize", "tensor", "vector", "version", "cuda_device_count", "cuda_stream", "jit_stats",
     "DlopError", "DlopTypeError", "ShapeError", "InvalidArgumentError", "NotFoundError",

@@ -7,7 +7,7 @@
 # 77 skipped (with the reason printed).
 set -euo pipefail
 
-step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|host|check|python|oneinstall}
+step=${1:?usage: kit_steps.sh install|template|load|pkgconfig|host|check|python|oneinstall|export}
 source_dir=${DLOP_KIT_SOURCE_DIR:?}
 build_dir=${DLOP_KIT_BUILD_DIR:?}
 work=${DLOP_KIT_WORK_DIR:?}
@@ -195,6 +195,49 @@ $listing"
   grep -qF "the dlop package in $lone/dlop runs the libdlop of its own installation" <<<"$out" ||
     fail "import dlop without a libdlop beside it did not say why: $out"
   echo "kit oneinstall: ok ($sdk: one libdlop, $libdlop; one bundled plugin directory, $bundled)"
+}
+
+# dlop.export_plugin end to end (docs/source-ops.md, "From prototype to a plugin"): two ops
+# defined in Python and run there, exported, the project built against the installed SDK with
+# find_package(dlop) and no Python, `dlop check` on the .so, and in a fresh process the plugin's
+# results against the Python definition's, bit for bit (tests/kit/kit_export.py).
+step_export() {
+  local python=${DLOP_KIT_PYTHON:-}
+  [[ -n "$python" && -x "$python" ]] || skip "no Python front end in this build (${python:-no interpreter})"
+  [[ -d "$prefix" ]] || fail "no installed SDK at $prefix (the kit.install test sets it up)"
+  local export_work=$work/export so
+  rm -rf "$export_work" && mkdir -p "$export_work"
+  PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" run "$python" \
+    "$source_dir/tests/kit/kit_export.py" define "$export_work" || fail "defining and exporting the ops failed"
+  # The project builds with no Python on PATH or PYTHONPATH: only CMake, the compilers and the SDK.
+  run env -u PYTHONPATH "$cmake" -S "$export_work/project" -B "$export_work/build" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DDLOP_WITH_CUDA="${DLOP_KIT_WITH_CUDA:-ON}" -DDLOP_CUDA_ARCHS="${DLOP_KIT_CUDA_ARCHS:-80;90}" ||
+    fail "configuring the exported project against $prefix failed"
+  run env -u PYTHONPATH "$cmake" --build "$export_work/build" -j2 || fail "building the exported project failed"
+  so=$export_work/build/libkitexport.so
+  [[ -f "$so" ]] || fail "the exported project built no $so"
+  if [[ "${DLOP_KIT_WITH_CUDA:-ON}" == ON ]]; then
+    local cu
+    for cu in kx_scale_shift kx_sum_prod; do
+      [[ -s "$export_work/build/kitexport_${cu}_cuda_fatbin.fatbin" ]] ||
+        fail "nvcc built no fatbin for src/${cu}_cuda.cu"
+    done
+  fi
+  if command -v nm >/dev/null; then
+    local exported
+    exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sort | tr '\n' ' ')
+    [[ "$exported" == "dlop_plugin_init " ]] || fail "libkitexport.so exports '$exported', expected only dlop_plugin_init"
+  fi
+  if [[ -n "${DLOP_KIT_CHECK_COMMAND:-}" ]]; then
+    run "$prefix/bin/dlop" check "$so" || fail "dlop check $so failed"
+  else
+    echo "kit export: dlop check not run (this build has no dlop-check)"
+  fi
+  PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" run "$python" \
+    "$source_dir/tests/kit/kit_export.py" compare "$export_work" "$so" ||
+    fail "the exported plugin does not compute what the Python definitions computed"
+  echo "kit export: ok ($so)"
 }
 
 "step_$step"

@@ -299,7 +299,9 @@ EW_FLOAT_DTYPES(EW_DOUBLE_OF)
 /* Float to integer: toward zero; NaN gives 0; beyond the range, the nearest end. below and
  * above are the first values outside the range (exact doubles: -129 and 128 for int8; for
  * int64 -2^63 itself counts as below, harmless since it converts to INT64_MIN anyway). Only
- * int64 takes this path. */
+ * int64 takes this path (no x86 vector converts to int64 without AVX-512DQ, so it is scalar
+ * code: well-predicted branches beat selects here; the CPU kernels check a block at a time
+ * instead, elemwise_cpu_cast.c). */
 EW_FN int64_t ew_saturate(double d, double below, double above, int64_t min, int64_t max) {
   if (d != d) return 0;
   if (d >= above) return max;

@@ -366,23 +366,25 @@ START_TEST(test_cast_rounding_edges) {
 END_TEST
 
 /* float32 and float64 to every integer dtype and bool at and next to the targets' ends
- * (dlop_test_int_cast_ends, among random in-range values): bit for bit, contiguous, aligned
- * and misaligned (CUDA's vector and element paths; the CPU's vector loops and int64 blocks). */
+ * (dlop_test_int_cast_ends, one in each block of 256 random in-range values): bit for bit,
+ * contiguous, aligned and misaligned (CUDA's vector and element paths; the CPU's vector loops
+ * and int64 blocks). */
 START_TEST(test_cast_float_to_int_at_the_ends) {
   static const dlop_dtype sources[] = {DLOP_FLOAT32, DLOP_FLOAT64};
   static const dlop_dtype targets[] = {DLOP_BOOL, DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
   double ends[256];
-  enum { N = 256 + 3 * 256 + 5 };
+  enum { N = 256 * 257 };
   unsigned char *data = malloc((N + 1) * 8), *cpu = malloc(N * 8), *cuda = malloc(N * 8);
   ck_assert(data && cpu && cuda);
   for (int s = 0; s < 2; s++)
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
       for (int64_t offset = 0; offset <= 1; offset++) {
-        const int64_t n_ends = dlop_test_int_cast_ends(ends, sources[s]), n = 256 + 3 * n_ends + 5;
+        const int64_t n_ends = dlop_test_int_cast_ends(ends, sources[s]), n = 256 * (n_ends + 1);
         const dlop_dtype to = targets[t];
         const size_t size = dlop_dtype_size(to);
         dlop_test_fill_random(data, sources[s], n + offset, 3u * (uint64_t)s + t, -1000, 1000);
-        for (int64_t i = 0; i < n_ends; i++) dlop_test_set(data, sources[s], offset + 256 + 3 * i, ends[i]);
+        for (int64_t i = 0; i < n_ends; i++)
+          dlop_test_set(data, sources[s], offset + 256 * (i + 1) + i * 37 % 256, ends[i]);
         unary_on(CPU, "cast", sources[s], data, n, offset, dlop_dtype_name(to), cpu, (size_t)n * size);
         unary_on(CUDA, "cast", sources[s], data, n, offset, dlop_dtype_name(to), cuda, (size_t)n * size);
         for (int64_t i = 0; i < n; i++)

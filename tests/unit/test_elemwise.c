@@ -577,8 +577,8 @@ END_TEST
 
 /* float32 and float64 to every integer dtype and bool next to the target's ends, against
  * ref_cast: contiguous (the vector loops; for int64 also the blocks of 256 the CPU kernel
- * checks at once: the first block holds only in-range values, the later ones the ends among
- * them) and strided. */
+ * checks at once: the first block holds only in-range values, each later one a single end
+ * value, at a different place in each) and strided. */
 START_TEST(test_cast_float_to_int_at_the_ends) {
   static const dlop_dtype sources[] = {DLOP_FLOAT32, DLOP_FLOAT64};
   static const dlop_dtype targets[] = {DLOP_BOOL, DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
@@ -588,12 +588,13 @@ START_TEST(test_cast_float_to_int_at_the_ends) {
       for (int64_t stride = 1; stride <= 2; stride++) {
         const dlop_dtype from = sources[f], to = targets[t];
         const int64_t n_ends = dlop_test_int_cast_ends(ends, from);
-        int64_t shape[1] = {256 + 3 * n_ends + 5}, strides[1] = {stride};
+        int64_t shape[1] = {256 * (n_ends + 1)}, strides[1] = {stride};
         tt in, out;
         char what[96];
         tt_init(&in, from, 1, shape, strides);
         fill(&in, 7u * f + t, -1000, 1000, 0);
-        for (int64_t i = 0; i < n_ends; i++) dlop_test_set(tt_base(&in), from, (256 + 3 * i) * stride, ends[i]);
+        for (int64_t i = 0; i < n_ends; i++)
+          dlop_test_set(tt_base(&in), from, (256 * (i + 1) + i * 37 % 256) * stride, ends[i]);
         tt_init(&out, to, 1, shape, NULL);
         memset(out.allocation, 0xA5, (size_t)out.span * dlop_dtype_size(to));
         void *expected = calloc((size_t)shape[0], dlop_dtype_size(to));

@@ -348,6 +348,7 @@ def all_cases() -> list[Case]:
     cases[-2].dtypes = ("float16", "bfloat16", "float32")
     cases[-1].dtypes = ("float64",)
     cases.append(cast_case("int32"))
+    cases.append(cast_case("int64"))
     cases.append(cast_case("float16"))
     for op in ("sum", "mean", "max", "min"):
         for label, axes in [("all axes", ()), ("last axis", (2,)), ("first axis", (0,)),

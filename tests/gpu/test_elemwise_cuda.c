@@ -1,9 +1,9 @@
 /* test_elemwise_cuda.c — the elemwise plugin on CUDA against its CPU results (the CPU kernels
  * are checked against plain C references in tests/unit/test_elemwise.c): every op on random
  * inputs with NaN/inf/signed-zero specials, several dtypes each (every dtype for comparisons,
- * where and the 10x10 cast table, which must agree bit for bit, and casts to 16-bit floats next
- * to their rounding boundaries; sqrt, log, tanh and sigmoid of every float16 and bfloat16
- * value), contiguous (vector kernels of
+ * where and the 10x10 cast table, which must agree bit for bit, casts to 16-bit floats next
+ * to their rounding boundaries and from floats to integers at their saturation ends; sqrt,
+ * log, tanh and sigmoid of every float16 and bfloat16 value), contiguous (vector kernels of
  * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
@@ -365,6 +365,41 @@ START_TEST(test_cast_rounding_edges) {
 }
 END_TEST
 
+/* float32 and float64 to every integer dtype and bool at and next to the targets' ends
+ * (dlop_test_int_cast_ends, one in each block of 256 random in-range values): bit for bit,
+ * contiguous, aligned and misaligned (CUDA's vector and element paths; the CPU's vector loops
+ * and int64 blocks). */
+START_TEST(test_cast_float_to_int_at_the_ends) {
+  static const dlop_dtype sources[] = {DLOP_FLOAT32, DLOP_FLOAT64};
+  static const dlop_dtype targets[] = {DLOP_BOOL, DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
+  double ends[256];
+  enum { N = 256 * 257 };
+  unsigned char *data = malloc((N + 1) * 8), *cpu = malloc(N * 8), *cuda = malloc(N * 8);
+  ck_assert(data && cpu && cuda);
+  for (int s = 0; s < 2; s++)
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+      for (int64_t offset = 0; offset <= 1; offset++) {
+        const int64_t n_ends = dlop_test_int_cast_ends(ends, sources[s]), n = 256 * (n_ends + 1);
+        const dlop_dtype to = targets[t];
+        const size_t size = dlop_dtype_size(to);
+        dlop_test_fill_random(data, sources[s], n + offset, 3u * (uint64_t)s + t, -1000, 1000);
+        for (int64_t i = 0; i < n_ends; i++)
+          dlop_test_set(data, sources[s], offset + 256 * (i + 1) + i * 37 % 256, ends[i]);
+        unary_on(CPU, "cast", sources[s], data, n, offset, dlop_dtype_name(to), cpu, (size_t)n * size);
+        unary_on(CUDA, "cast", sources[s], data, n, offset, dlop_dtype_name(to), cuda, (size_t)n * size);
+        for (int64_t i = 0; i < n; i++)
+          ck_assert_msg(memcmp(cpu + (size_t)i * size, cuda + (size_t)i * size, size) == 0,
+                        "cast %s -> %s of %.17g (offset %lld): CPU %.17g, CUDA %.17g",
+                        dlop_dtype_name(sources[s]), dlop_dtype_name(to),
+                        dlop_test_get(data, sources[s], offset + i), (long long)offset,
+                        dlop_test_get(cpu, to, i), dlop_test_get(cuda, to, i));
+      }
+  free(data);
+  free(cpu);
+  free(cuda);
+}
+END_TEST
+
 /* ---- 16-bit unary math on every value ----------------------------------------------------- */
 
 /* The distance between two 16-bit floats of one sign in units in the last place (their bits
@@ -431,6 +466,7 @@ int main(void) {
                       test_comparisons_and_where,
                       test_cast_table,
                       test_cast_rounding_edges,
+                      test_cast_float_to_int_at_the_ends,
                       test_unary_every_16_bit_value,
                       NULL);
   return dlop_test_run_suite(suite);

@@ -3,6 +3,7 @@
 #include "test_support.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -232,6 +233,30 @@ uint16_t dlop_test_float_to_bfloat16(float f) {
   if (isnan(f)) return (uint16_t)((bits >> 16) | 0x40u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return (uint16_t)(bits >> 16);
+}
+
+int64_t dlop_test_int_cast_ends(double *v, dlop_dtype from) {
+  static const double ends[] = {-128.0, 127.0, -32768.0, 32767.0, 0.0, 255.0, -2147483648.0,
+                                2147483647.0, -0x1p63, 0x1p63};
+  static const double offsets[] = {0.0, 0.5, -0.5, 0.9, -0.9};
+  const int f32 = from == DLOP_FLOAT32;
+  const double big = f32 ? FLT_MAX : DBL_MAX;
+  int64_t n = 0;
+  for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++)
+    for (int step = -1; step <= 1; step++)
+      for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+        double x = ends[e] + step + offsets[o];
+        if (f32) x = (float)x;
+        v[n++] = x;
+        if (o == 0) {
+          v[n++] = f32 ? nextafterf((float)x, INFINITY) : nextafter(x, INFINITY);
+          v[n++] = f32 ? nextafterf((float)x, -INFINITY) : nextafter(x, -INFINITY);
+        }
+      }
+  const double specials[] = {2147483647.5, -2147483648.9, NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, big, -big};
+  for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++)
+    v[n++] = f32 ? (double)(float)specials[k] : specials[k];
+  return n;
 }
 
 double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i) {

@@ -57,6 +57,12 @@ void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t see
  * test data may take (the dtype's whole range, int64's within +-9e18) and returns 1; 0 for the
  * others (bool and the float dtypes), which it leaves alone. */
 int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high);
+/* Values of a float dtype (float32 or float64) at and next to the ends of every integer
+ * target: each end, one below and above it, and for each of those the neighbouring floats and
+ * the values 0.5 and 0.9 away (rounded to the source dtype: near 2^31 in float32 several are
+ * the same float); 2147483647.5 and -2147483648.9; NaN, the infinities, zeros, the largest
+ * finite values. Returns the count (at most 256). */
+int64_t dlop_test_int_cast_ends(double *v, dlop_dtype from);
 /* Element i of data as a double, and back (rounding to nearest even for float16/bfloat16). */
 double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i);
 void dlop_test_set(void *data, dlop_dtype dtype, int64_t i, double value);

@@ -575,11 +575,45 @@ START_TEST(test_cast_table) {
 }
 END_TEST
 
+/* float32 and float64 to every integer dtype and bool next to the target's ends, against
+ * ref_cast: contiguous (the vector loops; for int64 also the blocks of 256 the CPU kernel
+ * checks at once: the first block holds only in-range values, each later one a single end
+ * value, at a different place in each) and strided. */
+START_TEST(test_cast_float_to_int_at_the_ends) {
+  static const dlop_dtype sources[] = {DLOP_FLOAT32, DLOP_FLOAT64};
+  static const dlop_dtype targets[] = {DLOP_BOOL, DLOP_INT8, DLOP_INT16, DLOP_INT32, DLOP_INT64, DLOP_UINT8};
+  double ends[256];
+  for (size_t f = 0; f < 2; f++)
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++)
+      for (int64_t stride = 1; stride <= 2; stride++) {
+        const dlop_dtype from = sources[f], to = targets[t];
+        const int64_t n_ends = dlop_test_int_cast_ends(ends, from);
+        int64_t shape[1] = {256 * (n_ends + 1)}, strides[1] = {stride};
+        tt in, out;
+        char what[96];
+        tt_init(&in, from, 1, shape, strides);
+        fill(&in, 7u * f + t, -1000, 1000, 0);
+        for (int64_t i = 0; i < n_ends; i++)
+          dlop_test_set(tt_base(&in), from, (256 * (i + 1) + i * 37 % 256) * stride, ends[i]);
+        tt_init(&out, to, 1, shape, NULL);
+        memset(out.allocation, 0xA5, (size_t)out.span * dlop_dtype_size(to));
+        void *expected = calloc((size_t)shape[0], dlop_dtype_size(to));
+        for (int64_t i = 0; i < shape[0]; i++) ref_cast(tt_base(&in), from, i * stride, expected, to, i);
+        run_op("cast", dlop_dtype_name(to), &in, 1, &out);
+        snprintf(what, sizeof what, "cast %s -> %s, stride %lld", dlop_dtype_name(from),
+                 dlop_dtype_name(to), (long long)stride);
+        compare_out(what, expected, &out, 0);
+        free(expected);
+        tt_free(&in), tt_free(&out);
+      }
+}
+END_TEST
+
 START_TEST(test_cast_saturates_and_rounds) {
-  int64_t shape[1] = {6};
+  int64_t shape[1] = {8};
   tt in, out;
   tt_init(&in, DLOP_FLOAT64, 1, shape, NULL);
-  double v[6] = {NAN, 1e300, -1e300, -1.9, 2.5, 0x1.0100000001p0};
+  double v[8] = {NAN, 1e300, -1e300, -1.9, 2.5, 0x1.0100000001p0, 2147483647.5, -2147483648.9};
   memcpy(tt_base(&in), v, sizeof v);
   tt_init(&out, DLOP_INT32, 1, shape, NULL);
   run_op("cast", "int32", &in, 1, &out);
@@ -589,6 +623,8 @@ START_TEST(test_cast_saturates_and_rounds) {
   ck_assert_int_eq(o[2], INT32_MIN);
   ck_assert_int_eq(o[3], -1);
   ck_assert_int_eq(o[4], 2);
+  ck_assert_int_eq(o[6], INT32_MAX);
+  ck_assert_int_eq(o[7], INT32_MIN);
   tt_free(&out);
   tt_init(&out, DLOP_UINT8, 1, shape, NULL);
   run_op("cast", "uint8", &in, 1, &out);
@@ -725,6 +761,7 @@ int main(void) {
   tcase_add_test(kernels, test_where_every_dtype);
   tcase_add_test(kernels, test_cast_table);
   tcase_add_test(kernels, test_cast_saturates_and_rounds);
+  tcase_add_test(kernels, test_cast_float_to_int_at_the_ends);
   tcase_add_test(kernels, test_in_place_output_is_input_0);
   suite_add_tcase(suite, kernels);
   TCase *errors = tcase_create("errors");

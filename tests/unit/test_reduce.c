@@ -320,6 +320,12 @@ START_TEST(test_large) {
       reduce_case columns = {ops[o], dtypes[t], 2, {333334, 3}, {0}, 1, {0}, 0};
       check_case(&columns, 78 + t);
     }
+  /* over the first axis with rows so far apart that the lane leaves prefetch (their rows span
+   * more than REDUCE_CPU_PREFETCH_SPAN, 16 MiB: 24 rows 720 KB apart, 16 rows 1.1 MB apart) */
+  reduce_case far32 = {"sum", DLOP_FLOAT32, 2, {24, 180000}, {0}, 1, {0}, 0};
+  check_case(&far32, 81);
+  reduce_case far64 = {"sum", DLOP_FLOAT64, 2, {16, 140000}, {0}, 1, {0}, 0};
+  check_case(&far64, 82);
   /* positive values: the relative error of the float32 sum itself is bounded */
   reduce_result r;
   reduce_case positive = {"sum", DLOP_FLOAT32, 1, {1000003}, {0}, 0, {0}, 0};

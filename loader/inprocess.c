@@ -57,13 +57,5 @@ int dlop__plugin_from_process(const char *origin, dlop_plugin_init_fn init,
   snprintf(plugin->path, length, INPROCESS_PREFIX "%s", origin);
   const dlop_plugin_desc *desc = descriptor;
   if (init != NULL) status = dlop__call_plugin_init(report, plugin->path, "init", init, host, &desc);
-  if (status == DLOP_OK)
-    status = dlop__validate_plugin_desc(report, plugin->path, desc, DLOP_ABI_VERSION);
-  if (status == DLOP_OK) status = dlop__normalize_plugin(report, plugin->path, desc, plugin);
-  if (status != DLOP_OK) {
-    dlop__plugin_close(plugin);
-    return status;
-  }
-  *out = plugin;
-  return DLOP_OK;
+  return dlop__finish_plugin(report, status, desc, plugin, out);
 }

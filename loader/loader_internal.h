@@ -85,4 +85,10 @@ int dlop__validate_op(dlop__loader_report *report, const char *path, int index,
 int dlop__normalize_plugin(dlop__loader_report *report, const char *path,
                            const dlop_plugin_desc *raw, dlop_plugin *plugin);
 
+/* The last steps of every load, a file's or an in-process plugin's: validate the descriptor
+ * init handed back (when status is still DLOP_OK), normalize it into plugin, and hand plugin
+ * to *out; on any failure close plugin and return the status. */
+int dlop__finish_plugin(dlop__loader_report *report, int status, const dlop_plugin_desc *desc,
+                        dlop_plugin *plugin, dlop_plugin **out);
+
 #endif

@@ -2,6 +2,7 @@
  * beyond the size the plugin declared. The host then reads every field of an op safely whatever
  * minor the plugin was built for; struct_size is kept to show what the plugin declared. Flag and
  * dtype bits of a newer minor that this host does not know are masked out of the copy. */
+ * dlop__finish_plugin ends every load with the validation and this copy.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,5 +80,18 @@ int dlop__normalize_plugin(dlop__loader_report *report, const char *path,
   }
   plugin->desc.num_ops = kept;
   plugin->desc.ops = plugin->op_pointers;
+  return DLOP_OK;
+}
+
+int dlop__finish_plugin(dlop__loader_report *report, int status, const dlop_plugin_desc *desc,
+                        dlop_plugin *plugin, dlop_plugin **out) {
+  if (status == DLOP_OK)
+    status = dlop__validate_plugin_desc(report, plugin->path, desc, DLOP_ABI_VERSION);
+  if (status == DLOP_OK) status = dlop__normalize_plugin(report, plugin->path, desc, plugin);
+  if (status != DLOP_OK) {
+    dlop__plugin_close(plugin);
+    return status;
+  }
+  *out = plugin;
   return DLOP_OK;
 }

@@ -157,15 +157,7 @@ int dlop__plugin_open(const char *path, const dlop_host_api *host,
   }
   const dlop_plugin_desc *desc = NULL;
   if (status == DLOP_OK) status = call_entry(report, plugin, host, &desc);
-  if (status == DLOP_OK)
-    status = dlop__validate_plugin_desc(report, plugin->path, desc, DLOP_ABI_VERSION);
-  if (status == DLOP_OK) status = dlop__normalize_plugin(report, plugin->path, desc, plugin);
-  if (status != DLOP_OK) {
-    dlop__plugin_close(plugin);
-    return status;
-  }
-  *out = plugin;
-  return DLOP_OK;
+  return dlop__finish_plugin(report, status, desc, plugin, out);
 }
 
 void dlop__plugin_close(dlop_plugin *plugin) {

@@ -434,25 +434,13 @@ int dlop__cuda_compile_module(int32_t device_id, const char *source, const char 
   if (module == NULL)
     return dlop__jit_fail(DLOP_INVALID_ARGUMENT, error, error_size, "cuda_compile: module is NULL");
   *module = NULL;
-  int status = dlop__cuda_check_device(device_id);
+  int32_t arch = 0;
+  int status = dlop_cuda_device_arch(device_id, &arch);
   if (status != DLOP_OK)
     return dlop__jit_fail(status, error, error_size, "cuda_compile on cuda:%d: %s",
                           (int)device_id, dlop_last_error());
-  CUdevice device;
-  int major = 0, minor = 0;
-  CUresult result = dlop__cuda.cuDeviceGet(&device, device_id);
-  if (result == DLOP_CUDA_SUCCESS)
-    result = dlop__cuda.cuDeviceGetAttribute(
-        &major, DLOP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-  if (result == DLOP_CUDA_SUCCESS)
-    result = dlop__cuda.cuDeviceGetAttribute(
-        &minor, DLOP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-  if (result != DLOP_CUDA_SUCCESS)
-    return dlop__jit_fail(DLOP_CUDA_ERROR, error, error_size,
-                          "cuda_compile on cuda:%d: reading its compute capability failed: %s",
-                          (int)device_id, dlop__cuda_result_text(result));
   const image_entry *entry;
-  status = cached_image("cuda_compile", major * 10 + minor, source, options, num_options, &entry,
+  status = cached_image("cuda_compile", arch, source, options, num_options, &entry,
                         error, error_size);
   if (status != DLOP_OK) return status;
   /* The image lives as long as the process, so the module table may key it by address. */

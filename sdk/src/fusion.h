@@ -18,6 +18,13 @@
 #define DLOP__FUSION_MAX_MEMBERS 128
 /* The code buffer a scalar body may write into. */
 #define DLOP__FUSION_CODE_SIZE 4096
+/* Run-time parameter values per group (each 8 bytes of the CUDA kernels' parameters, beside
+ * the pointers and the strided layout); members past it get theirs written into the code. */
+#define DLOP__FUSION_MAX_PARAMS 64
+/* A scalar_body flag only the host's own ops set (ops from source, source_elementwise.c): the
+ * code reads parameter k from dlop_p<k> (double for a float parameter, int64_t for an int),
+ * which the host declares, so that new values reuse the compiled kernel. */
+#define DLOP__SCALAR_BODY_RUNTIME_PARAMS (1u << 30)
 
 typedef enum dlop__fusion_target {
   DLOP__FUSION_TARGET_C = 0,   /* the host's C compiler (dlop__c_compile) */
@@ -56,6 +63,9 @@ typedef struct dlop__fusion_member {
   int32_t *output_compute;    /* per output: the dtype the body computes it in */
   dlop__fusion_source *sources; /* per input */
   int32_t *values;            /* per output: its value index */
+  int32_t runtime_params;     /* the code reads its parameters from dlop_p<k> */
+  int32_t param_base;         /* its parameter k is the group's run-time value param_base + k,
+                                 or -1: the values are written into the code */
 } dlop__fusion_member;
 
 /* A reduction that takes a group as its input stage (fusion_reduce.c): the reduce node as
@@ -92,6 +102,11 @@ struct dlop__fusion_group {
   char *input_scalar;
   int32_t num_literals;
   dlop__fusion_literal *literals;
+  /* run-time parameter values (members' runtime_params): kernel arguments, so that the source,
+   * hence the compiled module, does not depend on them. kind: DLOP_PARAM_FLOAT or _INT. */
+  int32_t num_params;
+  int32_t param_kinds[DLOP__FUSION_MAX_PARAMS];
+  uint64_t param_bits[DLOP__FUSION_MAX_PARAMS];
   /* outputs: the values read outside the group (later nodes, function outputs) */
   int32_t num_outputs;
   int32_t *output_slots;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fusion.h"
+#include "source_elementwise.h"
 
 void dlop__fusion_member_free(dlop__fusion_member *member) {
   if (member == NULL) return;
@@ -99,6 +100,10 @@ int dlop__fusion_query_body(const dlop__function_node *node, dlop__fusion_member
     member->prelude = body.prelude;
     member->prelude_name = body.prelude ? body.prelude_name : NULL;
     member->body_flags = body.flags & DLOP_SCALAR_BODY_EXACT; /* bits of later minors: unknown */
+    /* the host's own ops from source only: a plugin's bit 30 means nothing yet */
+    member->runtime_params = (body.flags & DLOP__SCALAR_BODY_RUNTIME_PARAMS) &&
+                             dlop__source_elementwise_is(node->op);
+    member->param_base = -1;
     if (member->code == NULL) status = dlop__error(DLOP_OUT_OF_MEMORY, "out of memory");
   }
   free(buffer);
@@ -256,6 +261,30 @@ static int connect(const dlop_function *function, const int32_t *group_of, int32
   return DLOP_OK;
 }
 
+/* The members' run-time parameters become the group's kernel arguments, in member order, while
+ * they fit; a member that does not fit gets its values written into its code. */
+static void assign_params(dlop__fusion_group *group) {
+  for (int32_t m = 0; m < group->num_members; m++) {
+    dlop__fusion_member *member = &group->members[m];
+    const dlop__function_node *node = &member->node;
+    int scalars = 1;
+    for (int32_t k = 0; k < node->num_params; k++)
+      scalars &= node->params[k].kind == DLOP_PARAM_FLOAT || node->params[k].kind == DLOP_PARAM_INT;
+    if (!member->runtime_params || node->num_params == 0 || !scalars ||
+        group->num_params + node->num_params > DLOP__FUSION_MAX_PARAMS)
+      continue;
+    member->param_base = group->num_params;
+    for (int32_t k = 0; k < node->num_params; k++) {
+      int32_t q = group->num_params++;
+      group->param_kinds[q] = node->params[k].kind;
+      if (node->params[k].kind == DLOP_PARAM_FLOAT)
+        memcpy(&group->param_bits[q], &node->params[k].u.f, sizeof(uint64_t));
+      else
+        group->param_bits[q] = (uint64_t)node->params[k].u.i;
+    }
+  }
+}
+
 dlop__fusion_group *dlop__fusion_group_alloc(int32_t members, int32_t reads, int32_t writes) {
   dlop__fusion_group *group = calloc(1, sizeof *group);
   if (group == NULL) return NULL;
@@ -307,6 +336,7 @@ int dlop__fusion_group_build(const dlop_function *function, const int32_t *group
   for (n = 0; n < function->num_slots; n++) value_of_slot[n] = -1;
   int status = connect(function, group_of, number, group, value_of_slot);
   free(value_of_slot);
+  if (status == DLOP_OK) assign_params(group);
   if (status != DLOP_OK) {
     /* the caller still owns the members' node structs (its schedule holds them): give them
      * back untouched by freeing nothing of theirs here */

@@ -191,6 +191,51 @@ static void add_source(text *t, const dlop__fusion_group *group, const dlop__fus
     add_literal(t, &group->literals[s->index]);
 }
 
+/* dlop_p<k>, the parameters a body from source reads: the group's run-time value q<n> (an
+ * argument of the element function), or the value itself where the member has none. */
+static void add_member_params(text *t, const dlop__fusion_member *member) {
+  const dlop__function_node *node = &member->node;
+  for (int32_t k = 0; k < node->num_params; k++) {
+    const dlop_param_value *value = &node->params[k];
+    int is_float = value->kind == DLOP_PARAM_FLOAT;
+    add(t, "    const %s dlop_p%d = ", is_float ? "double" : "int64_t", (int)k);
+    if (member->param_base >= 0) {
+      add(t, "q%d;\n", (int)(member->param_base + k));
+    } else {
+      uint64_t bits = (uint64_t)value->u.i;
+      if (is_float) memcpy(&bits, &value->u.f, sizeof bits);
+      dlop__fusion_add_value(t, is_float ? DLOP_FLOAT64 : DLOP_INT64, bits);
+      add(t, ";\n");
+    }
+  }
+}
+
+/* The element function's trailing arguments: the group's run-time parameter values. */
+static void add_param_arguments(text *t, const dlop__fusion_group *group, int first, int typed) {
+  for (int32_t q = 0; q < group->num_params; q++) {
+    const char *type = group->param_kinds[q] == DLOP_PARAM_FLOAT ? "double " : "int64_t ";
+    add(t, "%s%sq%d", first && q == 0 ? "" : ", ", typed ? type : "", (int)q);
+  }
+}
+
+/* The run-time parameter values q<n> at the top of an entry point, from their bits: the C
+ * entry's pointer after the operands, the CUDA kernels' pointers struct (p.q). */
+static void add_param_values(text *t, const dlop__fusion_group *group, const char *pointer,
+                             const char *indent) {
+  int32_t count = group->num_outputs + group->num_inputs;
+  if (group->num_params == 0) return;
+  if (strcmp(pointer, "p[%d]") == 0)
+    add(t, "%sconst uint64_t *q = (const uint64_t *)p[%d];\n", indent, (int)count);
+  for (int32_t q = 0; q < group->num_params; q++) {
+    const char *from = strcmp(pointer, "p[%d]") == 0 ? "q" : "p.q";
+    if (group->param_kinds[q] == DLOP_PARAM_FLOAT)
+      add(t, "%sconst double q%d = dlop_scalar_double_from_bits(%s[%d]);\n", indent, (int)q,
+          from, (int)q);
+    else
+      add(t, "%sconst int64_t q%d = (int64_t)%s[%d];\n", indent, (int)q, from, (int)q);
+  }
+}
+
 /* DLOP_SCALAR_FN void <name>(inputs by value..., outputs by pointer...) */
 static void add_element(text *t, const dlop_function *function, const dlop__fusion_group *group,
                         const part *p, const char *name) {
@@ -206,6 +251,7 @@ static void add_element(text *t, const dlop_function *function, const dlop__fusi
     add(t, "%s%s *y%d", first ? "" : ", ", c_type(group->output_types[k].dtype), (int)k);
     first = 0;
   }
+  add_param_arguments(t, group, first, 1);
   add(t, ") {\n");
   dlop__fusion_add_members(t, function, group, p->member);
   for (k = 0; k < group->num_outputs; k++)
@@ -232,6 +278,7 @@ void dlop__fusion_add_members(text *t, const dlop_function *function,
     }
     for (j = 0; j < node->num_outputs; j++)
       add(t, "    %s out%d;\n", c_type(member->output_compute[j]), (int)j);
+    if (member->runtime_params) add_member_params(t, member);
     add(t, "    {\n%s\n    }\n", member->code);
     for (j = 0; j < node->num_outputs; j++)
       add(t, "    v%d = %s(out%d);\n", (int)member->values[j],
@@ -282,6 +329,7 @@ static void add_call(text *t, const dlop__fusion_group *group, const part *p, co
     else
       add(t, "&y%d", (int)k);
   }
+  add_param_arguments(t, group, first, 0);
   add(t, ");\n");
   for (k = 0; k < outputs && access != ACCESS_PACK; k++) {
     if (!p->output[k]) continue;
@@ -312,6 +360,7 @@ static void add_operands(text *t, const dlop__fusion_group *group, const part *p
     else
       add(t, "%sconst %s *a%d = (const %s *)%s;\n", indent, type, (int)k, type, where);
   }
+  add_param_values(t, group, pointer, indent);
 }
 
 /* ---- C --------------------------------------------------------------------------------------- */
@@ -414,7 +463,11 @@ const char dlop__fusion_cuda_support[] =
 
 static void add_cuda_structs(text *t, const dlop__fusion_group *group) {
   int32_t count = group->num_outputs + group->num_inputs;
-  add(t, "struct dlop_fused_g%d_pointers { void *p[%d]; };\n", (int)group->number, (int)count);
+  if (group->num_params > 0) /* the run-time parameters' bits after the pointers */
+    add(t, "struct dlop_fused_g%d_pointers { void *p[%d]; uint64_t q[%d]; };\n",
+        (int)group->number, (int)count, (int)group->num_params);
+  else
+    add(t, "struct dlop_fused_g%d_pointers { void *p[%d]; };\n", (int)group->number, (int)count);
   add(t, "struct dlop_fused_g%d_layout { int64_t ndim; int64_t shape[%d]; int64_t strides[%d][%d]; };\n\n",
       (int)group->number, DLOP_MAX_NDIM, (int)count, DLOP_MAX_NDIM);
 }

@@ -191,6 +191,7 @@ typedef struct fused_pass {
   dlop__fusion_layout layout;
   char flat[DLOP__FUSION_MAX_OPERANDS];
   fused_run_fn run;
+  const uint64_t *params; /* the run-time parameters' bits, passed after the operands */
 } fused_pass;
 
 static int same_shape(const dlop_tensor *a, const dlop_tensor *b) {
@@ -229,8 +230,9 @@ static void cpu_chunk(void *context, int64_t begin, int64_t end) {
   const int64_t cols = l->shape[inner];
   int64_t strides[DLOP__FUSION_MAX_OPERANDS], index[DLOP_MAX_NDIM], row = begin / cols;
   int64_t col = begin - row * cols;
-  char *row_start[DLOP__FUSION_MAX_OPERANDS], *pointers[DLOP__FUSION_MAX_OPERANDS];
+  char *row_start[DLOP__FUSION_MAX_OPERANDS], *pointers[DLOP__FUSION_MAX_OPERANDS + 1];
   int32_t k, d;
+  pointers[count] = (char *)(uintptr_t)pass->params; /* read as p[count] by the kernel */
   for (k = 0; k < count; k++) {
     strides[k] = l->strides[k][inner];
     row_start[k] = l->base[k];
@@ -268,6 +270,7 @@ static int cpu_pass(const dlop__fusion_group *group, const dlop_run_args *args, 
   }
   if (pass.layout.numel == 0) return DLOP_OK;
   pass.run = (fused_run_fn)group->functions[output < 0 ? C_RUN : C_OUTPUT + output];
+  pass.params = group->param_bits;
   if (pass.layout.numel <= FUSED_CPU_GRAIN) {
     cpu_chunk(&pass, 0, pass.layout.numel);
     return DLOP_OK;
@@ -303,7 +306,11 @@ static int packs_aligned(const dlop__fusion_group *group, const fused_pass *pass
 
 static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args, int32_t output) {
   fused_pass pass;
-  void *pointers[DLOP__FUSION_MAX_OPERANDS];
+  /* the kernels' pointers struct: the operands' pointers, then the run-time parameters' bits */
+  union {
+    void *pointer;
+    uint64_t bits;
+  } pointers[DLOP__FUSION_MAX_OPERANDS + DLOP__FUSION_MAX_PARAMS];
   int64_t layout[1 + DLOP_MAX_NDIM + DLOP__FUSION_MAX_OPERANDS * DLOP_MAX_NDIM];
   void *kernel_args[3] = {pointers, NULL, layout};
   int status = prepare_pass(group, args, output, &pass);
@@ -318,7 +325,9 @@ static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args,
     return DLOP_INVALID_ARGUMENT;
   }
   kernel_args[1] = &n;
-  for (int32_t k = 0; k < pass.layout.num_operands; k++) pointers[k] = pass.layout.base[k];
+  for (int32_t k = 0; k < pass.layout.num_operands; k++) pointers[k].pointer = pass.layout.base[k];
+  for (int32_t q = 0; q < group->num_params; q++)
+    pointers[pass.layout.num_operands + q].bits = group->param_bits[q];
   if (output < 0 && dlop__fusion_layout_contiguous(&pass.layout, pass.flat)) {
     if (n >= group->vector_width && packs_aligned(group, &pass))
       return cuda_launch(group->functions[CUDA_VECTOR],

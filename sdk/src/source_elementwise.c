@@ -340,7 +340,7 @@ static int check_compiles(dlop__source_elementwise *c) {
   for (int dtype = 0; dtype < DLOP_DTYPE_COUNT; dtype++) {
     if (!(c->dtypes & DLOP_DTYPE_BIT(dtype))) continue;
     int32_t compute = dtype == DLOP_FLOAT16 || dtype == DLOP_BFLOAT16 ? DLOP_FLOAT32 : dtype;
-    if (dlop__source_elementwise_code(c, compute, defaults, code, sizeof code) != DLOP_OK)
+    if (dlop__source_elementwise_code(c, compute, code, sizeof code) != DLOP_OK)
       return dlop__error(DLOP_INVALID_ARGUMENT,
                          "dlop_define_elementwise: %s: the body (%zu bytes) with its "
                          "declarations does not fit in the %d bytes of a scalar body: shorten it",

@@ -28,14 +28,19 @@ typedef struct dlop__source_elementwise {
   dlop_plugin_desc plugin;
 } dlop__source_elementwise;
 
+/* Whether op is one dlop_define_elementwise made (its scalar body reads its parameters as
+ * run-time values: DLOP__SCALAR_BODY_RUNTIME_PARAMS). */
+int dlop__source_elementwise_is(const dlop_op_desc *op);
+
 /* Fills source->op's stages (make_node, infer_shape, make_thunk, scalar_body). */
 void dlop__source_elementwise_stages(dlop__source_elementwise *source);
 
 /* The body wrapped as a scalar body's code for dtype (inputs loaded as, outputs computed in,
- * its compute type T) with params (the op's declaration order) as constants, into code.
- * DLOP_INVALID_ARGUMENT when it does not fit in size bytes. */
+ * its compute type T), each parameter read from the host's dlop_p<k> (k in declaration order:
+ * DLOP__SCALAR_BODY_RUNTIME_PARAMS), into code. DLOP_INVALID_ARGUMENT when it does not fit in
+ * size bytes. */
 int dlop__source_elementwise_code(const dlop__source_elementwise *source, int32_t dtype,
-                                  const dlop_param_value *params, char *code, size_t size);
+                                  char *code, size_t size);
 
 /* The compile's error for the user: "NAME: the body does not compile with COMPILER:" and the
  * log's lines about the body, each followed by the body line it names ("  2 | y = ..."), into

@@ -1,6 +1,6 @@
 /* source_elementwise_log.c — the wrapped body of an op defined by dlop_define_elementwise, and
  * the compiler's log read back against the user's body. The wrapper declares the body's names
- * (inputs, outputs, parameters, T) and puts a #line directive before the body, so both
+ * (inputs, outputs, parameters as the run-time values the host declares, T) and puts a #line directive before the body, so both
  * compilers name its lines "NAME (body):LINE" (the C compiler) or "NAME (body)(LINE)" (NVRTC);
  * the log is then cut to those lines, each shown with the body line it is about. */
 #include <stdarg.h>
@@ -43,29 +43,19 @@ static void add(text *t, const char *format, ...) {
   }
 }
 
-/* A parameter's value as a constant of its kind: the bits of a double (NaN and infinities
- * included), an int64_t literal. */
-static void add_param(text *t, const dlop_param_decl *decl, const dlop_param_value *value) {
-  if (decl->kind == DLOP_PARAM_FLOAT) {
-    uint64_t bits;
-    memcpy(&bits, &value->u.f, sizeof bits);
-    add(t, "const double %s = dlop_scalar_double_from_bits(0x%016llxull);\n", decl->name,
-        (unsigned long long)bits);
-  } else if (value->u.i == INT64_MIN) {
-    add(t, "const int64_t %s = (-9223372036854775807ll - 1);\n", decl->name);
-  } else {
-    add(t, "const int64_t %s = (int64_t)%lldll;\n", decl->name, (long long)value->u.i);
-  }
-}
-
 int dlop__source_elementwise_code(const dlop__source_elementwise *source, int32_t dtype,
-                                  const dlop_param_value *params, char *code, size_t size) {
+                                  char *code, size_t size) {
   text t = {.at = code, .size = size};
   add(&t, "typedef %s T;\n", c_type(dtype));
   for (int32_t i = 0; i < source->num_inputs; i++)
     add(&t, "const T %s = in%d;\n", source->inputs[i], (int)i);
   for (int32_t o = 0; o < source->num_outputs; o++) add(&t, "T %s;\n", source->outputs[o]);
-  for (int32_t p = 0; p < source->num_params; p++) add_param(&t, &source->params[p], &params[p]);
+  /* parameters are the kernel's run-time values dlop_p<k>, which the host declares
+   * (DLOP__SCALAR_BODY_RUNTIME_PARAMS): new values reuse the compiled kernel */
+  for (int32_t p = 0; p < source->num_params; p++)
+    add(&t, "const %s %s = dlop_p%d;\n",
+        source->params[p].kind == DLOP_PARAM_FLOAT ? "double" : "int64_t", source->params[p].name,
+        (int)p);
   /* The body's lines are its own in the compilers' messages; a missing final ';' is fine. */
   add(&t, "#line 1 \"%s\"\n%s\n;\n#line 1 \"%s (wrapper)\"\n", source->body_file, source->body,
       source->name);

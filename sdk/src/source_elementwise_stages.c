@@ -13,6 +13,7 @@
 #include <dlop/kit/tensor_check.h>
 
 #include "cuda_driver.h"
+#include "fusion.h"
 #include "fusion_alone.h"
 #include "source_elementwise.h"
 
@@ -104,15 +105,17 @@ static int32_t compute_dtype(int32_t dtype) {
 static int scalar_body(dlop_scalar_body_args *args) {
   const dlop__source_elementwise *source = source_of(args->op);
   int32_t dtype = args->inputs[0].dtype;
-  int status = dlop__source_elementwise_code(source, compute_dtype(dtype), args->params,
-                                             args->code_buffer, args->code_buffer_size);
+  int status = dlop__source_elementwise_code(source, compute_dtype(dtype), args->code_buffer,
+                                             args->code_buffer_size);
   if (status != DLOP_OK) {
     dlop__format(args->error, args->error_size, "%s: the wrapped body does not fit in %zu bytes",
                  source->name, args->code_buffer_size);
     return DLOP_PLUGIN_ERROR;
   }
   args->code = args->code_buffer;
-  args->flags = 0; /* it may call math functions: never promised bit for bit */
+  /* it may call math functions: never promised bit for bit (no DLOP_SCALAR_BODY_EXACT); its
+   * parameters are the kernel's run-time values, so one compile serves every value */
+  args->flags = DLOP__SCALAR_BODY_RUNTIME_PARAMS;
   for (int32_t i = 0; i < args->num_inputs; i++) args->input_compute_dtypes[i] = compute_dtype(dtype);
   for (int32_t o = 0; o < args->num_outputs; o++)
     args->output_compute_dtypes[o] = compute_dtype(dtype);
@@ -214,6 +217,10 @@ static int make_thunk(const dlop_thunk_args *args) {
   args->thunk->destroy = source_thunk_destroy;
   args->thunk->workspace_bytes = thunk->kernel.workspace_bytes;
   return DLOP_OK;
+}
+
+int dlop__source_elementwise_is(const dlop_op_desc *op) {
+  return op != NULL && op->scalar_body == scalar_body;
 }
 
 void dlop__source_elementwise_stages(dlop__source_elementwise *source) {

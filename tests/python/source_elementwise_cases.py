@@ -19,6 +19,10 @@ softplus = dlop.elementwise("softplus", "y = x > 20 ? x : log1p(exp(x))", inputs
 scaled = dlop.elementwise("src_scaled_diff", "y = (T)(alpha * (x - w) + shift)", inputs="x, w",
                           outputs="y", dtypes=FLOATS + ("int32",),
                           params={"alpha": 1.5, "shift": 2})
+# a parameter of each kind, in an a * x + b the compilers could contract (they are told not to)
+affine = dlop.elementwise("src_affine_pow", "y = (T)(alpha * x + pow(alpha, (double)k))",
+                          inputs="x", outputs="y", dtypes=("float32", "float64"),
+                          params={"alpha": 1.0, "k": 1})
 sum_diff = dlop.elementwise("src_sum_diff", "s = x + w;\nd = x - w;", inputs="x w",
                             outputs=("s", "d"), dtypes=("float32", "float64"))
 
@@ -104,3 +108,48 @@ def test_strided_inputs_through_a_transpose(device):
         f = dlop.function([x], softplus(dlop.transpose(x)), device=device, fuse=fuse)
         got = to_numpy(f(to_dlop(xs, "float64", device)))
         np.testing.assert_allclose(got, np.log1p(np.exp(xs.T)), rtol=1e-13)
+
+
+def affine_want(xs, alpha, k, dtype):
+    """affine's result in NumPy: the body computes in double, then rounds to dtype."""
+    x = rounded(xs, dtype)
+    return (alpha * x + np.power(alpha, float(k))).astype(dtype)
+
+
+def test_new_parameter_values_compile_nothing(device):
+    """Parameters are the kernel's run-time values: 20 values, at most one compile."""
+    xs = np.random.default_rng(11).uniform(-3, 3, 1000)
+    x = to_dlop(xs, "float32", device)
+    before = dlop.jit_stats()["compiles"]
+    for i, alpha in enumerate(np.linspace(-2.7, 3.3, 20)):
+        got = to_numpy(affine(x, alpha=float(alpha), k=i % 5))
+        np.testing.assert_allclose(got, affine_want(xs, alpha, i % 5, "float32"), rtol=2e-6,
+                                   atol=2e-6)
+    assert dlop.jit_stats()["compiles"] - before <= 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_nodes_take_their_own_parameters_with_unfused_bits(device, dtype):
+    """Two nodes of one op in one kernel, each with its values; bits as unfused and as eager
+    calls; another function of other values compiles nothing new."""
+    xs = np.random.default_rng(12).uniform(-4, 4, 4099)
+    x = dlop.vector("x", dtype)
+
+    def graph(a, b):
+        return affine(affine(x, alpha=a, k=3) * 0.75, alpha=b, k=2)
+
+    values = (0.1 + 1e-9, -1.7320508075688772)  # neither exact in binary
+    fused = dlop.function([x], graph(*values), device=device)
+    unfused = dlop.function([x], graph(*values), device=device, fuse=False)
+    assert "1 node (3 of the graph's nodes run in fused kernels)" in fused.explain()
+    xd = to_dlop(xs, dtype, device)
+    eager = affine(affine(xd, alpha=values[0], k=3) * 0.75, alpha=values[1], k=2)
+    bits = np.uint32 if dtype == "float32" else np.uint64
+    got = to_numpy(fused(xd))
+    np.testing.assert_array_equal(got.view(bits), to_numpy(unfused(xd)).view(bits))
+    np.testing.assert_array_equal(got.view(bits), to_numpy(eager).view(bits))
+    before = dlop.jit_stats()["compiles"]
+    other = dlop.function([x], graph(2.5, -0.3), device=device)
+    want = affine_want(0.75 * affine_want(xs, 2.5, 3, dtype).astype(np.float64), -0.3, 2, dtype)
+    np.testing.assert_allclose(to_numpy(other(xd)), want, rtol=1e-6)
+    assert dlop.jit_stats()["compiles"] == before

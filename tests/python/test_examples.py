@@ -92,6 +92,20 @@ def test_pycuda_double_op(device):
     assert "PyCUDADoubleOp(x: float32[?,?]) -> float32[?,?] on %s" % device in out
 
 
+def test_source_ops():
+    """dlop.elementwise, SourceModule and dlop.Op in one tour: the CPU always, CUDA where a GPU
+    is usable (a failure when DLOP_REQUIRE_GPU=1 and none is), each step against NumPy."""
+    out = assert_ok(run_example("source_ops.py"))
+    assert "compiles for 4 new beta values: 0" in out
+    assert out.count(": ok\n") >= 7 and out.rstrip().endswith("source_ops: ok")
+    if gpu_unusable_reason() is None:
+        assert "on cuda:" in out and "SourceModule scale launched directly: ok" in out
+    elif os.environ.get("DLOP_REQUIRE_GPU") == "1":
+        pytest.fail("DLOP_REQUIRE_GPU=1 but no GPU is usable: %s" % gpu_unusable_reason())
+    else:
+        assert "cuda skipped: no GPU is usable" in out
+
+
 def test_multiply_them_source():
     """The seed's multiply_them through dlop.SourceModule: GPU only (no CPU variant)."""
     out = run_ok_on("cuda", "multiply_them_source.py")

@@ -1,6 +1,7 @@
 /* test_source_elementwise.c — ops defined by dlop_define_elementwise, from C: the generated CUDA
  * source of a function holding one (fused with a neighbour) compiles through NVRTC here,
- * without a GPU, to PTX and to an sm_90 cubin; a body that C accepts and NVRTC (C++) does not
+ * without a GPU, to PTX and to an sm_90 cubin; parameters are the kernel's arguments, not in its
+ * source (two fused nodes, two sets of values: one source); a body that C accepts and NVRTC (C++) does not
  * gets NVRTC's log against the body's own lines, as the first CUDA thunk would report it; the
  * C API's bad arguments. The Python tests (test_source_elementwise.py) cover results. */
 #define _GNU_SOURCE /* memmem */
@@ -107,6 +108,52 @@ START_TEST(nvrtc_errors_are_shown_against_the_body) {
 }
 END_TEST
 
+/* Two nodes of an op with parameters, fused on the CPU with the given values; its CUDA source. */
+static char *two_nodes_source(double alpha0, double alpha1, dlop_function **function) {
+  dlop_graph *graph = dlop_test_new_graph();
+  dlop_var *x, *t, *y;
+  dlop_named_param first = {"alpha", {.kind = DLOP_PARAM_FLOAT, .count = 1, .u.f = alpha0}};
+  dlop_named_param second = {"alpha", {.kind = DLOP_PARAM_FLOAT, .count = 1, .u.f = alpha1}};
+  DLOP_CK_OK(dlop_graph_input(graph, "x", DLOP_FLOAT32, 1, NULL, &x));
+  DLOP_CK_OK(dlop_graph_apply(graph, "src_scale_add", &x, 1, &first, 1, &t, 1));
+  DLOP_CK_OK(dlop_graph_apply(graph, "src_scale_add", &t, 1, &second, 1, &y, 1));
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, &y, 1, CPU, function));
+  ck_assert_int_eq(dlop_function_node_count(*function), 1);
+  dlop_graph_destroy(graph);
+  char *source = NULL;
+  DLOP_CK_OK(dlop__function_fused_source(*function, DLOP__FUSION_TARGET_CUDA, &source));
+  return source;
+}
+
+START_TEST(parameters_are_kernel_arguments) {
+  require_nvrtc();
+  static const char *const inputs[] = {"x"}, *const outputs[] = {"y"};
+  dlop_param_decl decls[] = {
+      {.name = "alpha", .kind = DLOP_PARAM_FLOAT, .default_value = {.kind = DLOP_PARAM_FLOAT, .count = 1, .u.f = 1.0}},
+      {.name = "k", .kind = DLOP_PARAM_INT, .default_value = {.kind = DLOP_PARAM_INT, .count = 1, .u.i = 3}}};
+  dlop_elementwise_source op = {.struct_size = sizeof op, .dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32),
+                                .name = "src_scale_add", .body = "y = (T)(alpha * x + k)",
+                                .inputs = inputs, .outputs = outputs, .params = decls,
+                                .num_inputs = 1, .num_outputs = 1, .num_params = 2};
+  const dlop_op_desc *defined = NULL;
+  DLOP_CK_OK(dlop_define_elementwise(&op, &defined));
+  dlop_function *f0 = NULL, *f1 = NULL;
+  char *s0 = two_nodes_source(0.1, -2.5, &f0), *s1 = two_nodes_source(7.25, 1e-300, &f1);
+  /* the values are not in the source: one source, one compile, whatever the values */
+  ck_assert_msg(strcmp(s0, s1) == 0, "the source depends on the values:\n%s", s0);
+  ck_assert_msg(strstr(s0, "uint64_t q[4]; };") != NULL, "%s", s0); /* 2 nodes x 2 values */
+  ck_assert_msg(strstr(s0, "const double dlop_p0 = q2;") != NULL, "%s", s0);
+  ck_assert_msg(strstr(s0, "const int64_t dlop_p1 = q3;") != NULL, "%s", s0);
+  char error[16384] = "";
+  int status = nvrtc_compile(s0, 1000, error, sizeof error);
+  ck_assert_msg(status == DLOP_OK, "to PTX: %s", error);
+  free(s0);
+  free(s1);
+  dlop_function_destroy(f0);
+  dlop_function_destroy(f1);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   const dlop_op_desc *op = (const dlop_op_desc *)1;
   ck_assert_int_eq(dlop_define_elementwise(NULL, &op), DLOP_INVALID_ARGUMENT);
@@ -155,7 +202,8 @@ int main(void) {
   Suite *suite = suite_create("source_elementwise");
   TCase *cuda = dlop_test_tcase(suite, "cuda_source", 600, NULL, NULL);
   dlop_test_add_tests(cuda, cuda_source_compiles_through_nvrtc,
-                      nvrtc_errors_are_shown_against_the_body, NULL);
+                      nvrtc_errors_are_shown_against_the_body, parameters_are_kernel_arguments,
+                      NULL);
   TCase *arguments = dlop_test_tcase(suite, "arguments", 0, NULL, NULL);
   dlop_test_add_tests(arguments, bad_arguments, NULL);
   return dlop_test_run_suite(suite);

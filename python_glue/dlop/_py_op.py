@@ -120,7 +120,7 @@ def _op_name(cls: type) -> str:
     _2, _3, ... when another op (another props value, another class) has it."""
     from ._ops import ops
     ops._refresh()
-    base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)[:_NAME_CHARS]
     if not re.match(r"[A-Za-z_]", base):
         base = "op_" + base
     name, n = base, 1
@@ -128,6 +128,21 @@ def _op_name(cls: type) -> str:
         n += 1
         name = f"{base}_{n}"
     return name
+
+
+# The registry takes origins of at most 200 bytes (loader/inprocess.c): a label, not a record.
+_ORIGIN_BYTES = 190
+# Registry names are shown cut at 64 characters in messages: longer class names are cut here.
+_NAME_CHARS = 60
+
+
+def _origin(text: str) -> str:
+    """The plugin's origin label: one line, cut to the registry's limit (props can be long)."""
+    text = "".join(c if c >= " " and c != "\x7f" else " " for c in text)
+    data = text.encode()
+    if len(data) <= _ORIGIN_BYTES:
+        return text
+    return data[:_ORIGIN_BYTES - 3].decode(errors="ignore") + "..."
 
 
 def _registered_op(op: Any, args: tuple):
@@ -155,7 +170,7 @@ def _registered_op(op: Any, args: tuple):
             raise _stage_error(cls.__name__, "make_node", error) from error
         name = _op_name(cls)
         callbacks = _Callbacks(op, name, len(node.outputs))
-        origin = f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}".replace("\n", " ")
+        origin = _origin(f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}")
         doc = (cls.__doc__ or f"{cls.__name__}, an op written in Python").strip()
         _C.register_python_op(name, origin, doc, len(node.outputs), cpu, cuda, callbacks)
         from ._ops import ops

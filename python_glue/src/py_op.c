@@ -47,8 +47,49 @@ static int status_of(dlop_py_state *state, PyObject *type) {
   return DLOP_PLUGIN_ERROR;
 }
 
-/* The Python exception now set, as a status and "op 'NAME': STAGE raised TYPE: TEXT" in
- * error; the exception is kept for errors.c to chain. The exception is cleared. */
+/* The most bytes of the exception's own text a stage message quotes: with the token, the op
+ * and the stage it stays well inside the host's error buffers, so the token always arrives. */
+#define MAX_QUOTED_TEXT 600
+
+/* Keep exception (a new reference) under a fresh token, dropping the oldest slot if all are
+ * taken. Its traceback's frames are cleared: they hold the arrays borrowed for the run, whose
+ * memory dlop reuses as soon as the run returns. */
+static unsigned long long keep_exception(dlop_py_state *state, PyObject *exception) {
+  PyObject *traceback = PyException_GetTraceback(exception);
+  if (traceback != NULL) {
+    PyObject *module = PyImport_ImportModule("traceback");
+    PyObject *done = module ? PyObject_CallMethod(module, "clear_frames", "O", traceback) : NULL;
+    Py_XDECREF(done);
+    Py_XDECREF(module);
+    Py_DECREF(traceback);
+    PyErr_Clear(); /* the locals stay: the error itself is still reported */
+  }
+  int slot = 0;
+  for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++) {
+    if (state->stage_exceptions[i].token == 0) {
+      slot = i;
+      break;
+    }
+    if (state->stage_exceptions[i].token < state->stage_exceptions[slot].token) slot = i;
+  }
+  PyObject *old = state->stage_exceptions[slot].exception;
+  unsigned long long token = ++state->next_stage_token;
+  state->stage_exceptions[slot].token = token;
+  state->stage_exceptions[slot].exception = exception;
+  Py_XDECREF(old);
+  return token;
+}
+
+/* How many of text's first bytes fit in limit without cutting a UTF-8 character. */
+static int utf8_prefix(const char *text, int limit) {
+  int length = (int)strlen(text);
+  if (length <= limit) return length;
+  while (limit > 0 && ((unsigned char)text[limit] & 0xC0) == 0x80) limit--;
+  return limit;
+}
+
+/* The Python exception now set, as a status and "[pyexc N] op 'NAME': STAGE raised TYPE: TEXT"
+ * in error; the exception is kept under N for errors.c to chain. The exception is cleared. */
 static int fail_from_python(py_op *op, const char *stage, char *error, size_t error_size) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
@@ -60,20 +101,21 @@ static int fail_from_python(py_op *op, const char *stage, char *error, size_t er
   const char *text_c = text ? PyUnicode_AsUTF8AndSize(text, NULL) : NULL;
   const char *type_c = type_name ? PyUnicode_AsUTF8AndSize(type_name, NULL) : NULL;
   PyErr_Clear(); /* a failure to describe the exception must not leak out of the trampoline */
-  if (error != NULL && error_size > 0)
-    snprintf(error, error_size, "op '%s': %s raised %s: %s", op->name, stage,
-             type_c ? type_c : "an exception", text_c ? text_c : "(no message)");
+  if (text_c == NULL) text_c = "(no message)";
+  int quoted = utf8_prefix(text_c, MAX_QUOTED_TEXT);
+  unsigned long long token = value ? keep_exception(op->state, Py_NewRef(value)) : 0;
+  if (error != NULL && error_size > 0) {
+    char tag[40] = "";
+    if (token) snprintf(tag, sizeof tag, "[pyexc %llu] ", token);
+    snprintf(error, error_size, "%sop '%s': %s raised %s: %.*s%s", tag, op->name, stage,
+             type_c ? type_c : "an exception", quoted, text_c,
+             text_c[quoted] ? " ... (cut)" : "");
+  }
   Py_XDECREF(text);
   Py_XDECREF(type_name);
   Py_XDECREF(type);
+  Py_XDECREF(value);
   Py_XDECREF(traceback);
-  /* Keep the newest one only: the message it was reported with finds it again. */
-  PyObject *old_exception = op->state->pending_exception, *old_text = op->state->pending_text;
-  op->state->pending_exception = value;
-  op->state->pending_text =
-      error ? PyUnicode_DecodeUTF8(error, (Py_ssize_t)strlen(error), "replace") : NULL;
-  Py_XDECREF(old_exception);
-  Py_XDECREF(old_text);
   PyErr_Clear();
   return status;
 }

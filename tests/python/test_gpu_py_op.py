@@ -188,3 +188,25 @@ def test_a_launch_without_stream_is_ordered_with_the_nodes_around_it(look):
         np.testing.assert_array_equal(got, (value + 1) * 2 + 1)
         if look:
             np.testing.assert_array_equal(SlowDoubleOnDefaultStream.seen[-1], value[:4] + 1)
+
+
+def test_a_kernel_that_may_write_an_input_is_refused():
+    # float *x (not const) for an input: the function's inputs are the caller's arrays, lent
+    # without a copy, so the kernel must not be able to write them.
+    class WritesItsInput(GpuDouble):
+        def make_thunk(self, node, device):
+            kernel = dlop.SourceModule("""
+__global__ void twice(float *x, float *y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = x[i] * 2; x[i] = 0; }
+}""", device=device).get_function("twice")
+
+            def launch(inputs, outputs, stream):
+                kernel(inputs[0], outputs[0], inputs[0].size, block=(32, 1, 1), grid=(1, 1),
+                       stream=stream)
+            return launch
+    value = dlop.asarray(np.ones(8, np.float32), device="cuda")
+    with pytest.raises(dlop.DlopError, match="read-only") as info:
+        WritesItsInput()(value)
+    assert isinstance(info.value.__cause__, dlop.InvalidArgumentError)
+    np.testing.assert_array_equal(value.numpy(), np.ones(8, np.float32))

@@ -18,6 +18,7 @@ graph nodes, run eagerly on arrays and compile into functions on both devices li
 """
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from typing import Any
@@ -179,11 +180,20 @@ def _registered_op(op: Any, args: tuple):
         return loaded
 
 
+# The dlop classes a stage's exception keeps, in the order py_op.c's status_of tries them; the
+# others (PluginError, the base DlopError) follow their builtin base or become KernelError.
+_KEPT_STATUS = {_C.ShapeError: "DLOP_SHAPE_ERROR", _C.NotFoundError: "DLOP_NOT_FOUND",
+                _C.NoDeviceError: "DLOP_NO_DEVICE", _C.DeviceMismatchError: "DLOP_DEVICE_MISMATCH",
+                _C.UnsupportedError: "DLOP_UNSUPPORTED", _C.OutOfMemoryError: "DLOP_OUT_OF_MEMORY"}
+
+
 def _stage_error(name: str, stage: str, error: Exception) -> Exception:
     """What the C trampolines make of an exception raised in a stage (py_op.c), for the one
-    make_node call made here, before the op is registered: the same class and message."""
-    if isinstance(error, _C.DlopError):
-        cls, status = type(error), getattr(error, "status", "DLOP_ERROR")
+    make_node call made here, before the op is registered: the same class and message (a
+    KeyboardInterrupt or SystemExit is not caught there, nor turned into a dlop error in C)."""
+    kept = next((c for c in _KEPT_STATUS if isinstance(error, c)), None)
+    if kept is not None:
+        cls, status = kept, _KEPT_STATUS[kept]
     elif isinstance(error, TypeError):
         cls, status = _C.DlopTypeError, "DLOP_TYPE_ERROR"
     elif isinstance(error, MemoryError):
@@ -197,10 +207,15 @@ def _stage_error(name: str, stage: str, error: Exception) -> Exception:
 
 
 def _shape(value: Any, what: str) -> tuple:
+    """A shape from infer_shape: sizes must be integers (operator.index), never coerced, so
+    2.5 or "12" is an error rather than a buffer of another size than the kernel writes."""
     try:
-        return tuple(None if d is None else int(d) for d in value)
-    except (TypeError, ValueError):
-        raise _errors.type_error(f"{what} is {value!r}: expected a sequence of sizes") from None
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        return tuple(None if d is None else operator.index(d) for d in value)
+    except TypeError:
+        raise _errors.type_error(f"{what} is {value!r}: expected a sequence of integer sizes "
+                                 "(ints, or None where unknown)") from None
 
 
 class _Callbacks:
@@ -245,7 +260,7 @@ class _Callbacks:
         if not isinstance(shapes, (list, tuple)):
             raise _errors.type_error(f"{type(self.op).__name__}.infer_shape returned {shapes!r}: "
                                      "expected a list of shapes, one per output")
-        return [_shape(s, f"infer_shape's shape {i}") for i, s in enumerate(shapes)]
+        return [_shape(s, f"infer_shape's shape for output {i}") for i, s in enumerate(shapes)]
 
     def make_thunk(self, device: str, input_types: list, output_types: list):
         node = self._node(input_types)

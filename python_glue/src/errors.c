@@ -109,6 +109,13 @@ static PyObject *take_stage_exception(dlop_py_state *state, PyObject *message, P
 static void raise_message(dlop_py_state *state, int index, int status, PyObject *reported) {
   PyObject *type = state->errors[index], *cause = NULL;
   PyObject *message = take_stage_exception(state, reported, &cause);
+  /* KeyboardInterrupt, SystemExit in a stage: raised as they are, not as a dlop error. */
+  if (cause != NULL && !PyErr_GivenExceptionMatches(cause, PyExc_Exception)) {
+    Py_DECREF(message);
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+    Py_DECREF(cause);
+    return;
+  }
   PyObject *exception = PyObject_CallFunctionObjArgs(type, message, NULL);
   Py_DECREF(message);
   if (exception == NULL) {

@@ -274,6 +274,53 @@ def test_long_props_and_class_names_register():
     np.testing.assert_array_equal(named()(np.ones(2)).numpy(), np.full(2, 2.0))
 
 
+class StopEverything(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, StopEverything])
+def test_interrupts_in_a_stage_are_raised_as_they_are(raised):
+    op = Failing("perform", raised("stop"))
+    op(np.ones(1))
+    with pytest.raises(raised):
+        op(np.zeros(4))
+
+
+@pytest.mark.parametrize("raised, expected", [
+    (dlop.PluginError("p"), dlop.KernelError), (dlop.DlopError("d"), dlop.KernelError),
+    (dlop.UnsupportedError("u"), dlop.UnsupportedError),
+    (dlop.InvalidArgumentError("i"), dlop.InvalidArgumentError)])
+def test_a_make_node_error_has_one_class_at_the_first_call_and_later(raised, expected):
+    op = Failing("make_node", raised)
+    with pytest.raises(dlop.DlopError) as first:
+        op(np.zeros(2, np.float32))  # the registration's own make_node call
+    op(np.zeros(2))  # registers
+    with pytest.raises(dlop.DlopError) as later:
+        op(np.zeros(2, np.float32))  # through the registry's trampoline
+    assert type(first.value) is type(later.value) is expected
+
+
+@pytest.mark.parametrize("shape", [(2.5,), "12", (np.float64(2),)])
+def test_infer_shape_sizes_must_be_integers(shape):
+    class BadShape(DoubleOp):
+        __props__ = ("shape",)
+
+        def __init__(self, shape):
+            self.shape = shape
+
+        def infer_shape(self, node, input_shapes):
+            return [self.shape]
+    with pytest.raises(dlop.DlopTypeError, match="shape for output 0.*integer sizes"):
+        BadShape(shape)(np.ones(2))
+
+
+def test_infer_shape_takes_numpy_integer_sizes():
+    class NumpySizes(DoubleOp):
+        def infer_shape(self, node, input_shapes):
+            return [tuple(None if d is None else np.int64(d) for d in input_shapes[0])]
+    assert NumpySizes()(np.ones(2)).numpy().shape == (2,)
+
+
 def test_builtin_exceptions_keep_their_kind():
     with pytest.raises(ValueError) as info:
         Failing("infer_shape", ValueError("bad size"))(np.zeros(3))

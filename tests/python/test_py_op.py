@@ -417,3 +417,9 @@ def test_calls_from_threads():
     for got, eager, value in results.values():
         np.testing.assert_array_equal(got, value * 2)
         np.testing.assert_array_equal(eager, value * 2)
+
+
+def test_graphs_with_python_ops_are_not_saved():
+    x = dlop.vector("x", "float64")
+    with pytest.raises(dlop.UnsupportedError, match="'DoubleOp' is a dlop.Op written in Python"):
+        dlop.dumps(dlop.function([x], DoubleOp()(x) + 1))

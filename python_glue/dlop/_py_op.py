@@ -18,6 +18,7 @@ graph nodes, run eagerly on arrays and compile into functions on both devices li
 """
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from typing import Any
@@ -120,7 +121,7 @@ def _op_name(cls: type) -> str:
     _2, _3, ... when another op (another props value, another class) has it."""
     from ._ops import ops
     ops._refresh()
-    base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)[:_NAME_CHARS]
     if not re.match(r"[A-Za-z_]", base):
         base = "op_" + base
     name, n = base, 1
@@ -128,6 +129,21 @@ def _op_name(cls: type) -> str:
         n += 1
         name = f"{base}_{n}"
     return name
+
+
+# The registry takes origins of at most 200 bytes (loader/inprocess.c): a label, not a record.
+_ORIGIN_BYTES = 190
+# Registry names are shown cut at 64 characters in messages: longer class names are cut here.
+_NAME_CHARS = 60
+
+
+def _origin(text: str) -> str:
+    """The plugin's origin label: one line, cut to the registry's limit (props can be long)."""
+    text = "".join(c if c >= " " and c != "\x7f" else " " for c in text)
+    data = text.encode()
+    if len(data) <= _ORIGIN_BYTES:
+        return text
+    return data[:_ORIGIN_BYTES - 3].decode(errors="ignore") + "..."
 
 
 def _registered_op(op: Any, args: tuple):
@@ -155,7 +171,7 @@ def _registered_op(op: Any, args: tuple):
             raise _stage_error(cls.__name__, "make_node", error) from error
         name = _op_name(cls)
         callbacks = _Callbacks(op, name, len(node.outputs))
-        origin = f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}".replace("\n", " ")
+        origin = _origin(f"dlop.Op {cls.__module__}.{cls.__qualname__} {_str(op)}")
         doc = (cls.__doc__ or f"{cls.__name__}, an op written in Python").strip()
         _C.register_python_op(name, origin, doc, len(node.outputs), cpu, cuda, callbacks)
         from ._ops import ops
@@ -164,11 +180,20 @@ def _registered_op(op: Any, args: tuple):
         return loaded
 
 
+# The dlop classes a stage's exception keeps, in the order py_op.c's status_of tries them; the
+# others (PluginError, the base DlopError) follow their builtin base or become KernelError.
+_KEPT_STATUS = {_C.ShapeError: "DLOP_SHAPE_ERROR", _C.NotFoundError: "DLOP_NOT_FOUND",
+                _C.NoDeviceError: "DLOP_NO_DEVICE", _C.DeviceMismatchError: "DLOP_DEVICE_MISMATCH",
+                _C.UnsupportedError: "DLOP_UNSUPPORTED", _C.OutOfMemoryError: "DLOP_OUT_OF_MEMORY"}
+
+
 def _stage_error(name: str, stage: str, error: Exception) -> Exception:
     """What the C trampolines make of an exception raised in a stage (py_op.c), for the one
-    make_node call made here, before the op is registered: the same class and message."""
-    if isinstance(error, _C.DlopError):
-        cls, status = type(error), getattr(error, "status", "DLOP_ERROR")
+    make_node call made here, before the op is registered: the same class and message (a
+    KeyboardInterrupt or SystemExit is not caught there, nor turned into a dlop error in C)."""
+    kept = next((c for c in _KEPT_STATUS if isinstance(error, c)), None)
+    if kept is not None:
+        cls, status = kept, _KEPT_STATUS[kept]
     elif isinstance(error, TypeError):
         cls, status = _C.DlopTypeError, "DLOP_TYPE_ERROR"
     elif isinstance(error, MemoryError):
@@ -182,10 +207,15 @@ def _stage_error(name: str, stage: str, error: Exception) -> Exception:
 
 
 def _shape(value: Any, what: str) -> tuple:
+    """A shape from infer_shape: sizes must be integers (operator.index), never coerced, so
+    2.5 or "12" is an error rather than a buffer of another size than the kernel writes."""
     try:
-        return tuple(None if d is None else int(d) for d in value)
-    except (TypeError, ValueError):
-        raise _errors.type_error(f"{what} is {value!r}: expected a sequence of sizes") from None
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        return tuple(None if d is None else operator.index(d) for d in value)
+    except TypeError:
+        raise _errors.type_error(f"{what} is {value!r}: expected a sequence of integer sizes "
+                                 "(ints, or None where unknown)") from None
 
 
 class _Callbacks:
@@ -230,7 +260,7 @@ class _Callbacks:
         if not isinstance(shapes, (list, tuple)):
             raise _errors.type_error(f"{type(self.op).__name__}.infer_shape returned {shapes!r}: "
                                      "expected a list of shapes, one per output")
-        return [_shape(s, f"infer_shape's shape {i}") for i, s in enumerate(shapes)]
+        return [_shape(s, f"infer_shape's shape for output {i}") for i, s in enumerate(shapes)]
 
     def make_thunk(self, device: str, input_types: list, output_types: list):
         node = self._node(input_types)

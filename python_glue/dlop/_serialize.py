@@ -63,6 +63,11 @@ def _encode_param(op, name: str, value: Any) -> dict:
     return {"kind": kind, "value": encoded}
 
 
+def _is_python_op(op) -> bool:
+    from ._py_op import _registered
+    return any(loaded is op for loaded in list(_registered.values()))
+
+
 def _constant_entry(var) -> dict:
     """A constant's dtype, shape and C-order little-endian bytes (base64).  bfloat16, which
     NumPy lacks, is stored as its float32 values (exact) and says so in "stored_as"."""
@@ -116,6 +121,12 @@ def _document(inputs: list, outputs: list) -> dict:
             stack.extend((v, False) for v in reversed(apply.inputs) if id(v) not in index)
             continue
         op = apply.op
+        if _is_python_op(op):
+            raise _errors.make(
+                _C.UnsupportedError, "DLOP_UNSUPPORTED",
+                f"dumps: node {op.name!r} is a dlop.Op written in Python: its registry name "
+                "depends on the order classes and props values register in, so a saved graph "
+                "could bind another op elsewhere; graphs with Python ops are not saved")
         node = {"op": op.name, "plugin": op.plugin, "plugin_version": versions.get(op.plugin),
                 "inputs": [index[id(v)] for v in apply.inputs],
                 "params": {name: _encode_param(op, name, value)

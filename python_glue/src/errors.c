@@ -66,34 +66,71 @@ int dlop_py_add_errors(PyObject *module, dlop_py_state *state) {
   return 0;
 }
 
-/* A Python op's stage raised the exception this message reports (py_op.c): make it the
- * cause, so the caller sees the user's own exception and traceback. */
-static void chain_pending(dlop_py_state *state, PyObject *exception, PyObject *message) {
-  if (state->pending_exception == NULL || state->pending_text == NULL) return;
-  int found = PyUnicode_Contains(message, state->pending_text);
-  if (found < 0) {
+/* A Python op's stage raised an exception that this message reports under its token
+ * ("[pyexc N] ", py_op.c): the message without the token, and that exception (a new reference,
+ * taken out of the table) in *cause; message itself (a new reference) when there is none. */
+static PyObject *take_stage_exception(dlop_py_state *state, PyObject *message, PyObject **cause) {
+  *cause = NULL;
+  Py_ssize_t length = PyUnicode_GetLength(message);
+  Py_ssize_t at = length > 0 ? PyUnicode_Find(message, state->str_stage_token, 0, length, 1) : -1;
+  if (at < 0) {
     PyErr_Clear();
-    return;
+    return Py_NewRef(message);
   }
-  if (!found) return;
-  PyException_SetCause(exception, state->pending_exception); /* steals the reference */
-  state->pending_exception = NULL;
-  Py_CLEAR(state->pending_text);
+  Py_ssize_t start = at + PyUnicode_GetLength(state->str_stage_token), end = start;
+  unsigned long long token = 0;
+  for (; end < length; end++) {
+    Py_UCS4 c = PyUnicode_ReadChar(message, end);
+    if (c < '0' || c > '9') break;
+    token = token * 10 + (c - '0');
+  }
+  if (end == start || end + 1 >= length || PyUnicode_ReadChar(message, end) != ']' ||
+      PyUnicode_ReadChar(message, end + 1) != ' ')
+    return Py_NewRef(message);
+  for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++)
+    if (state->stage_exceptions[i].token == token) {
+      *cause = state->stage_exceptions[i].exception; /* the table's reference, handed over */
+      state->stage_exceptions[i].exception = NULL;
+      state->stage_exceptions[i].token = 0;
+    }
+  PyObject *head = PyUnicode_Substring(message, 0, at);
+  PyObject *tail = head ? PyUnicode_Substring(message, end + 2, length) : NULL;
+  PyObject *stripped = tail ? PyUnicode_Concat(head, tail) : NULL;
+  Py_XDECREF(head);
+  Py_XDECREF(tail);
+  if (stripped == NULL) {
+    PyErr_Clear();
+    return Py_NewRef(message);
+  }
+  return stripped;
 }
 
 /* Instantiate the class errors[index] with the message, set .status, and raise it. */
-static void raise_message(dlop_py_state *state, int index, int status, PyObject *message) {
-  PyObject *type = state->errors[index];
+static void raise_message(dlop_py_state *state, int index, int status, PyObject *reported) {
+  PyObject *type = state->errors[index], *cause = NULL;
+  PyObject *message = take_stage_exception(state, reported, &cause);
+  /* KeyboardInterrupt, SystemExit in a stage: raised as they are, not as a dlop error. */
+  if (cause != NULL && !PyErr_GivenExceptionMatches(cause, PyExc_Exception)) {
+    Py_DECREF(message);
+    PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+    Py_DECREF(cause);
+    return;
+  }
   PyObject *exception = PyObject_CallFunctionObjArgs(type, message, NULL);
-  if (exception == NULL) return;
+  Py_DECREF(message);
+  if (exception == NULL) {
+    Py_XDECREF(cause);
+    return;
+  }
   PyObject *name = PyUnicode_FromString(dlop_status_name(status));
   if (name == NULL || PyObject_SetAttrString(exception, "status", name) < 0) {
     Py_XDECREF(name);
+    Py_XDECREF(cause);
     Py_DECREF(exception);
     return;
   }
   Py_DECREF(name);
-  chain_pending(state, exception, message);
+  if (cause != NULL) PyException_SetCause(exception, cause); /* steals the reference */
   PyErr_SetObject(type, exception);
   Py_DECREF(exception);
 }

@@ -206,8 +206,9 @@ static int module_exec(PyObject *module) {
   state->str_cai = PyUnicode_InternFromString("__cuda_array_interface__");
   state->str_stream = PyUnicode_InternFromString("stream");
   state->str_max_version = PyUnicode_InternFromString("max_version");
+  state->str_stage_token = PyUnicode_InternFromString("[pyexc ");
   if (!state->str_dlpack || !state->str_dlpack_device || !state->str_cai || !state->str_stream ||
-      !state->str_max_version)
+      !state->str_max_version || !state->str_stage_token)
     return -1;
   if (PyModule_AddIntConstant(module, "MAX_NDIM", DLOP_MAX_NDIM) < 0) return -1;
   /* The bundled plugins and DLOP_PLUGIN_PATH load on import; failures are kept for
@@ -230,8 +231,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(state->op_call_type);
   Py_VISIT(state->cuda_kernel_type);
   Py_VISIT(state->numpy);
-  Py_VISIT(state->pending_exception);
-  Py_VISIT(state->pending_text);
+  for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++) Py_VISIT(state->stage_exceptions[i].exception);
   return 0;
 }
 
@@ -245,13 +245,13 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(state->op_call_type);
   Py_CLEAR(state->cuda_kernel_type);
   Py_CLEAR(state->numpy);
-  Py_CLEAR(state->pending_exception);
-  Py_CLEAR(state->pending_text);
+  for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++) Py_CLEAR(state->stage_exceptions[i].exception);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->str_dlpack_device);
   Py_CLEAR(state->str_cai);
   Py_CLEAR(state->str_stream);
   Py_CLEAR(state->str_max_version);
+  Py_CLEAR(state->str_stage_token);
   return 0;
 }
 

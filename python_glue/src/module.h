@@ -25,6 +25,9 @@ typedef PyObject *(*vectorcallfunc)(PyObject *callable, PyObject *const *args, s
 /* The most CUDA devices the extension keeps a stream for. */
 #define DLOP_PY_MAX_DEVICES 64
 
+/* How many stage exceptions wait at once for the error that reports them (py_op.c). */
+#define DLOP_PY_STAGE_EXCEPTIONS 16
+
 /* Exception classes, one per group of statuses (see errors.c). */
 enum {
   DLOP_PY_ERROR,            /* DlopError: the base */
@@ -51,12 +54,19 @@ typedef struct dlop_py_state {
   allocfunc array_alloc; /* the Array type's tp_alloc, looked up once for the hot path */
   PyObject *numpy;       /* imported on first use */
   PyObject *str_dlpack, *str_dlpack_device, *str_cai, *str_stream, *str_max_version;
+  PyObject *str_stage_token; /* "[pyexc ": see stage_exceptions */
   /* One stream per CUDA device for every run, copy and DLPack exchange the extension makes,
    * so all of them are ordered with each other (like a framework's current stream). */
   dlop_stream *streams[DLOP_PY_MAX_DEVICES];
-  /* The last exception a Python op's stage raised (py_op.c) and the message it was reported
-   * with: the dlop exception raised for a message containing it chains it (errors.c). */
-  PyObject *pending_exception, *pending_text;
+  /* Exceptions Python ops' stages raised (py_op.c), each under the token its message starts
+   * with ("[pyexc N] "): the dlop exception raised for a message holding the token chains it
+   * and drops the token from the text (errors.c). The oldest is dropped when a slot is needed,
+   * so an error nobody raised does not keep its exception alive for long. */
+  struct {
+    unsigned long long token; /* 0: a free slot */
+    PyObject *exception;
+  } stage_exceptions[DLOP_PY_STAGE_EXCEPTIONS];
+  unsigned long long next_stage_token;
 } dlop_py_state;
 
 /* dlop.Array: a reference to a dlop_array. */

@@ -4,6 +4,7 @@
  * GIL (PyGILState_Ensure, so any thread may call them). An exception raised there becomes a
  * status and a message naming the op and the stage; it is also kept in the module state so
  * that the dlop exception raised for that message chains it as __cause__ (errors.c). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,49 @@ static int status_of(dlop_py_state *state, PyObject *type) {
   return DLOP_PLUGIN_ERROR;
 }
 
-/* The Python exception now set, as a status and "op 'NAME': STAGE raised TYPE: TEXT" in
- * error; the exception is kept for errors.c to chain. The exception is cleared. */
+/* The most bytes of the exception's own text a stage message quotes: with the token, the op
+ * and the stage it stays well inside the host's error buffers, so the token always arrives. */
+#define MAX_QUOTED_TEXT 600
+
+/* Keep exception (a new reference) under a fresh token, dropping the oldest slot if all are
+ * taken. Its traceback's frames are cleared: they hold the arrays borrowed for the run, whose
+ * memory dlop reuses as soon as the run returns. */
+static unsigned long long keep_exception(dlop_py_state *state, PyObject *exception) {
+  PyObject *traceback = PyException_GetTraceback(exception);
+  if (traceback != NULL) {
+    PyObject *module = PyImport_ImportModule("traceback");
+    PyObject *done = module ? PyObject_CallMethod(module, "clear_frames", "O", traceback) : NULL;
+    Py_XDECREF(done);
+    Py_XDECREF(module);
+    Py_DECREF(traceback);
+    PyErr_Clear(); /* the locals stay: the error itself is still reported */
+  }
+  int slot = 0;
+  for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++) {
+    if (state->stage_exceptions[i].token == 0) {
+      slot = i;
+      break;
+    }
+    if (state->stage_exceptions[i].token < state->stage_exceptions[slot].token) slot = i;
+  }
+  PyObject *old = state->stage_exceptions[slot].exception;
+  unsigned long long token = ++state->next_stage_token;
+  state->stage_exceptions[slot].token = token;
+  state->stage_exceptions[slot].exception = exception;
+  Py_XDECREF(old);
+  return token;
+}
+
+/* How many of text's first bytes fit in limit without cutting a UTF-8 character. */
+static int utf8_prefix(const char *text, int limit) {
+  int length = (int)strlen(text);
+  if (length <= limit) return length;
+  while (limit > 0 && ((unsigned char)text[limit] & 0xC0) == 0x80) limit--;
+  return limit;
+}
+
+/* The Python exception now set, as a status and "[pyexc N] op 'NAME': STAGE raised TYPE: TEXT"
+ * in error; the exception is kept under N for errors.c to chain. The exception is cleared. */
 static int fail_from_python(py_op *op, const char *stage, char *error, size_t error_size) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
@@ -59,20 +101,21 @@ static int fail_from_python(py_op *op, const char *stage, char *error, size_t er
   const char *text_c = text ? PyUnicode_AsUTF8AndSize(text, NULL) : NULL;
   const char *type_c = type_name ? PyUnicode_AsUTF8AndSize(type_name, NULL) : NULL;
   PyErr_Clear(); /* a failure to describe the exception must not leak out of the trampoline */
-  if (error != NULL && error_size > 0)
-    snprintf(error, error_size, "op '%s': %s raised %s: %s", op->name, stage,
-             type_c ? type_c : "an exception", text_c ? text_c : "(no message)");
+  if (text_c == NULL) text_c = "(no message)";
+  int quoted = utf8_prefix(text_c, MAX_QUOTED_TEXT);
+  unsigned long long token = value ? keep_exception(op->state, Py_NewRef(value)) : 0;
+  if (error != NULL && error_size > 0) {
+    char tag[40] = "";
+    if (token) snprintf(tag, sizeof tag, "[pyexc %llu] ", token);
+    snprintf(error, error_size, "%sop '%s': %s raised %s: %.*s%s", tag, op->name, stage,
+             type_c ? type_c : "an exception", quoted, text_c,
+             text_c[quoted] ? " ... (cut)" : "");
+  }
   Py_XDECREF(text);
   Py_XDECREF(type_name);
   Py_XDECREF(type);
+  Py_XDECREF(value);
   Py_XDECREF(traceback);
-  /* Keep the newest one only: the message it was reported with finds it again. */
-  PyObject *old_exception = op->state->pending_exception, *old_text = op->state->pending_text;
-  op->state->pending_exception = value;
-  op->state->pending_text =
-      error ? PyUnicode_DecodeUTF8(error, (Py_ssize_t)strlen(error), "replace") : NULL;
-  Py_XDECREF(old_exception);
-  Py_XDECREF(old_text);
   PyErr_Clear();
   return status;
 }
@@ -170,10 +213,17 @@ static int trampoline_infer_shape(const dlop_node_args *args) {
   return status;
 }
 
-/* A dlop.Array borrowing tensor for the length of one run (nothing is copied). */
-static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, int readonly) {
+/* A dlop.Array borrowing tensor for the length of one run (nothing is copied). On CUDA the
+ * run's stream is recorded as its pending write, so whatever reads it inside the launch (a dlop
+ * kernel, a DLPack or __cuda_array_interface__ consumer, .numpy()) waits for the producer. */
+static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, dlop_stream *run_stream,
+                        int readonly) {
   dlop_array *array = NULL;
   int status = dlop_array_wrap(tensor, NULL, NULL, &array);
+  if (status == DLOP_OK && run_stream != NULL) {
+    status = dlop_array_record_write(array, run_stream);
+    if (status != DLOP_OK) dlop_array_release(array);
+  }
   if (status != DLOP_OK) return dlop_py_raise(state, status, "wrapping a tensor for a Python op");
   PyObject *object = dlop_py_array_new(state, array);
   if (object != NULL) ((dlop_py_array *)object)->readonly = readonly;
@@ -181,13 +231,49 @@ static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, int rea
 }
 
 static PyObject *borrow_all(dlop_py_state *state, const dlop_tensor *tensors, int32_t count,
-                            int readonly) {
+                            dlop_stream *run_stream, int readonly) {
   PyObject *tuple = PyTuple_New(count);
   for (int32_t i = 0; tuple && i < count; i++) {
-    PyObject *item = borrow(state, &tensors[i], readonly);
+    PyObject *item = borrow(state, &tensors[i], run_stream, readonly);
     if (item == NULL || PyTuple_SetItem(tuple, i, item) < 0) Py_CLEAR(tuple);
   }
   return tuple;
+}
+
+/* CUDA's legacy default stream, as DLPack numbers it: where a launch without stream= (and
+ * PyCUDA's, CuPy's, PyTorch's default) runs. dlop's streams never synchronize with it. */
+#define LEGACY_STREAM ((void *)(uintptr_t)1)
+
+/* Before the Python call: the run's stream wrapped (for the borrowed arrays), and the legacy
+ * default stream made to wait for it, so work there starts after the producer nodes. */
+static int order_before(dlop_py_state *state, dlop_device device, void *stream,
+                        dlop_stream **run_stream) {
+  *run_stream = NULL;
+  if (stream == NULL) return 0;
+  int status = dlop_stream_wrap(device, stream, run_stream);
+  if (status == DLOP_OK) status = dlop_cuda_stream_wait_stream(device.id, LEGACY_STREAM, stream);
+  if (status != DLOP_OK) {
+    dlop_py_raise(state, status, "ordering a Python op's launch after its inputs");
+    return -1;
+  }
+  return 0;
+}
+
+/* After it: the run's stream waits for the legacy default stream and for the extension's own
+ * stream (dlop calls made inside the launch), so the next node reads finished outputs and the
+ * planner reuses no memory that work still touches. */
+static int order_after(dlop_py_state *state, dlop_device device, void *stream) {
+  if (stream == NULL) return 0;
+  int status = dlop_cuda_stream_wait_stream(device.id, stream, LEGACY_STREAM);
+  dlop_stream *own = device.id >= 0 && device.id < DLOP_PY_MAX_DEVICES ? state->streams[device.id]
+                                                                      : NULL;
+  if (status == DLOP_OK && own != NULL)
+    status = dlop_cuda_stream_wait_stream(device.id, stream, dlop_stream_handle(own));
+  if (status != DLOP_OK && !PyErr_Occurred()) { /* else the launch's own error is reported */
+    dlop_py_raise(state, status, "ordering the run's stream after a Python op's launch");
+    return -1;
+  }
+  return 0;
 }
 
 /* The thunk's run: launch(inputs, outputs, stream) with the tensors as dlop.Arrays (inputs
@@ -197,17 +283,25 @@ static int thunk_run(void *state, const dlop_run_args *args) {
   py_op *op = thunk->op;
   PyGILState_STATE gil = PyGILState_Ensure();
   int status = DLOP_OK;
-  PyObject *inputs = borrow_all(op->state, args->inputs, args->num_inputs, 1);
-  PyObject *outputs = inputs ? borrow_all(op->state, args->outputs, args->num_outputs, 0) : NULL;
-  PyObject *stream = args->stream ? PyLong_FromVoidPtr(args->stream) : Py_NewRef(Py_None);
-  PyObject *result = outputs && stream
-                         ? PyObject_CallFunctionObjArgs(thunk->run, inputs, outputs, stream, NULL)
-                         : NULL;
+  dlop_device device = args->outputs[0].device;
+  dlop_stream *run_stream = NULL;
+  PyObject *inputs = NULL, *outputs = NULL, *stream = NULL, *result = NULL;
+  if (order_before(op->state, device, args->stream, &run_stream) == 0) {
+    inputs = borrow_all(op->state, args->inputs, args->num_inputs, run_stream, 1);
+    outputs = inputs ? borrow_all(op->state, args->outputs, args->num_outputs, run_stream, 0) : NULL;
+    stream = args->stream ? PyLong_FromVoidPtr(args->stream) : Py_NewRef(Py_None);
+    result = outputs && stream
+                 ? PyObject_CallFunctionObjArgs(thunk->run, inputs, outputs, stream, NULL)
+                 : NULL;
+    /* Ordered even after a failure: the memory goes back to the pool either way. */
+    if (order_after(op->state, device, args->stream) < 0) Py_CLEAR(result);
+  }
   if (result == NULL) status = fail_from_python(op, "its thunk", args->error, args->error_size);
   Py_XDECREF(result);
   Py_XDECREF(stream);
   Py_XDECREF(outputs);
   Py_XDECREF(inputs);
+  dlop_stream_destroy(run_stream); /* the arrays that still hold it keep their own reference */
   PyGILState_Release(gil);
   return status;
 }

@@ -81,6 +81,23 @@ int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream) {
   return dlop__cuda_restore_after(&scope, status);
 }
 
+int dlop_array_record_write(dlop_array *array, dlop_stream *stream) {
+  if (array == NULL || stream == NULL)
+    return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_array_record_write: %s is NULL",
+                       array == NULL ? "array" : "stream");
+  dlop_device device = dlop_array_device(array), on = dlop_stream_device(stream);
+  if (device.type != on.type || device.id != on.id) {
+    char array_on[32], stream_on[32];
+    return dlop__error(DLOP_INVALID_ARGUMENT,
+                       "dlop_array_record_write: the array is on %s but the stream on %s "
+                       "(expected a stream of the array's device)",
+                       dlop_device_format(device, array_on, sizeof array_on),
+                       dlop_device_format(on, stream_on, sizeof stream_on));
+  }
+  if (device.type == DLOP_DEVICE_CUDA) dlop__array_set_stream(array, stream);
+  return DLOP_OK;
+}
+
 int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream) {
   if (stream == NULL)
     return dlop__error(DLOP_INVALID_ARGUMENT, "dlop_stream_wait_foreign: stream is NULL");

@@ -1,6 +1,8 @@
 /* test_interop_cuda.c — the interop API on a GPU: a stream marker is pending while work before
  * it runs and complete after dlop_stream_marker_wait; dlop_stream_wait_foreign and
- * dlop_array_wait_on_stream make the other stream wait on the GPU (proved with markers); and
+ * dlop_array_wait_on_stream make the other stream wait on the GPU (proved with markers);
+ * dlop_array_record_write makes a stream the array's pending writer (and refuses another
+ * device's); and
  * dlop_cuda_pointer_device names the GPU that owns a pointer. */
 #include <math.h>
 #include <stdlib.h>
@@ -167,6 +169,26 @@ START_TEST(test_pointer_device) {
 }
 END_TEST
 
+START_TEST(test_array_record_write) {
+  int64_t shape[1] = {16};
+  dlop_array *array = NULL;
+  dlop_stream *stream = NULL, *cpu_stream = NULL;
+  DLOP_CK_OK(dlop_array_empty(cuda0, DLOP_FLOAT32, 1, shape, &array));
+  DLOP_CK_OK(dlop_stream_create(cuda0, &stream));
+  DLOP_CK_OK(dlop_array_record_write(array, stream));
+  ck_assert_ptr_eq(dlop_array_stream(array), stream);
+  DLOP_CK_OK(dlop_stream_create((dlop_device){DLOP_DEVICE_CPU, 0}, &cpu_stream));
+  ck_assert_int_eq(dlop_array_record_write(array, cpu_stream), DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(dlop_last_error(), "expected a stream of the array's device"));
+  ck_assert_ptr_eq(dlop_array_stream(array), stream);
+  dlop_stream_destroy(stream); /* the array keeps its own reference */
+  DLOP_CK_OK(dlop_array_synchronize(array));
+  ck_assert_ptr_null(dlop_array_stream(array));
+  dlop_stream_destroy(cpu_stream);
+  dlop_array_release(array);
+}
+END_TEST
+
 int main(void) {
   dlop_test_require_cuda_or_skip();
   Suite *suite = suite_create("interop_cuda");
@@ -176,6 +198,7 @@ int main(void) {
                       test_stream_wait_foreign_orders_on_the_gpu,
                       test_array_wait_on_stream_orders_on_the_gpu,
                       test_pointer_device,
+                      test_array_record_write,
                       NULL);
   return dlop_test_run_suite(suite);
 }

@@ -113,3 +113,100 @@ def test_an_op_without_make_thunk_refuses_cuda():
     assert "cuda" in str(info.value).lower()
     with pytest.raises(dlop.DlopError, match="CpuOnly"):
         CpuOnly()(dlop.asarray(np.ones(2, np.float32), device="cuda"))
+
+
+SPIN = """
+__device__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+class SlowAddOne(dlop.Op):
+    """A producer node that takes ~20 ms on the run's stream before writing x + 1."""
+    __props__ = ()
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def make_thunk(self, node, device):
+        kernel = dlop.SourceModule(SPIN + """
+__global__ void slow_add_one(const float *x, float *y, long long n, long long cycles) {
+  spin(cycles);
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1;
+}""", device=device).get_function("slow_add_one")
+
+        def launch(inputs, outputs, stream):
+            n = inputs[0].size
+            kernel(inputs[0], outputs[0], n, 40_000_000, block=(256, 1, 1),
+                   grid=((n + 255) // 256, 1), stream=stream)
+        return launch
+
+
+class SlowDoubleOnDefaultStream(dlop.Op):
+    """The seed's PyCUDA style: a launch without stream= (CUDA's legacy default stream), slow
+    before it writes; with look, a look at its input through .numpy() first (which waits for
+    the producer on the host, so the launch itself is then ordered by that wait)."""
+    __props__ = ("look",)
+    seen = []
+
+    def __init__(self, look):
+        self.look = look
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def make_thunk(self, node, device):
+        kernel = dlop.SourceModule(SPIN + """
+__global__ void slow_twice(const float *x, float *y, long long n, long long cycles) {
+  spin(cycles);
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * 2;
+}""", device=device).get_function("slow_twice")
+
+        def launch(inputs, outputs, stream):
+            if self.look:
+                type(self).seen.append(inputs[0].numpy()[:4].copy())
+            n = inputs[0].size
+            kernel(inputs[0], outputs[0], n, 40_000_000, block=(256, 1, 1),
+                   grid=((n + 255) // 256, 1))
+        return launch
+
+
+@pytest.mark.parametrize("look", [False, True])
+def test_a_launch_without_stream_is_ordered_with_the_nodes_around_it(look):
+    # Slow nodes on both sides: without the ordering the default-stream kernel reads x + 1
+    # before it is written, the + 1 after it reads its output before it is written, and
+    # .numpy() on a borrowed input reads it before its producer finished.
+    x = dlop.vector("x", "float32")
+    f = dlop.function([x], SlowDoubleOnDefaultStream(look)(SlowAddOne()(x)) + 1, device="cuda")
+    value = np.arange(1 << 16, dtype=np.float32)
+    for _ in range(3):
+        got = f(dlop.asarray(value, device="cuda")).numpy()
+        np.testing.assert_array_equal(got, (value + 1) * 2 + 1)
+        if look:
+            np.testing.assert_array_equal(SlowDoubleOnDefaultStream.seen[-1], value[:4] + 1)
+
+
+def test_a_kernel_that_may_write_an_input_is_refused():
+    # float *x (not const) for an input: the function's inputs are the caller's arrays, lent
+    # without a copy, so the kernel must not be able to write them.
+    class WritesItsInput(GpuDouble):
+        def make_thunk(self, node, device):
+            kernel = dlop.SourceModule("""
+__global__ void twice(float *x, float *y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = x[i] * 2; x[i] = 0; }
+}""", device=device).get_function("twice")
+
+            def launch(inputs, outputs, stream):
+                kernel(inputs[0], outputs[0], inputs[0].size, block=(32, 1, 1), grid=(1, 1),
+                       stream=stream)
+            return launch
+    value = dlop.asarray(np.ones(8, np.float32), device="cuda")
+    with pytest.raises(dlop.DlopError, match="read-only") as info:
+        WritesItsInput()(value)
+    assert isinstance(info.value.__cause__, dlop.InvalidArgumentError)
+    np.testing.assert_array_equal(value.numpy(), np.ones(8, np.float32))

@@ -196,6 +196,131 @@ def test_an_exception_in_each_stage_reaches_the_caller_chained(where):
     assert info.value.__cause__ is error
 
 
+@pytest.mark.parametrize("where", ["make_node", "infer_shape", "perform"])
+def test_a_long_message_is_cut_and_still_chained(where):
+    # Longer than the host's error buffers, with multi-byte characters where it is cut.
+    error = UserError("é" * 3000)
+    op = Failing(where, error)
+    op(np.ones(1))
+    with pytest.raises(dlop.DlopError) as info:
+        op(np.zeros(4, np.float32 if where == "make_node" else np.float64))
+    assert info.value.__cause__ is error
+    message = str(info.value)
+    assert "[pyexc" not in message and "raised UserError: éé" in message
+    assert message.endswith("... (cut)") and len(message.encode()) < 1024
+
+
+class WaitsThenFails(dlop.Op):
+    """perform waits for the other thread to be in perform too, then raises its own error."""
+    __props__ = ("barrier",)
+
+    def __init__(self, barrier):
+        self.barrier = barrier
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        if inputs[0].size > 1:
+            self.barrier.wait(timeout=30)
+            raise UserError(f"thread {threading.get_ident()}")
+        output_storage[0][0] = inputs[0]
+
+
+def test_threads_failing_at_once_each_get_their_own_cause():
+    barrier = threading.Barrier(2)
+    op = WaitsThenFails(barrier)
+    op(np.ones(1))
+    x = dlop.vector("x", "float64")
+    f = dlop.function([x], op(x))
+    value = np.ones(1 << 16)  # large enough that the run releases the GIL
+    results = {}
+
+    def work():
+        for _ in range(5):
+            try:
+                f(value)
+            except dlop.DlopError as error:
+                results.setdefault(threading.get_ident(), []).append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2
+    for ident, errors in results.items():
+        assert len(errors) == 5
+        for error in errors:
+            assert isinstance(error.__cause__, UserError)
+            assert str(error.__cause__) == f"thread {ident}"
+
+
+class Labelled(DoubleOp):
+    """DoubleOp with a label prop that does not change what it computes."""
+    __props__ = ("label",)
+
+    def __init__(self, label):
+        self.label = label
+
+
+def test_long_props_and_class_names_register():
+    # The origin holds repr(props): longer than the registry's 200 bytes, it is cut.
+    op = Labelled("é" * 500)
+    np.testing.assert_array_equal(op(np.ones(2)).numpy(), np.full(2, 2.0))
+    (plugin,) = [p for p in dlop.plugins() if "Labelled" in p.path and "éé" in p.path]
+    assert plugin.path.endswith("...") and len(plugin.path.encode()) <= 200 + len("in-process: ")
+    named = type("N" * 300, (DoubleOp,), {})
+    np.testing.assert_array_equal(named()(np.ones(2)).numpy(), np.full(2, 2.0))
+
+
+class StopEverything(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, StopEverything])
+def test_interrupts_in_a_stage_are_raised_as_they_are(raised):
+    op = Failing("perform", raised("stop"))
+    op(np.ones(1))
+    with pytest.raises(raised):
+        op(np.zeros(4))
+
+
+@pytest.mark.parametrize("raised, expected", [
+    (dlop.PluginError("p"), dlop.KernelError), (dlop.DlopError("d"), dlop.KernelError),
+    (dlop.UnsupportedError("u"), dlop.UnsupportedError),
+    (dlop.InvalidArgumentError("i"), dlop.InvalidArgumentError)])
+def test_a_make_node_error_has_one_class_at_the_first_call_and_later(raised, expected):
+    op = Failing("make_node", raised)
+    with pytest.raises(dlop.DlopError) as first:
+        op(np.zeros(2, np.float32))  # the registration's own make_node call
+    op(np.zeros(2))  # registers
+    with pytest.raises(dlop.DlopError) as later:
+        op(np.zeros(2, np.float32))  # through the registry's trampoline
+    assert type(first.value) is type(later.value) is expected
+
+
+@pytest.mark.parametrize("shape", [(2.5,), "12", (np.float64(2),)])
+def test_infer_shape_sizes_must_be_integers(shape):
+    class BadShape(DoubleOp):
+        __props__ = ("shape",)
+
+        def __init__(self, shape):
+            self.shape = shape
+
+        def infer_shape(self, node, input_shapes):
+            return [self.shape]
+    with pytest.raises(dlop.DlopTypeError, match="shape for output 0.*integer sizes"):
+        BadShape(shape)(np.ones(2))
+
+
+def test_infer_shape_takes_numpy_integer_sizes():
+    class NumpySizes(DoubleOp):
+        def infer_shape(self, node, input_shapes):
+            return [tuple(None if d is None else np.int64(d) for d in input_shapes[0])]
+    assert NumpySizes()(np.ones(2)).numpy().shape == (2,)
+
+
 def test_builtin_exceptions_keep_their_kind():
     with pytest.raises(ValueError) as info:
         Failing("infer_shape", ValueError("bad size"))(np.zeros(3))
@@ -292,3 +417,9 @@ def test_calls_from_threads():
     for got, eager, value in results.values():
         np.testing.assert_array_equal(got, value * 2)
         np.testing.assert_array_equal(eager, value * 2)
+
+
+def test_graphs_with_python_ops_are_not_saved():
+    x = dlop.vector("x", "float64")
+    with pytest.raises(dlop.UnsupportedError, match="'DoubleOp' is a dlop.Op written in Python"):
+        dlop.dumps(dlop.function([x], DoubleOp()(x) + 1))

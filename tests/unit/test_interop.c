@@ -51,6 +51,16 @@ START_TEST(test_cpu_arrays_and_streams_need_no_ordering) {
   ck_assert_int_eq(dlop_array_wait_on_stream(array, NULL), DLOP_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(dlop_last_error(), "consumer stream is NULL"));
   ck_assert_int_eq(dlop_array_wait_on_stream(NULL, &dummy_stream), DLOP_INVALID_ARGUMENT);
+
+  dlop_stream *cpu_stream = NULL;
+  DLOP_CK_OK(dlop_stream_create(cpu, &cpu_stream));
+  DLOP_CK_OK(dlop_array_record_write(array, cpu_stream)); /* CPU: nothing recorded */
+  ck_assert_ptr_null(dlop_array_stream(array));
+  ck_assert_int_eq(dlop_array_record_write(array, NULL), DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(dlop_last_error(), "stream is NULL"));
+  ck_assert_int_eq(dlop_array_record_write(NULL, cpu_stream), DLOP_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(dlop_last_error(), "array is NULL"));
+  dlop_stream_destroy(cpu_stream);
   dlop_array_release(array);
 
   dlop_stream *stream = NULL;

@@ -160,6 +160,12 @@ DLOP_API int dlop_array_synchronize(const dlop_array *array);
  * (an event recorded on the array's stream). DLOP_OK and nothing done when no write is pending
  * or the array lives on the CPU; DLOP_INVALID_ARGUMENT for a NULL consumer stream. */
 DLOP_API int dlop_array_wait_on_stream(const dlop_array *array, void *consumer_stream);
+/* Record that work writing array was enqueued on stream outside dlop (typically a caller's
+ * CUstream wrapped by dlop_stream_wrap, filling borrowed memory): every later reader waits for
+ * it as for dlop's own writes (dlop_array_to_host, DLPack and __cuda_array_interface__ exports,
+ * dlop work taking the array). stream must be on the array's device (DLOP_INVALID_ARGUMENT
+ * otherwise); the array keeps a reference to it. Nothing is recorded for a CPU array. */
+DLOP_API int dlop_array_record_write(dlop_array *array, dlop_stream *stream);
 /* Make stream (a dlop stream) wait, on the GPU, for the work enqueued so far on the foreign
  * CUstream producer_stream. DLOP_OK and nothing done for a CPU stream. */
 DLOP_API int dlop_stream_wait_foreign(dlop_stream *stream, void *producer_stream);

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any, Callable, Iterable
 
-from . import _C, _errors, _source
+from . import _C, _errors, _py_check, _py_op, _source
 from ._ops import Op, _op
 
 __all__ = ["check", "CheckFailed", "CheckReport"]
@@ -123,7 +123,12 @@ def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: 
     CheckReport; raises CheckFailed (an AssertionError) naming every failed check when one
     failed, unless ``raise_on_failure`` is False.
     """
+    if isinstance(op, Op) and type(op) is not Op:  # a dlop.Op instance: an op written in Python
+        return _check_python_op(op, reference, device, seed, isolation, raise_on_failure)
     op = op if isinstance(op, Op) else _op(op)
+    if op.name in _py_op._instances:  # dlop.ops.<name> of a dlop.Op
+        return _check_python_op(_py_op._instances[op.name], reference, device, seed, isolation,
+                                raise_on_failure)
     if device not in ("cpu", "cuda", "all"):
         raise _errors.invalid(f"dlop.check: device must be 'cpu', 'cuda' or 'all', got {device!r}")
     if isolation not in (None, "check", "op"):
@@ -149,6 +154,42 @@ def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: 
     return report
 
 
-def _reference_check(op, reference, params, shapes, devices, seed) -> list:
+def _check_python_op(op, reference, device, seed, isolation, raise_on_failure) -> CheckReport:
+    """dlop.check on a dlop.Op instance: dlop._py_check's checks, each group in a process of its
+    own; the reference compared here, on the dtypes make_node accepts."""
+    if device not in ("cpu", "cuda", "all"):
+        raise _errors.invalid(f"dlop.check: device must be 'cpu', 'cuda' or 'all', got {device!r}")
+    if isolation not in (None, "check", "op"):
+        raise _errors.invalid(f"dlop.check: isolation must be 'check', 'op' or None, got {isolation!r}")
+    key = (type(op), _py_op._props_key(op))
+    loaded = _py_op._registered.get(key)
+    name = loaded.name if loaded is not None else _py_op._str(op)
+    output, failures, skipped, dtypes, ranks = _py_check.check_python_op(op, name, device, seed, isolation)
+    compared = []
+    if reference is not None and dtypes:
+        import numpy
+        from . import _py_check_worker
+        n = _py_check_worker.num_inputs(op)  # the registered op is variadic: give every shape
+        shapes = [(s,) * n for s in ((), (7,), (2, 3, 5), (5, 3), (2, 1, 3, 4)) if len(s) in ranks]
+        args = tuple(numpy.zeros(s, dtype=dtypes[0]) for s in shapes[0])
+        try:
+            loaded = _py_op._registered_op(op, args)
+            name = loaded.name
+            devices = [d for d in ("cpu", "cuda") if device in (d, "all") and
+                       loaded.dtypes.get(d) and (d == "cpu" or _C.cuda_device_count() > 0)]
+            compared = _reference_check(loaded, reference, None, shapes, devices, seed, dtypes)
+        except AssertionError as error:
+            failures.append(f"op {name}, check reference: {error}")
+        except _C.DlopError as error:
+            failures.append(f"op {name}, check reference: the op raised {type(error).__name__}: "
+                            f"{error}")
+    report = CheckReport(name, output, failures, compared, skipped)
+    if failures and raise_on_failure:
+        raise CheckFailed(report)
+    return report
+
+
+def _reference_check(op, reference, params, shapes, devices, seed, dtypes=None) -> list:
     from .testing import check_values
-    return check_values(op, reference, params=params, shapes=shapes, devices=devices, seed=seed)
+    return check_values(op, reference, params=params, shapes=shapes, devices=devices, seed=seed,
+                        dtypes=dtypes)

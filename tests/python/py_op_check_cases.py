@@ -88,3 +88,38 @@ class CrashOp(DoubleOp):
         if inputs[0].shape == (7,):
             ctypes.string_at(0)
         output_storage[0][0] = inputs[0] * 2
+
+
+# ---- CUDA (test_gpu_py_op_check.py): a kernel y[i] = x[i] * SCALE for i < n * PART ------------
+
+CTYPES = {"float32": "float", "float64": "double"}
+
+
+class GpuDouble(DoubleOp):
+    """perform and a CUDA kernel, both y = 2x: correct."""
+    SCALE, WRITTEN = 2, "n"
+
+    def make_thunk(self, node, device):
+        ctype = CTYPES[node.inputs[0].dtype]
+        kernel = dlop.SourceModule(f"""
+__global__ void scale(const {ctype} *x, {ctype} *y, long long n) {{
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < {self.WRITTEN}) y[i] = x[i] * {self.SCALE};
+}}""", device=device).get_function("scale")
+
+        def launch(inputs, outputs, stream):
+            n = inputs[0].size
+            if n:
+                kernel(inputs[0], outputs[0], n, block=(256, 1, 1), grid=((n + 255) // 256, 1),
+                       stream=stream)
+        return launch
+
+
+class GpuTriple(GpuDouble):
+    """The CUDA kernel computes 3x, perform 2x."""
+    SCALE = 3
+
+
+class GpuHalfWritten(GpuDouble):
+    """The CUDA kernel writes only the first half of the output."""
+    WRITTEN = "n / 2"

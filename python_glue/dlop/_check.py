@@ -10,6 +10,9 @@ plugin with every check that applies (type and shape rules against real runs, po
 strided and negative-stride inputs, inputs untouched, determinism, the scalar body against the
 op's own kernels, CPU-vs-CUDA parity when a GPU is usable), each in its own process.  A
 ``reference=`` callable is compared in this process, by dlop.testing.check_values.
+
+A ``dlop.Op`` (an op written in Python) cannot be defined again in dlop-check's process: its
+checks are dlop._py_check's, over its Python stages, with the same names and report format.
 """
 from __future__ import annotations
 
@@ -113,7 +116,8 @@ def _suite(d: dict, device: str, seed: int, isolation: str | None) -> tuple:
 def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: str = "all",
           seed: int = 1, params: dict | None = None, shapes: Iterable | None = None,
           isolation: str | None = None, raise_on_failure: bool = True) -> CheckReport:
-    """Run the compliance suite on ``op`` (a ``dlop.elementwise`` op, or its name), and compare
+    """Run the compliance suite on ``op`` (a ``dlop.elementwise`` op or a ``dlop.Op`` instance, or
+    the registered op or name of either), and compare
     it with ``reference(*inputs, **params)`` (NumPy) when one is given.
 
     ``device``: "cpu", "cuda" or "all" (CUDA checked where a GPU is usable; on "all" without

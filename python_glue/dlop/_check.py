@@ -10,6 +10,9 @@ plugin with every check that applies (type and shape rules against real runs, po
 strided and negative-stride inputs, inputs untouched, determinism, the scalar body against the
 op's own kernels, CPU-vs-CUDA parity when a GPU is usable), each in its own process.  A
 ``reference=`` callable is compared in this process, by dlop.testing.check_values.
+
+A ``dlop.Op`` (an op written in Python) cannot be defined again in dlop-check's process: its
+checks are dlop._py_check's, over its Python stages, with the same names and report format.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import subprocess
 import tempfile
 from typing import Any, Callable, Iterable
 
-from . import _C, _errors, _source
+from . import _C, _errors, _py_check, _py_op, _source
 from ._ops import Op, _op
 
 __all__ = ["check", "CheckFailed", "CheckReport"]
@@ -113,7 +116,8 @@ def _suite(d: dict, device: str, seed: int, isolation: str | None) -> tuple:
 def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: str = "all",
           seed: int = 1, params: dict | None = None, shapes: Iterable | None = None,
           isolation: str | None = None, raise_on_failure: bool = True) -> CheckReport:
-    """Run the compliance suite on ``op`` (a ``dlop.elementwise`` op, or its name), and compare
+    """Run the compliance suite on ``op`` (a ``dlop.elementwise`` op or a ``dlop.Op`` instance, or
+    the registered op or name of either), and compare
     it with ``reference(*inputs, **params)`` (NumPy) when one is given.
 
     ``device``: "cpu", "cuda" or "all" (CUDA checked where a GPU is usable; on "all" without
@@ -123,7 +127,12 @@ def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: 
     CheckReport; raises CheckFailed (an AssertionError) naming every failed check when one
     failed, unless ``raise_on_failure`` is False.
     """
+    if isinstance(op, Op) and type(op) is not Op:  # a dlop.Op instance: an op written in Python
+        return _check_python_op(op, reference, device, seed, isolation, raise_on_failure)
     op = op if isinstance(op, Op) else _op(op)
+    if op.name in _py_op._instances:  # dlop.ops.<name> of a dlop.Op
+        return _check_python_op(_py_op._instances[op.name], reference, device, seed, isolation,
+                                raise_on_failure)
     if device not in ("cpu", "cuda", "all"):
         raise _errors.invalid(f"dlop.check: device must be 'cpu', 'cuda' or 'all', got {device!r}")
     if isolation not in (None, "check", "op"):
@@ -149,6 +158,42 @@ def check(op: str | Op, reference: Callable[..., Any] | None = None, *, device: 
     return report
 
 
-def _reference_check(op, reference, params, shapes, devices, seed) -> list:
+def _check_python_op(op, reference, device, seed, isolation, raise_on_failure) -> CheckReport:
+    """dlop.check on a dlop.Op instance: dlop._py_check's checks, each group in a process of its
+    own; the reference compared here, on the dtypes make_node accepts."""
+    if device not in ("cpu", "cuda", "all"):
+        raise _errors.invalid(f"dlop.check: device must be 'cpu', 'cuda' or 'all', got {device!r}")
+    if isolation not in (None, "check", "op"):
+        raise _errors.invalid(f"dlop.check: isolation must be 'check', 'op' or None, got {isolation!r}")
+    key = (type(op), _py_op._props_key(op))
+    loaded = _py_op._registered.get(key)
+    name = loaded.name if loaded is not None else _py_op._str(op)
+    output, failures, skipped, dtypes, ranks = _py_check.check_python_op(op, name, device, seed, isolation)
+    compared = []
+    if reference is not None and dtypes:
+        import numpy
+        from . import _py_check_worker
+        n = _py_check_worker.num_inputs(op)  # the registered op is variadic: give every shape
+        shapes = [(s,) * n for s in ((), (7,), (2, 3, 5), (5, 3), (2, 1, 3, 4)) if len(s) in ranks]
+        args = tuple(numpy.zeros(s, dtype=dtypes[0]) for s in shapes[0])
+        try:
+            loaded = _py_op._registered_op(op, args)
+            name = loaded.name
+            devices = [d for d in ("cpu", "cuda") if device in (d, "all") and
+                       loaded.dtypes.get(d) and (d == "cpu" or _C.cuda_device_count() > 0)]
+            compared = _reference_check(loaded, reference, None, shapes, devices, seed, dtypes)
+        except AssertionError as error:
+            failures.append(f"op {name}, check reference: {error}")
+        except _C.DlopError as error:
+            failures.append(f"op {name}, check reference: the op raised {type(error).__name__}: "
+                            f"{error}")
+    report = CheckReport(name, output, failures, compared, skipped)
+    if failures and raise_on_failure:
+        raise CheckFailed(report)
+    return report
+
+
+def _reference_check(op, reference, params, shapes, devices, seed, dtypes=None) -> list:
     from .testing import check_values
-    return check_values(op, reference, params=params, shapes=shapes, devices=devices, seed=seed)
+    return check_values(op, reference, params=params, shapes=shapes, devices=devices, seed=seed,
+                        dtypes=dtypes)

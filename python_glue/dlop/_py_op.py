@@ -28,6 +28,7 @@ from ._graph import TensorType, Variable
 
 _lock = threading.RLock()  # a make_node may call another Python op for the first time
 _registered: dict = {}  # (class, props key) -> the loaded Op (dlop.ops.<name>)
+_instances: dict = {}  # registered name -> the instance it was registered for (dlop.check)
 
 
 class Apply:
@@ -177,6 +178,7 @@ def _registered_op(op: Any, args: tuple):
         from ._ops import ops
         ops._refresh()
         loaded = _registered[key] = ops._ops[name]
+        _instances[name] = op
         return loaded
 
 

@@ -57,7 +57,8 @@ def _shapes_text(shapes: tuple) -> str:
 
 
 def _cases(shapes, num_inputs: int) -> list[tuple]:
-    """Each entry: a shape for every input, or a tuple of one shape per input."""
+    """Each entry: a shape for every input, or a tuple of one shape per input (any number of
+    them for a variadic op, num_inputs None; a plain shape gives such an op 2 inputs)."""
     if shapes is None:
         shapes = [(), (7,), (2, 3, 5)]
     cases = []
@@ -65,13 +66,13 @@ def _cases(shapes, num_inputs: int) -> list[tuple]:
         entry = tuple(entry)
         if entry and all(isinstance(s, (tuple, list)) for s in entry):
             per_input = tuple(tuple(s) for s in entry)
-            if len(per_input) != num_inputs:
+            if num_inputs is not None and len(per_input) != num_inputs:
                 raise _errors.invalid(
                     f"check_values: shapes entry {entry!r} gives {len(per_input)} input shapes, "
                     f"the op takes {num_inputs} inputs")
             cases.append(per_input)
         else:
-            cases.append((entry,) * num_inputs)
+            cases.append((entry,) * (2 if num_inputs is None else num_inputs))
     return cases
 
 
@@ -138,8 +139,7 @@ def check_values(op: str | Op, reference: Callable[..., Any], *, params: dict | 
 
     op = op if isinstance(op, Op) else _op(op)
     params = dict(params or {})
-    num_inputs = op.num_inputs if op.num_inputs >= 0 else 2
-    cases = _cases(shapes, num_inputs)
+    cases = _cases(shapes, op.num_inputs if op.num_inputs >= 0 else None)
     wanted_devices = list(devices) if devices is not None else [
         d for d in ("cpu", "cuda") if op.dtypes.get(d) and (d == "cpu" or _C.cuda_device_count() > 0)]
     compared = []

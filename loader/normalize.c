@@ -1,8 +1,8 @@
 /* normalize.c — copies a plugin's descriptors into host-owned, full-size structs, zero-filled
  * beyond the size the plugin declared. The host then reads every field of an op safely whatever
  * minor the plugin was built for; struct_size is kept to show what the plugin declared. Flag and
- * dtype bits of a newer minor that this host does not know are masked out of the copy. */
- * dlop__finish_plugin ends every load with the validation and this copy.
+ * dtype bits of a newer minor that this host does not know are masked out of the copy.
+ * dlop__finish_plugin ends every load with the validation and this copy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -52,8 +52,19 @@ def softplus_numpy(x):
     return np.where(x > 20, x, np.log1p(np.exp(x.astype(np.float64)))).astype(np.float32)
 
 
+def on_host(got):
+    """A result as a NumPy array, copied from the GPU where it lives there."""
+    if isinstance(got, dlop.Array):
+        return got.numpy()
+    if hasattr(got, "get"):  # CuPy
+        return got.get()
+    if hasattr(got, "cpu"):  # PyTorch
+        return got.cpu().numpy()
+    return np.asarray(got)
+
+
 def check(name, got, want):
-    if not np.allclose(np.asarray(got), want, rtol=2e-6, atol=1e-6):
+    if not np.allclose(on_host(got), want, rtol=2e-6, atol=1e-6):
         raise SystemExit(f"source_elementwise.py: WRONG RESULT: {name}")
 
 

@@ -139,7 +139,7 @@ def main():
         cupy = None
     if cupy is not None:
         ca, cb, cd = (cupy.ones(n, cupy.float32) for _ in range(3))
-        raw = cupy.RawKernel(SOURCE, "multiply_them")
+        raw = cupy.RawKernel('extern "C" {\n' + SOURCE + "\n}", "multiply_them")  # unmangled, as dlop wraps it
         rows["cupy RawKernel on cupy arrays"] = per_launch_us(
             lambda: raw(grid, block, (cd, ca, cb, np.int32(n))), sync, args.samples, args.reps)
         rows["dlop k(...) on cupy arrays"] = per_launch_us(

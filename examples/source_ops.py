@@ -60,7 +60,7 @@ def softplus_numpy(x, beta):
 
 
 def check(what, got, want, device, rtol):
-    if not np.allclose(np.asarray(got), want, rtol=rtol, atol=rtol):
+    if not np.allclose(got.numpy(), want, rtol=rtol, atol=rtol):  # .numpy(): a copy from the GPU
         raise SystemExit(f"source_ops: WRONG RESULT on {device}: {what}")
     print(f"  {what}: ok")
 

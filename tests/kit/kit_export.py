@@ -45,9 +45,9 @@ def run(device: str) -> dict:
     for dtype in DTYPES:
         x, w = inputs(dtype)
         if dtype != "int32":
-            results[f"scale_shift/{dtype}"] = np.asarray(dlop.ops.kx_scale_shift(on(device, x), **PARAMS))
+            results[f"scale_shift/{dtype}"] = dlop.ops.kx_scale_shift(on(device, x), **PARAMS).numpy()
         s, p = dlop.ops.kx_sum_prod(on(device, x), on(device, w))
-        results[f"sum_prod_s/{dtype}"], results[f"sum_prod_p/{dtype}"] = np.asarray(s), np.asarray(p)
+        results[f"sum_prod_s/{dtype}"], results[f"sum_prod_p/{dtype}"] = s.numpy(), p.numpy()
     return results
 
 

@@ -483,34 +483,51 @@ static void add_cuda_contiguous(text *t, const dlop__fusion_group *group, const 
   add(t, "  }\n}\n\n");
 }
 
-/* W elements per thread and step, one aligned pack per array operand (the host launches it when
- * every array operand's pointer is aligned to its pack). */
+/* U packs of W elements per thread and step, the packs a grid apart (coalesced), all loaded
+ * before any is computed so that U loads are in flight per thread; one aligned pack per array
+ * operand (the host launches it when every array operand's pointer is aligned to its pack). */
 static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part *p,
                             const char *element) {
   int32_t g = group->number, k, w = group->vector_width, outputs = group->num_outputs;
+  int32_t u = group->packs_per_thread;
   add(t, "extern \"C\" __global__ void __launch_bounds__(256) dlop_fused_g%d_vector("
          "dlop_fused_g%d_pointers p, int64_t n) {\n", (int)g, (int)g);
   add_operands(t, group, p, "p.p[%d]", "  ");
-  add(t, "  const int64_t vectors = n / %d;\n", (int)w);
-  add(t, "  for (int64_t v = DLOP_FUSED_THREAD; v < vectors; v += DLOP_FUSED_THREADS) {\n");
+  add(t, "  const int64_t vectors = n / %d, step = DLOP_FUSED_THREADS;\n", (int)w);
+  add(t, "  for (int64_t v0 = DLOP_FUSED_THREAD; v0 < vectors; v0 += %d * step) {\n", (int)u);
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
     if (!p->input[k] || group->input_scalar[k]) continue;
-    add(t, "    const dlop_fused_pack<%s, %d> x%d = dlop_fused_load("
-           "reinterpret_cast<const dlop_fused_pack<%s, %d> *>(a%d + v * %d));\n",
-        type, (int)w, (int)k, type, (int)w, (int)k, (int)w);
+    add(t, "    dlop_fused_pack<%s, %d> x%d_[%d];\n", type, (int)w, (int)k, (int)u);
+  }
+  add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
+  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      x%d_[u] = dlop_fused_load(reinterpret_cast<const dlop_fused_pack<%s, %d> *>("
+           "a%d + v * %d));\n", (int)k, type, (int)w, (int)k, (int)w);
+  }
+  add(t, "    }\n");
+  add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
+  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      const dlop_fused_pack<%s, %d> &x%d = x%d_[u];\n", type, (int)w, (int)k, (int)k);
   }
   for (k = 0; k < outputs; k++)
-    add(t, "    dlop_fused_pack<%s, %d> r%d;\n", c_type(group->output_types[k].dtype), (int)w, (int)k);
-  add(t, "#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", (int)w);
-  add_call(t, group, p, element, ACCESS_PACK, "      ");
-  add(t, "    }\n");
+    add(t, "      dlop_fused_pack<%s, %d> r%d;\n", c_type(group->output_types[k].dtype), (int)w, (int)k);
+  add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
+  add_call(t, group, p, element, ACCESS_PACK, "        ");
+  add(t, "      }\n");
   for (k = 0; k < outputs; k++) {
     const char *type = c_type(group->output_types[k].dtype);
-    add(t, "    dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(o%d + v * %d), r%d);\n",
+    add(t, "      dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(o%d + v * %d), r%d);\n",
         type, (int)w, (int)k, (int)w, (int)k);
   }
-  add(t, "  }\n  for (int64_t i = vectors * %d + DLOP_FUSED_THREAD; i < n; i += DLOP_FUSED_THREADS) {\n",
+  add(t, "    }\n  }\n");
+  add(t, "  for (int64_t i = vectors * %d + DLOP_FUSED_THREAD; i < n; i += DLOP_FUSED_THREADS) {\n",
       (int)w);
   add_call(t, group, p, element, ACCESS_UNIT, "    ");
   add(t, "  }\n}\n\n");

@@ -329,10 +329,12 @@ static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args,
   for (int32_t q = 0; q < group->num_params; q++)
     pointers[pass.layout.num_operands + q].bits = group->param_bits[q];
   if (output < 0 && dlop__fusion_layout_contiguous(&pass.layout, pass.flat)) {
-    if (n >= group->vector_width && packs_aligned(group, &pass))
+    if (n >= group->vector_width && packs_aligned(group, &pass)) {
+      int64_t vectors = n / group->vector_width, u = group->packs_per_thread;
       return cuda_launch(group->functions[CUDA_VECTOR],
-                         grid_for(n / group->vector_width, FUSED_CUDA_MAX_GRID), args->stream,
-                         kernel_args, args);
+                         grid_for(vectors / u + (vectors % u != 0), FUSED_CUDA_MAX_GRID),
+                         args->stream, kernel_args, args);
+    }
     return cuda_launch(group->functions[CUDA_CONTIGUOUS], grid_for(n, FUSED_CUDA_MAX_GRID),
                        args->stream, kernel_args, args);
   }

@@ -42,3 +42,23 @@ def test_an_input_on_another_device_is_refused(device):
     from source_elementwise_cases import sum_diff
     with pytest.raises(dlop.DeviceMismatchError, match="one operand is on"):
         sum_diff(to_dlop(np.ones(3), "float32", device), np.ones(3, np.float32))
+
+
+# Sizes around the vector kernel's steps: its packs (16 bytes), the packs a thread loads (up to 4
+# for a 16-bit float's body that calls functions, 2 for a 4-byte one, 1 for float64) times its
+# 256 threads a block, and the scalar tail after the last whole pack.
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 2047, 2048, 2049, 8 * 256 * 4 + 3, 8 * 256 * 4 * 3 + 13, 1 << 20])
+def test_vector_kernel_packs_and_tails_agree_with_cpu(device, dtype, n):
+    xs = np.random.default_rng(n).uniform(-25, 25, n)
+    cpu = to_numpy(softplus(to_dlop(xs, dtype, "cpu")))
+    cuda = to_numpy(softplus(to_dlop(xs, dtype, device)))
+    tolerance = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 2e-6, "float64": 1e-15}[dtype]
+    np.testing.assert_allclose(cuda, cpu, rtol=tolerance, atol=1e-300)
+    # two array inputs and a call: 2 packs per thread for the 16-bit floats, 1 otherwise
+    x = dlop.vector("x", dtype)
+    w = dlop.vector("w", dtype)
+    ws = np.random.default_rng(n + 1).uniform(-2, 2, n)
+    results = [to_numpy(dlop.function([x, w], dlop.tanh(x) * w, device=d)(to_dlop(xs, dtype, d), to_dlop(ws, dtype, d)))
+               for d in ("cpu", device)]
+    np.testing.assert_allclose(results[1], results[0], rtol=tolerance * 2, atol=tolerance)

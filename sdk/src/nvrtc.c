@@ -7,6 +7,7 @@
  * image must never be freed and its address reused by another. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "internal.h"
 #include "jit.h"
 #include "jit_cache.h"
+#include "nvrtc_recall.h"
 
 /* The name NVRTC gives the source in its log: "dlop_jit.cu(3): error: ...". */
 #define PROGRAM_NAME "dlop_jit.cu"
@@ -42,11 +44,15 @@ static struct {
 } nvrtc;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static int loaded;
+static atomic_int loaded;
 static char load_message[1536];
-static char identity[64]; /* "NVRTC 13.0": part of every key */
-static int *archs;        /* what NVRTC compiles for, ascending (75, 80, ..., 121) */
-static int num_archs;
+/* The loaded library's version ("NVRTC 13.0": part of every key) and what it compiles for. */
+static dlop__nvrtc_facts loaded_facts;
+/* The same, as an earlier process recorded them for the library the loader would pick
+ * (nvrtc_recall.h): a cache hit needs no more, so that it does not pay for loading NVRTC. */
+static pthread_once_t recall_once = PTHREAD_ONCE_INIT;
+static dlop__nvrtc_facts recalled_facts;
+static int recalled;
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
@@ -99,6 +105,13 @@ static void *open_library(void) {
   return library;
 }
 
+static void recall(void) { recalled = dlop__nvrtc_recall(&recalled_facts); }
+
+static int same_facts(const dlop__nvrtc_facts *a, const dlop__nvrtc_facts *b) {
+  return strcmp(a->identity, b->identity) == 0 && a->num_archs == b->num_archs &&
+         memcmp(a->archs, b->archs, (size_t)a->num_archs * sizeof *a->archs) == 0;
+}
+
 static void load_nvrtc(void) {
   void *library = open_library();
   if (library == NULL) return;
@@ -131,17 +144,33 @@ static void load_nvrtc(void) {
     }
   }
   int major = 0, minor = 0, count = 0;
+  int *archs = NULL;
   if (nvrtc.version(&major, &minor) != NVRTC_SUCCESS ||
       nvrtc.num_supported_archs(&count) != NVRTC_SUCCESS || count <= 0 ||
       (archs = calloc((size_t)count, sizeof *archs)) == NULL ||
       nvrtc.supported_archs(archs) != NVRTC_SUCCESS) {
+    free(archs);
     snprintf(load_message, sizeof load_message,
              "NVRTC was loaded but does not say its version or architectures");
     return;
   }
-  num_archs = count;
-  snprintf(identity, sizeof identity, "NVRTC %d.%d", major, minor);
-  loaded = 1;
+  loaded_facts.archs = archs;
+  loaded_facts.num_archs = count;
+  snprintf(loaded_facts.identity, sizeof loaded_facts.identity, "NVRTC %d.%d", major, minor);
+  atomic_store_explicit(&loaded, 1, memory_order_release);
+  pthread_once(&recall_once, recall);
+  if (!recalled || !same_facts(&recalled_facts, &loaded_facts))
+    dlop__nvrtc_remember((const void *)nvrtc.version, &loaded_facts);
+}
+
+/* The facts keys are made of: the loaded library's; else the recorded ones; else (loading the
+ * library) the loaded ones. NULL when NVRTC cannot be loaded (load_message says why). */
+static const dlop__nvrtc_facts *known_facts(void) {
+  if (atomic_load_explicit(&loaded, memory_order_acquire)) return &loaded_facts;
+  pthread_once(&recall_once, recall);
+  if (recalled) return &recalled_facts;
+  pthread_once(&load_once, load_nvrtc);
+  return atomic_load_explicit(&loaded, memory_order_acquire) ? &loaded_facts : NULL;
 }
 
 static int ensure_loaded(char *error, size_t error_size) {
@@ -151,18 +180,19 @@ static int ensure_loaded(char *error, size_t error_size) {
 }
 
 int dlop__nvrtc_available(char *why, size_t why_size) {
-  pthread_once(&load_once, load_nvrtc);
-  if (!loaded) dlop__format(why, why_size, "%s", load_message);
-  else dlop__format(why, why_size, "%s", identity);
-  return loaded;
+  const dlop__nvrtc_facts *facts = known_facts();
+  if (facts == NULL) dlop__format(why, why_size, "%s", load_message);
+  else dlop__format(why, why_size, "%s", facts->identity);
+  return facts != NULL;
 }
 
 /* ---- the target and the arguments --------------------------------------------------------- */
 
 /* sm_<arch> (a cubin) when NVRTC knows arch; else compute_<newest known below arch> (PTX,
  * which the driver compiles for the GPU); an arch older than all NVRTC knows is an error. */
-static int choose_target(int32_t arch, char *target, size_t size, int *is_ptx, char *error,
-                         size_t error_size) {
+static int choose_target(const dlop__nvrtc_facts *facts, int32_t arch, char *target, size_t size,
+                         int *is_ptx, char *error, size_t error_size) {
+  const int *archs = facts->archs, num_archs = facts->num_archs;
   int below = 0;
   for (int i = 0; i < num_archs; i++) {
     if (archs[i] == arch) {
@@ -176,7 +206,7 @@ static int choose_target(int32_t arch, char *target, size_t size, int *is_ptx, c
     return dlop__jit_fail(DLOP_UNSUPPORTED, error, error_size,
                           "%s cannot compile for sm_%d: the oldest architecture it knows is "
                           "sm_%d (its newest sm_%d)",
-                          identity, (int)arch, archs[0], archs[num_archs - 1]);
+                          facts->identity, (int)arch, archs[0], archs[num_archs - 1]);
   snprintf(target, size, "compute_%d", below);
   *is_ptx = 1;
   return DLOP_OK;
@@ -259,7 +289,7 @@ static int run_nvrtc(const char *target, int want_ptx, const char *source,
                                                                 : DLOP_INVALID_ARGUMENT,
                             error, error_size,
                             "%s could not compile the CUDA source for %s (%s); its log:\n%s",
-                            identity, target, result_text(result),
+                            loaded_facts.identity, target, result_text(result),
                             log && log[0] ? log : "(empty)");
     free(log);
   } else {
@@ -273,7 +303,8 @@ static int run_nvrtc(const char *target, int want_ptx, const char *source,
       status = dlop__jit_fail(output == NULL && result == NVRTC_SUCCESS ? DLOP_OUT_OF_MEMORY
                                                                          : DLOP_INTERNAL,
                               error, error_size, "%s compiled the source for %s but gave no %s (%s)",
-                              identity, target, want_ptx ? "PTX" : "cubin", result_text(result));
+                              loaded_facts.identity, target, want_ptx ? "PTX" : "cubin",
+                              result_text(result));
     } else {
       output[bytes] = '\0';
       *image = output;
@@ -319,16 +350,17 @@ static void remove_locked(image_entry *gone) {
 static int cached_image(const char *what, int32_t arch, const char *source,
                         const char *const *options, int32_t num_options,
                         const image_entry **result, char *error, size_t error_size) {
-  int status = ensure_loaded(error, error_size);
-  if (status != DLOP_OK) return status;
-  status = check_arguments(what, arch, source, options, num_options, error, error_size);
+  const dlop__nvrtc_facts *facts = known_facts();
+  if (facts == NULL) return ensure_loaded(error, error_size);
+  int status = check_arguments(what, arch, source, options, num_options, error, error_size);
   if (status != DLOP_OK) return status;
   char target[32];
   int is_ptx = 0;
-  status = choose_target(arch, target, sizeof target, &is_ptx, error, error_size);
-  if (status != DLOP_OK) return status;
   dlop__jit_key key;
-  dlop__jit_key_make("nvrtc", identity, target, options, num_options, source, &key);
+retry:
+  status = choose_target(facts, arch, target, sizeof target, &is_ptx, error, error_size);
+  if (status != DLOP_OK) return status;
+  dlop__jit_key_make("nvrtc", facts->identity, target, options, num_options, source, &key);
 
   pthread_mutex_lock(&images_lock);
   image_entry *entry;
@@ -362,10 +394,23 @@ static int cached_image(const char *what, int32_t arch, const char *source,
     dlop__jit_count_disk_hit(dlop__jit_now() - started);
   } else {
     if (found == DLOP__JIT_ENTRY_CORRUPT) dlop__jit_count_corrupt();
-    started = dlop__jit_now();
-    status = run_nvrtc(target, is_ptx, source, options, num_options, &entry->image,
-                       &entry->bytes, error, error_size);
-    dlop__jit_count_compile(dlop__jit_now() - started, status != DLOP_OK);
+    status = ensure_loaded(error, error_size);
+    if (status == DLOP_OK && facts != &loaded_facts && !same_facts(facts, &loaded_facts)) {
+      /* The record named another NVRTC than the one loaded: key with the loaded one's facts. */
+      pthread_mutex_lock(&images_lock);
+      remove_locked(entry);
+      free(entry);
+      pthread_cond_broadcast(&images_changed);
+      pthread_mutex_unlock(&images_lock);
+      facts = &loaded_facts;
+      goto retry;
+    }
+    if (status == DLOP_OK) {
+      started = dlop__jit_now();
+      status = run_nvrtc(target, is_ptx, source, options, num_options, &entry->image,
+                         &entry->bytes, error, error_size);
+      dlop__jit_count_compile(dlop__jit_now() - started, status != DLOP_OK);
+    }
     if (status == DLOP_OK) dlop__jit_entry_write(&key, kind, entry->image, entry->bytes);
   }
   pthread_mutex_lock(&images_lock);

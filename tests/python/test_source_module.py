@@ -163,6 +163,56 @@ def test_cache_compiles_once_then_hits_memory_then_disk(tmp_path):
     assert list((tmp_path / "jit").glob("*.cubin"))
 
 
+RECORD_RUN = """
+import json
+import dlop
+module = dlop.SourceModule({source!r}, arch="sm_90")
+s = dlop.jit_stats()
+print(json.dumps({{"compiles": s["compiles"], "disk_hits": s["disk_hits"],
+                  "nvrtc_loaded": "libnvrtc" in open("/proc/self/maps").read(),
+                  "cubin": module.image[:4] == b"\\x7fELF"}}))
+"""
+
+
+def nvrtc_record(cache):
+    records = list((cache / "compilers").glob("*.nvrtc"))
+    assert len(records) == 1, records
+    return records[0]
+
+
+def test_a_disk_hit_does_not_load_nvrtc(tmp_path):
+    # The first process loads NVRTC, compiles and records which NVRTC it loaded; the next one
+    # finds its entry by that record and never loads the 110 MB library.
+    code = RECORD_RUN.format(source=unique(MULTIPLY_THEM))
+    cold = run_python(code, DLOP_CACHE_DIR=str(tmp_path))
+    assert (cold["compiles"], cold["disk_hits"], cold["nvrtc_loaded"]) == (1, 0, True)
+    lines = nvrtc_record(tmp_path).read_text().splitlines()
+    assert lines[0] == "dlop nvrtc record 1" and lines[3].startswith("NVRTC ") and lines[-1] == "end"
+    assert os.path.samefile(lines[1], lines[1]) and "90" in lines[4].split()[1:]
+    warm = run_python(code, DLOP_CACHE_DIR=str(tmp_path))
+    assert (warm["compiles"], warm["disk_hits"], warm["nvrtc_loaded"], warm["cubin"]) == (0, 1, False, True)
+
+
+@pytest.mark.parametrize("damage", ["library changed", "wrong version", "garbage", "truncated"])
+def test_a_stale_or_damaged_record_loads_nvrtc_and_is_replaced(tmp_path, damage):
+    code = RECORD_RUN.format(source=unique(MULTIPLY_THEM))
+    run_python(code, DLOP_CACHE_DIR=str(tmp_path))
+    record = nvrtc_record(tmp_path)
+    good = record.read_text()
+    lines = good.splitlines(keepends=True)
+    if damage == "library changed":  # another file (or the same one rewritten) at that path
+        lines[2] = "1 2 3 4.000000000\n"
+    elif damage == "wrong version":  # a record that lies about the very file it names
+        lines[3] = "NVRTC 99.9\n"
+    record.write_text({"garbage": "not a record\n", "truncated": good[:len(good) // 2]}.get(
+        damage, "".join(lines)))
+    again = run_python(code, DLOP_CACHE_DIR=str(tmp_path))
+    # NVRTC loaded, the entry the first process wrote found (no compile), the record the truth again
+    assert (again["compiles"], again["disk_hits"], again["nvrtc_loaded"]) == (0, 1, True)
+    assert nvrtc_record(tmp_path).read_text() == good
+    assert run_python(code, DLOP_CACHE_DIR=str(tmp_path))["nvrtc_loaded"] is False
+
+
 def test_different_options_are_different_entries():
     source = unique("__global__ void k(int *out) { *out = N; }")
     before = dlop.jit_stats()["compiles"]

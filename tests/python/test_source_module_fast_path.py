@@ -15,7 +15,7 @@ import types
 import pytest
 
 import dlop
-from framework_standins import POINTER, fake_kernel, install, make_cupy, make_torch
+from framework_standins import fake_kernel, install, make_cupy, make_torch
 
 GPU = dlop.cuda_device_count() > 0
 needs_no_gpu = pytest.mark.skipif(GPU, reason="a GPU is present: the stand-in kernel must "
@@ -190,8 +190,8 @@ def test_an_empty_cupy_array_is_a_null_pointer_whatever_its_device(kind):
 @pytest.mark.parametrize("kind", [ndarray, SubArray])
 def test_cupys_refusal_of_an_unknown_export_version_is_reported(kind):
     CUPY._util.CUDA_ARRAY_INTERFACE_EXPORT_VERSION = 5
-    with pytest.raises(dlop.InvalidArgumentError, match=r"argument 1 'dest' .*raised ValueError: "
-                                                        r"CUPY_CUDA_ARRAY_INTERFACE_EXPORT_VERSION"):
+    with pytest.raises(dlop.InvalidArgumentError,
+                       match=r"argument 1 'dest' .*raised ValueError: CUPY_CUDA_ARRAY_INTERFACE"):
         fake_kernel()(kind(), None, None, 4, block=(4,))
 
 

@@ -176,7 +176,8 @@ static void find_cupy(dlop_py_frameworks *frameworks) {
   PyObject *cupy = imported("cupy");
   if (cupy == NULL || cupy == frameworks->cupy_unusable) return;
   PyObject *ndarray = attribute_path(cupy, "ndarray");
-  PyObject *util = attribute_path(cupy, "_util");
+  PyObject *util = imported("cupy._util"); /* the module CuPy's CAI reads the version from */
+  Py_XINCREF(util);
   PyObject *current_stream = attribute_path(cupy, "cuda.get_current_stream");
   PyObject *backend = imported("cupy_backends.cuda.stream");
   PyObject *default_stream = backend ? attribute_path(backend, "get_default_stream_ptr") : NULL;
@@ -362,12 +363,19 @@ int dlop_py_framework_array_read(dlop_py_state *state, PyObject *value, int32_t 
   dlop_py_frameworks *frameworks = state->frameworks;
   if (frameworks == NULL) return 0;
   PyObject *type = (PyObject *)Py_TYPE(value);
-  if (frameworks->torch_tensor == NULL) find_torch(frameworks);
-  if (type == frameworks->torch_tensor)
-    return read_torch(frameworks, value, device_id, call, out);
-  if (frameworks->cupy_ndarray == NULL) find_cupy(frameworks);
-  if (type == frameworks->cupy_ndarray)
-    return read_cupy(frameworks, value, device_id, call, out);
+  if (type == frameworks->torch_tensor) return read_torch(frameworks, value, device_id, call, out);
+  if (type == frameworks->cupy_ndarray) return read_cupy(frameworks, value, device_id, call, out);
+  /* Not a class found so far: perhaps one of a library imported since. */
+  if (frameworks->torch_tensor == NULL) {
+    find_torch(frameworks);
+    if (type == frameworks->torch_tensor)
+      return read_torch(frameworks, value, device_id, call, out);
+  }
+  if (frameworks->cupy_ndarray == NULL) {
+    find_cupy(frameworks);
+    if (type == frameworks->cupy_ndarray)
+      return read_cupy(frameworks, value, device_id, call, out);
+  }
   return 0;
 }
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """source_module.py — what a dlop.SourceModule kernel costs on a GPU, side by side in one run:
 the host time of one launch k(dest, a, b, n, block=, grid=) on dlop arrays, on CuPy arrays and
-on PyTorch tensors (those installed), against CuPy's RawKernel of the same source and a bare
-cuLaunchKernel through ctypes with its arguments packed once (the floor: no argument checks);
-and a compile cold (NVRTC), from the disk cache (a fresh process) and from memory.
+on PyTorch tensors (those installed; read from their attributes), the same arrays through the
+generic path (the library's own __cuda_array_interface__ behind another object: the interface
+dict and a driver query per array, what they cost before), against CuPy's RawKernel of the
+same source and a bare cuLaunchKernel through ctypes with its arguments packed once (the floor:
+no argument checks); and a compile cold (NVRTC), from the disk cache (a fresh process) and from
+memory. A last table puts the three array kinds side by side.
 Goals (docs/source-ops.md): a launch at most CuPy's and within 1.1x of the bare launch; a cache
 hit within 5 ms.
 
@@ -33,6 +36,18 @@ SOURCE = r'''
 __global__ void multiply_them(float *dest, const float *a, const float *b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dest[i] = a[i] * b[i];
 }'''
+
+
+class Interface:
+    """x's own __cuda_array_interface__ behind another type: dlop's generic path (for a torch
+    tensor without the wait for PyTorch's current stream, which is the launch's own here)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.x.__cuda_array_interface__
 
 
 def per_launch_us(launch, synchronize, samples, reps):
@@ -150,6 +165,9 @@ def main():
             lambda: raw(grid, block, (cd, ca, cb, np.int32(n))), sync, args.samples, args.reps)
         rows["dlop k(...) on cupy arrays"] = per_launch_us(
             lambda: kernel(cd, ca, cb, n, block=block, grid=grid), sync, args.samples, args.reps)
+        gd, ga, gb = Interface(cd), Interface(ca), Interface(cb)
+        rows["dlop k(...) on cupy arrays, generic path"] = per_launch_us(
+            lambda: kernel(gd, ga, gb, n, block=block, grid=grid), sync, args.samples, args.reps)
     try:
         import torch
     except ImportError:
@@ -158,12 +176,29 @@ def main():
         ta, tb, td = (torch.ones(n, device="cuda") for _ in range(3))
         rows["dlop k(...) on torch tensors"] = per_launch_us(
             lambda: kernel(td, ta, tb, n, block=block, grid=grid), sync, args.samples, args.reps)
+        sd, sa, sb = Interface(td), Interface(ta), Interface(tb)
+        rows["dlop k(...) on torch tensors, generic path"] = per_launch_us(
+            lambda: kernel(sd, sa, sb, n, block=block, grid=grid), sync, args.samples, args.reps)
     bare = rows["bare cuLaunchKernel (ctypes)"]
     cupy_cost = rows.get("cupy RawKernel on cupy arrays")
-    print(f"{'launch of multiply_them (n = 256)':40s} {'us':>8s} {'/bare':>7s} {'/cupy':>7s}")
+    print(f"{'launch of multiply_them (n = 256)':44s} {'us':>8s} {'/bare':>7s} {'/cupy':>7s}")
     for name, us in rows.items():
         against_cupy = f"{us / cupy_cost:7.2f}" if cupy_cost else "      -"
-        print(f"{name:40s} {us:8.2f} {us / bare:7.2f} {against_cupy}")
+        print(f"{name:44s} {us:8.2f} {us / bare:7.2f} {against_cupy}")
+    # The three array kinds side by side (goal: each at most CuPy's RawKernel).
+    kinds = ("dlop arrays", "cupy arrays", "torch tensors")
+    table = {"read directly": [rows.get(f"dlop k(...) on {kind}") for kind in kinds],
+             "generic path": [None] + [rows.get(f"dlop k(...) on {kind}, generic path")
+                                       for kind in kinds[1:]]}
+    print(f"\n{'dlop k(...), us per launch':28s}" + "".join(f"{kind:>15s}" for kind in kinds))
+    for label, cells in table.items():
+        print(f"{label:28s}" + "".join(f"{'-':>15s}" if cell is None else f"{cell:15.2f}"
+                                       for cell in cells))
+    if cupy_cost:
+        slowest = max(cell for cell in table["read directly"] if cell is not None)
+        verdict = "met" if slowest <= cupy_cost else "NOT met"
+        print(f"{'cupy RawKernel (the goal)':28s}{cupy_cost:15.2f}   {verdict}: the slowest kind "
+              f"read directly takes {slowest:.2f} us")
     compiled = compile_times()
     for name, ms in compiled.items():
         print(f"{name:40s} {ms:8.2f} ms")

@@ -168,14 +168,56 @@ static int pack_real(cuda_kernel *self, Py_ssize_t i, PyObject *value, char code
   return 0;
 }
 
-/* The device memory an array argument points to: a dlop.Array, a __cuda_array_interface__
- * producer (CuPy, Numba, PyTorch), a DLPack producer (JAX, ...). Nothing is copied; memory on
- * the CPU or another GPU is refused. *dlop_array is set for a dlop.Array (its stream is
- * ordered with the launch by the caller). */
+/* The producer's __cuda_array_interface__ getter raised (PyTorch's for a tensor that requires
+ * grad): an InvalidArgumentError naming the argument and carrying the producer's message, the
+ * producer's exception as its __cause__. KeyboardInterrupt, MemoryError and the like go up as
+ * they are. */
+static int fail_interface(cuda_kernel *self, Py_ssize_t i, PyObject *value) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+    return -1;
+  PyObject *type, *cause, *traceback;
+  PyErr_Fetch(&type, &cause, &traceback);
+  PyErr_NormalizeException(&type, &cause, &traceback);
+  if (traceback != NULL) PyException_SetTraceback(cause, traceback);
+  PyObject *name = PyObject_GetAttrString(type, "__name__");
+  PyObject *text = name ? PyObject_Str(cause) : NULL;
+  PyObject *detail = text ? PyUnicode_FromFormat("%U: %U", name, text) : NULL;
+  Py_XDECREF(name);
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  if (detail == NULL) {
+    Py_XDECREF(cause);
+    return -1;
+  }
+  PyObject *what = describe(self, i);
+  if (what != NULL)
+    dlop_py_raisef(state_of((PyObject *)self), DLOP_INVALID_ARGUMENT,
+                   "kernel '%U': %U got %R, whose __cuda_array_interface__ raised %U", self->name,
+                   what, (PyObject *)Py_TYPE(value), detail);
+  Py_XDECREF(what);
+  Py_DECREF(detail);
+  PyObject *raised_type, *raised, *raised_traceback;
+  PyErr_Fetch(&raised_type, &raised, &raised_traceback);
+  PyErr_NormalizeException(&raised_type, &raised, &raised_traceback);
+  if (raised != NULL && cause != NULL) PyException_SetCause(raised, cause); /* steals cause */
+  else Py_XDECREF(cause);
+  PyErr_Restore(raised_type, raised, raised_traceback);
+  return -1;
+}
+
+/* The device memory an array argument points to: a dlop.Array, a torch.Tensor or cupy.ndarray
+ * (read directly: framework_arrays.c), a __cuda_array_interface__ producer (CuPy, Numba,
+ * PyTorch subclasses), a DLPack producer (JAX, ...). Nothing is copied; memory on the CPU or
+ * another GPU is refused. *dlop_array is set for a dlop.Array (its stream is ordered with the
+ * launch by the caller); *producer to a foreign producer's stream the launch must wait for
+ * (NULL: none). */
 static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *stream,
-                        void **slot, dlop_array **dlop_array_out) {
+                        dlop_py_framework_call *call, void **slot,
+                        dlop_array **dlop_array_out, void **producer_out) {
   dlop_py_state *state = state_of((PyObject *)self);
   *dlop_array_out = NULL;
+  *producer_out = NULL;
   if (value == Py_None) {
     *slot = NULL;
     return 0;
@@ -196,6 +238,20 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
     data = (char *)tensor->data + tensor->byte_offset;
     *dlop_array_out = array;
   } else {
+    dlop_py_framework_array read;
+    int fast = dlop_py_framework_array_read(state, value, self->device_id, call, &read);
+    if (fast < 0) return -1;
+    if (fast) {
+      /* As the library's interface would say: writable memory (so any parameter takes it),
+       * pointer 0 for an empty array (passed as NULL, on no device in particular). */
+      *slot = read.data;
+      if (read.data == NULL) return 0;
+      device.type = DLOP_DEVICE_CUDA;
+      device.id = read.device_id;
+      if (device.id != self->device_id) goto other_device;
+      *producer_out = read.producer;
+      return 0;
+    }
     PyObject *interface = PyObject_GetAttr(value, state->str_cai);
     if (interface != NULL) {
       PyObject *pair = PyDict_Check(interface) ? PyDict_GetItemString(interface, "data") : NULL;
@@ -208,6 +264,7 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
       data = PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0));
       int read_only = data == NULL && PyErr_Occurred() ? 0 : PyObject_IsTrue(PyTuple_GetItem(pair, 1));
       PyObject *producer_stream = PyErr_Occurred() ? NULL : PyDict_GetItemString(interface, "stream");
+      int names_stream = producer_stream != NULL;
       void *producer = producer_stream && producer_stream != Py_None
                            ? PyLong_AsVoidPtr(producer_stream) : NULL;
       Py_DECREF(interface);
@@ -228,14 +285,17 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
                              "got %R, whose __cuda_array_interface__ pointer is not CUDA memory",
                              value);
       if (device.id != self->device_id) goto other_device;
-      /* CAI version 3: order the launch after the producer's stream (free when the same). */
-      if (producer != NULL && producer != stream) {
-        status = dlop_cuda_stream_wait_stream(self->device_id, stream, producer);
-        if (status != DLOP_OK) return dlop_py_raise(state, status, "__cuda_array_interface__ stream"), -1;
+      /* CAI version 3: the launch is ordered after the producer's stream (by the caller). An
+       * interface without a stream entry (version 2) from a torch.Tensor subclass: after
+       * PyTorch's current stream, as for a torch.Tensor. */
+      if (!names_stream) {
+        int torch = dlop_py_framework_torch_stream(state, value, self->device_id, call, &producer);
+        if (torch < 0) return -1;
       }
+      *producer_out = producer;
       return 0;
     }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1; /* the getter itself failed */
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return fail_interface(self, i, value);
     PyErr_Clear();
     PyObject *where = PyObject_CallMethod(value, "__dlpack_device__", NULL);
     if (where == NULL) {
@@ -395,6 +455,14 @@ static int parse_stream(dlop_py_state *state, PyObject *value, void **stream) {
 
 /* ---- the call ---------------------------------------------------------------------------- */
 
+/* Add producer to the distinct streams the launch waits for (never the launch's own). */
+static void add_wait(void **waits, int *num_waits, void *producer, void *stream) {
+  if (producer == NULL || producer == stream) return;
+  for (int w = 0; w < *num_waits; w++)
+    if (waits[w] == producer) return;
+  waits[(*num_waits)++] = producer;
+}
+
 static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
   cuda_kernel *self = (cuda_kernel *)callable;
@@ -457,6 +525,11 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
   void *pointers[MAX_PARAMS];
   dlop_array *arrays[MAX_PARAMS];
   int num_arrays = 0;
+  /* The distinct streams the launch waits for (foreign producers' first, then dlop's), at most
+   * one per argument. */
+  void *waits[MAX_PARAMS];
+  int num_waits = 0;
+  dlop_py_framework_call call = {0};
   /* The codes as they are now: packing runs Python code (__index__, __dlpack__), which may call
    * prepare() and change them mid-call. */
   char codes[MAX_PARAMS];
@@ -468,8 +541,11 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     int failed;
     if (code == 'P') {
       dlop_array *array = NULL;
-      failed = pack_pointer(self, i, args[i], stream, (void **)&slots[i], &array);
+      void *producer = NULL;
+      failed = pack_pointer(self, i, args[i], stream, &call, (void **)&slots[i], &array,
+                            &producer);
       if (array != NULL) arrays[num_arrays++] = array;
+      add_wait(waits, &num_waits, producer, stream);
     } else if (code == 'f' || code == 'd') {
       failed = pack_real(self, i, args[i], code, &slots[i]);
     } else {
@@ -478,6 +554,14 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     if (failed) return NULL;
   }
+  /* A foreign producer's stream (CAI version 3's, PyTorch's current one): the launch waits for
+   * the work enqueued on it so far. */
+  int num_foreign = num_waits;
+  for (int w = 0; w < num_foreign; w++) {
+    int status = dlop_cuda_stream_wait_stream(self->device_id, stream, waits[w]);
+    if (status != DLOP_OK)
+      return dlop_py_raise(state, status, "ordering the launch after an array argument's stream");
+  }
   /* dlop's own work runs on the extension's stream: the launch waits for a dlop.Array's pending
    * writes, and dlop's stream waits for the launch before its next work. */
   dlop_stream *dlop_stream_of_device = NULL;
@@ -485,17 +569,12 @@ static PyObject *kernel_vectorcall(PyObject *callable, PyObject *const *args, si
     dlop_device device = {DLOP_DEVICE_CUDA, self->device_id};
     if (dlop_py_stream(state, device, &dlop_stream_of_device) < 0) return NULL;
     /* One wait per distinct stream with pending writes (usually dlop's one), not per array. */
-    void *waited[MAX_PARAMS];
-    int num_waited = 0;
     for (int a = 0; a < num_arrays; a++) {
       dlop_stream *pending = dlop_array_stream(arrays[a]);
-      void *producer = pending ? dlop_stream_handle(pending) : NULL;
-      if (producer == NULL || producer == stream) continue;
-      int seen = 0;
-      for (int w = 0; w < num_waited && !seen; w++) seen = waited[w] == producer;
-      if (seen) continue;
-      waited[num_waited++] = producer;
-      int status = dlop_cuda_stream_wait_stream(self->device_id, stream, producer);
+      int before = num_waits;
+      add_wait(waits, &num_waits, pending ? dlop_stream_handle(pending) : NULL, stream);
+      if (num_waits == before) continue;
+      int status = dlop_cuda_stream_wait_stream(self->device_id, stream, waits[before]);
       if (status != DLOP_OK) return dlop_py_raise(state, status, "ordering a dlop.Array argument");
     }
   }

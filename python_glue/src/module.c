@@ -210,6 +210,7 @@ static int module_exec(PyObject *module) {
   if (!state->str_dlpack || !state->str_dlpack_device || !state->str_cai || !state->str_stream ||
       !state->str_max_version || !state->str_stage_token)
     return -1;
+  if (dlop_py_frameworks_init(state) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_NDIM", DLOP_MAX_NDIM) < 0) return -1;
   /* The bundled plugins and DLOP_PLUGIN_PATH load on import; failures are kept for
    * load_errors() rather than raised, as for the `dlop` command. */
@@ -232,7 +233,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(state->cuda_kernel_type);
   Py_VISIT(state->numpy);
   for (int i = 0; i < DLOP_PY_STAGE_EXCEPTIONS; i++) Py_VISIT(state->stage_exceptions[i].exception);
-  return 0;
+  return dlop_py_frameworks_traverse(state, visit, arg);
 }
 
 static int module_clear(PyObject *module) {
@@ -252,6 +253,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(state->str_stream);
   Py_CLEAR(state->str_max_version);
   Py_CLEAR(state->str_stage_token);
+  dlop_py_frameworks_clear(state);
   return 0;
 }
 

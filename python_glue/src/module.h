@@ -44,6 +44,9 @@ enum {
   DLOP_PY_ERROR_COUNT
 };
 
+/* What framework_arrays.c keeps of PyTorch and CuPy once they are imported. */
+typedef struct dlop_py_frameworks dlop_py_frameworks;
+
 typedef struct dlop_py_state {
   PyObject *errors[DLOP_PY_ERROR_COUNT];
   PyTypeObject *array_type;
@@ -67,6 +70,7 @@ typedef struct dlop_py_state {
     PyObject *exception;
   } stage_exceptions[DLOP_PY_STAGE_EXCEPTIONS];
   unsigned long long next_stage_token;
+  dlop_py_frameworks *frameworks; /* NULL after the module is cleared */
 } dlop_py_state;
 
 /* dlop.Array: a reference to a dlop_array. */
@@ -202,6 +206,36 @@ int dlop_py_add_op_call_type(PyObject *module, dlop_py_state *state);
 
 /* ---- cuda_kernel.c: dlop.SourceModule's kernels and the functions it is built on ---- */
 int dlop_py_add_cuda_kernel_type(PyObject *module, dlop_py_state *state);
+
+/* ---- framework_arrays.c: torch.Tensor and cupy.ndarray kernel arguments, read directly ---- */
+/* What a launch reads once of PyTorch's and CuPy's state, for all its arguments (zero it). */
+typedef struct dlop_py_framework_call {
+  int torch_mode;        /* 0 not read yet; 1 a torch function mode is active; -1 none is */
+  int torch_stream_read; /* torch_stream is torch's current stream on the kernel's device */
+  void *torch_stream;
+  int cupy_state;    /* 0 not read yet; 1 cupy_stream is what CuPy's CAI names; -1 unusable */
+  void *cupy_stream; /* NULL: CuPy names no stream (its CAI export version 2) */
+} dlop_py_framework_call;
+/* One array argument as the fast path read it. */
+typedef struct dlop_py_framework_array {
+  void *data;        /* NULL for an empty array (the interface's pointer 0) */
+  int32_t device_id; /* the device the library states */
+  void *producer;    /* the stream to order the launch after, or NULL */
+} dlop_py_framework_array;
+int dlop_py_frameworks_init(dlop_py_state *state);
+int dlop_py_frameworks_traverse(dlop_py_state *state, visitproc visit, void *arg);
+void dlop_py_frameworks_clear(dlop_py_state *state);
+/* value exactly a torch.Tensor or cupy.ndarray, for a kernel on device_id: 1 with *out as its
+ * library's __cuda_array_interface__ would describe it; 0 (nothing set) when the generic path
+ * must take it: another type, or a case whose error that path raises; -1 with an exception
+ * only for what is never swallowed (KeyboardInterrupt, MemoryError). */
+int dlop_py_framework_array_read(dlop_py_state *state, PyObject *value, int32_t device_id,
+                                 dlop_py_framework_call *call, dlop_py_framework_array *out);
+/* For the generic path's interface that names no stream: 1 with *stream torch's current
+ * stream on device_id when value is a torch.Tensor (a subclass too), 0 when it is not one, -1
+ * with an exception. */
+int dlop_py_framework_torch_stream(dlop_py_state *state, PyObject *value, int32_t device_id,
+                                   dlop_py_framework_call *call, void **stream);
 
 /* ---- registry.c ---- */
 extern PyMethodDef dlop_py_registry_methods[];

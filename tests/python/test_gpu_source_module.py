@@ -2,8 +2,10 @@
 dlop arrays, CuPy, PyTorch and Numba arrays (those installed), the device pointer passed as is
 (no copy), scalars of every kind typed from the signature, dynamic shared memory, streams (dlop's,
 CuPy's, PyTorch's, raw handles), a 2-d grid, the driver's parameter check, and a kernel that
-faults, in a subprocess (the context is lost: the error says so). Skipped without a GPU, a
-failure under DLOP_REQUIRE_GPU=1."""
+faults, in a subprocess (the context is lost: the error says so); torch.Tensor and cupy.ndarray
+arguments, read directly, against the generic path (a subclass, or the library's own
+__cuda_array_interface__ behind another object): the same pointer, the launch ordered after the
+producer's stream, the same errors. Skipped without a GPU, a failure under DLOP_REQUIRE_GPU=1."""
 import os
 import subprocess
 import sys
@@ -42,6 +44,11 @@ __global__ void reverse_blocks(float *out, const float *in) {
   tile[t] = in[base + t];
   __syncthreads();
   out[base + t] = tile[blockDim.x - 1 - t];
+}
+
+__global__ void spin(long long cycles) {  // keeps a stream busy
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
 }
 
 __global__ void grid_2d(int *out, int width) {
@@ -282,6 +289,209 @@ def test_an_array_on_another_gpu_is_refused():
     other = dlop.asarray(np.zeros(4, np.float32), device="cuda:1")
     with pytest.raises(dlop.DeviceMismatchError, match="on cuda:1, but the kernel is loaded on cuda:0"):
         multiply_them()(other, other, other, 4, block=(4,))
+
+
+# ---- torch.Tensor and cupy.ndarray read directly, against the generic path ------------------
+# Exactly those types are read from their attributes (framework_arrays.c); a subclass, or the
+# library's own __cuda_array_interface__ behind another object, takes the generic path. The two
+# must agree on everything.
+
+SPIN = 400_000_000  # GPU clock cycles: a fraction of a second on an H200 (about 2 GHz)
+
+
+class Interface:
+    """x's own __cuda_array_interface__ behind another type: the generic path."""
+
+    def __init__(self, x):
+        self.x = x
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.x.__cuda_array_interface__
+
+
+def torch_paths():
+    torch = pytest.importorskip("torch")
+
+    class Sub(torch.Tensor):
+        pass
+    return torch, {"fast": lambda t: t, "generic": lambda t: t.as_subclass(Sub)}
+
+
+def cupy_paths():
+    cupy = pytest.importorskip("cupy")
+    return cupy, {"fast": lambda a: a, "generic": Interface}
+
+
+def without(text, *names):
+    for name in names:
+        text = text.replace(name, "X")
+    return text
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_torch_the_kernel_gets_the_tensors_pointer(kernels, path):
+    torch, paths = torch_paths()
+    wrap, pointer_of = paths[path], kernels.get_function("pointer_of")
+    t = torch.arange(8, dtype=torch.float32, device="cuda")[3:]  # a view: an offset pointer
+    out = torch.full((2,), -1, dtype=torch.int64, device="cuda")
+    pointer_of(wrap(out[:1]), wrap(t), block=(1,))
+    pointer_of(wrap(out[1:]), wrap(torch.empty(0, device="cuda")), block=(1,))  # empty: NULL
+    assert out.tolist() == [t.data_ptr(), 0]
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_cupy_the_kernel_gets_the_arrays_pointer(kernels, path):
+    cupy, paths = cupy_paths()
+    wrap, pointer_of = paths[path], kernels.get_function("pointer_of")
+    a = cupy.arange(8, dtype=cupy.float32)[3:]
+    out = cupy.full(2, -1, dtype=cupy.int64)
+    pointer_of(wrap(out[:1]), wrap(a), block=(1,))
+    pointer_of(wrap(out[1:]), wrap(cupy.empty(0, cupy.float32)), block=(1,))
+    assert out.tolist() == [a.data.ptr, 0]
+
+
+def written_on_a_side_stream_then_launched(kernels, on_side, side_handle, fill, wrap, synchronize):
+    """Input a written by the library on a side stream (kept busy first) and the kernel
+    launched at once on the legacy stream (stream=None), inside on_side (the side stream the
+    library's current one). Returns the kernel's output and the expected values."""
+    a, b = host_inputs()
+    n = a.size
+    ta, tb, dest, source = fill(np.zeros_like(a)), fill(b), fill(np.zeros_like(a)), fill(a)
+    kernel, spin = multiply_them(), kernels.get_function("spin")
+    synchronize()
+    with on_side:
+        spin(SPIN, block=(1,), stream=side_handle)
+        ta[...] = source  # on the side stream, behind the spin
+        kernel(wrap(dest), wrap(ta), wrap(tb), n, block=(256,), grid=((n + 255) // 256,))
+    return dest, a * b
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_torch_the_launch_waits_for_torchs_current_stream(kernels, path):
+    torch, paths = torch_paths()
+    side = torch.cuda.Stream()  # PyTorch's streams do not synchronize with the legacy stream
+    dest, expected = written_on_a_side_stream_then_launched(
+        kernels, torch.cuda.stream(side), side.cuda_stream,
+        lambda x: torch.from_numpy(x).cuda(), paths[path], torch.cuda.synchronize)
+    done = torch.cuda.Event()
+    done.record(torch.cuda.default_stream())  # the legacy stream, after the launch
+    done.synchronize()
+    assert side.query(), "the launch did not wait for the side stream"
+    torch.cuda.synchronize()
+    assert np.array_equal(dest.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_cupy_the_launch_waits_for_cupys_current_stream(kernels, path):
+    cupy, paths = cupy_paths()
+    side = cupy.cuda.Stream(non_blocking=True)
+    dest, expected = written_on_a_side_stream_then_launched(
+        kernels, side, side.ptr, cupy.asarray, paths[path], cupy.cuda.Device().synchronize)
+    done = cupy.cuda.Event()
+    done.record(cupy.cuda.Stream.null)
+    done.synchronize()
+    assert side.done, "the launch did not wait for the side stream"
+    cupy.cuda.Device().synchronize()
+    assert np.array_equal(cupy.asnumpy(dest), expected)
+
+
+@pytest.mark.parametrize("path", ["fast", "generic"])
+def test_cupy_export_version_2_names_no_stream_and_nothing_waits(kernels, path, monkeypatch):
+    cupy, paths = cupy_paths()
+    monkeypatch.setattr(cupy._util, "CUDA_ARRAY_INTERFACE_EXPORT_VERSION", 2)
+    wrap = paths[path]
+    side = cupy.cuda.Stream(non_blocking=True)
+    a = cupy.zeros(4, cupy.float32)
+    kernel, spin = multiply_them(), kernels.get_function("spin")
+    cupy.cuda.Device().synchronize()
+    with side:
+        spin(5 * SPIN, block=(1,), stream=side.ptr)
+        kernel(wrap(a), wrap(a), wrap(a), 4, block=(4,))  # the legacy stream
+    done = cupy.cuda.Event()
+    done.record(cupy.cuda.Stream.null)
+    done.synchronize()
+    assert not side.done, "the launch waited for a stream CuPy did not name"
+    side.synchronize()
+
+
+def test_torch_a_function_mode_sees_the_tensors_interface():
+    torch, _ = torch_paths()
+
+    class Counting(torch.overrides.TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+    a, b = host_inputs()
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    dest, kernel = torch.zeros_like(ta), multiply_them()
+    with Counting():
+        kernel(dest, ta, tb, a.size, block=(256,), grid=((a.size + 255) // 256,))
+    assert Counting.calls >= 3  # each tensor's __cuda_array_interface__ went through the mode
+    assert np.array_equal(dest.cpu().numpy(), a * b)
+
+
+def refusal(kernel, *args):
+    with pytest.raises(dlop.DlopError) as info:
+        kernel(*args, block=(4,))
+    return info.value
+
+
+def test_torch_the_same_errors_on_both_paths():
+    torch, paths = torch_paths()
+    sub = type(paths["generic"](torch.zeros(1, device="cuda")))
+    names = (repr(torch.Tensor), repr(sub))
+    kernel, dest = multiply_them(), torch.zeros(4, device="cuda")
+    cases = {"cpu": torch.zeros(4), "grad": torch.zeros(4, device="cuda", requires_grad=True)}
+    for case, tensor in cases.items():
+        fast = refusal(kernel, dest, tensor, dest, 4)
+        generic = refusal(kernel, dest, paths["generic"](tensor), dest, 4)
+        assert type(fast) is type(generic), (case, fast, generic)
+        assert without(str(fast), *names) == without(str(generic), *names), (case, fast, generic)
+        assert "argument 2 'a'" in str(fast)
+    assert isinstance(fast, dlop.InvalidArgumentError) and "requires grad" in str(fast)
+    assert "detach()" in str(fast) and isinstance(fast.__cause__, RuntimeError)
+
+
+def test_torch_a_parameter_requiring_grad_is_refused_naming_the_argument():
+    torch, _ = torch_paths()
+    weight = torch.nn.Parameter(torch.zeros(4, device="cuda"))
+    with pytest.raises(dlop.InvalidArgumentError, match=r"argument 1 'dest' \(float \*\) got "
+                                                        r".*Parameter.*requires grad"):
+        multiply_them()(weight, weight.detach(), weight.detach(), 4, block=(4,))
+
+
+def test_torch_and_cupy_arrays_on_another_gpu_are_refused_on_both_paths(kernels):
+    if dlop.cuda_device_count() < 2:
+        pytest.skip("one GPU: no other device to put an array on")
+    expected = ("argument 2 'a' (const float *) got an array on cuda:1, but the kernel is "
+                "loaded on cuda:0")
+    pointer_of = kernels.get_function("pointer_of")
+    others = []
+    try:
+        torch, paths = torch_paths()
+        others.append((paths, torch.zeros(4, device="cuda:1"), torch.empty(0, device="cuda:1"),
+                       torch.full((1,), -1, dtype=torch.int64, device="cuda")))
+    except pytest.skip.Exception:
+        pass
+    try:
+        cupy, paths = cupy_paths()
+        with cupy.cuda.Device(1):
+            other, empty = cupy.zeros(4, cupy.float32), cupy.empty(0, cupy.float32)
+        others.append((paths, other, empty, cupy.full(1, -1, dtype=cupy.int64)))
+    except pytest.skip.Exception:
+        pass
+    if not others:
+        pytest.skip("neither PyTorch nor CuPy is installed")
+    for paths, other, empty, out in others:
+        for wrap in paths.values():
+            error = refusal(multiply_them(), None, wrap(other), None, 4)
+            assert isinstance(error, dlop.DeviceMismatchError) and expected in str(error), error
+            out[...] = -1
+            pointer_of(wrap(out), wrap(empty), block=(1,))  # empty: NULL, on no device
+            assert out.tolist() == [0]
 
 
 # ---- a kernel that faults ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 /* array.c — dlop.Array: a reference to a dlop_array with its device, shape and dtype; the
- * buffer protocol and __array__ on the CPU (no copy), numpy() and to(device) (copies). */
+ * buffer protocol and __array__ on the CPU (no copy), numpy() and to(device) (copies); and the
+ * expired state of an array lent to a Python op for one run that outlived it (py_op.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,29 @@ PyObject *dlop_py_array_new(dlop_py_state *state, dlop_array *array) {
   }
   self->array = array;
   self->readonly = 0;
+  self->expired_op = NULL;
   return (PyObject *)self;
+}
+
+dlop_array *dlop_py_array_get(PyObject *object) {
+  dlop_py_array *self = (dlop_py_array *)object;
+  if (self->array != NULL) return self->array;
+  dlop_py_raisef(dlop_py_state_of_type(Py_TYPE(object)), DLOP_INVALID_ARGUMENT,
+                 "this dlop.Array was lent for one run of the Python op '%s' and is gone: dlop "
+                 "took its memory back when the run ended. Copy what you keep inside the run "
+                 "(perform: inputs[i].copy(); a launch: into memory of your own)",
+                 self->expired_op ? self->expired_op : "?");
+  return NULL;
+}
+
+void dlop_py_array_expire(PyObject *object, const char *op_name) {
+  dlop_py_array *self = (dlop_py_array *)object;
+  dlop_array *array = self->array;
+  self->array = NULL;
+  self->expired_op = op_name;
+  /* Exports made while it was alive (a memoryview, NumPy) keep their Py_buffer: releasing
+   * one only frees its shape block (array_releasebuffer), never touches the array. */
+  if (array != NULL) dlop_py_release_holding_gil(array);
 }
 
 static void array_dealloc(PyObject *object) {
@@ -93,16 +116,20 @@ static void array_dealloc(PyObject *object) {
 }
 
 static dlop_py_state *state_of(PyObject *self) { return dlop_py_state_of_type(Py_TYPE(self)); }
+/* The array's tensor, or NULL with the error when it has expired. */
 static const dlop_tensor *tensor_of(PyObject *self) {
-  return dlop_array_tensor(((dlop_py_array *)self)->array);
+  dlop_array *array = dlop_py_array_get(self);
+  return array ? dlop_array_tensor(array) : NULL;
 }
 
 static PyObject *array_get_device(PyObject *self, void *closure) {
-  return dlop_py_device_str(tensor_of(self)->device);
+  const dlop_tensor *t = tensor_of(self);
+  return t ? dlop_py_device_str(t->device) : NULL;
 }
 
 static PyObject *array_get_shape(PyObject *self, void *closure) {
   const dlop_tensor *t = tensor_of(self);
+  if (t == NULL) return NULL;
   PyObject *shape = PyTuple_New(t->ndim);
   if (shape == NULL) return NULL;
   for (int32_t i = 0; i < t->ndim; i++) {
@@ -117,6 +144,7 @@ static PyObject *array_get_shape(PyObject *self, void *closure) {
 
 static PyObject *array_get_strides(PyObject *self, void *closure) {
   const dlop_tensor *t = tensor_of(self);
+  if (t == NULL) return NULL;
   PyObject *strides = PyTuple_New(t->ndim);
   if (strides == NULL) return NULL;
   int64_t contiguous[DLOP_MAX_NDIM];
@@ -134,15 +162,18 @@ static PyObject *array_get_strides(PyObject *self, void *closure) {
 }
 
 static PyObject *array_get_dtype(PyObject *self, void *closure) {
-  return PyUnicode_FromString(dlop_dtype_name(dlop_tensor_dtype(tensor_of(self))));
+  const dlop_tensor *t = tensor_of(self);
+  return t ? PyUnicode_FromString(dlop_dtype_name(dlop_tensor_dtype(t))) : NULL;
 }
 
 static PyObject *array_get_ndim(PyObject *self, void *closure) {
-  return PyLong_FromLong(tensor_of(self)->ndim);
+  const dlop_tensor *t = tensor_of(self);
+  return t ? PyLong_FromLong(t->ndim) : NULL;
 }
 
 static PyObject *array_get_size(PyObject *self, void *closure) {
-  return PyLong_FromLongLong(dlop_tensor_numel(tensor_of(self)));
+  const dlop_tensor *t = tensor_of(self);
+  return t ? PyLong_FromLongLong(dlop_tensor_numel(t)) : NULL;
 }
 
 /* The struct-module format of a dtype for the buffer protocol; NULL for bfloat16 (none). */
@@ -164,10 +195,11 @@ static const char *buffer_format(dlop_dtype dtype) {
 /* The buffer protocol (CPU only): NumPy and memoryview see the memory without a copy. */
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   dlop_py_state *state = state_of(self);
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  view->obj = NULL;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return -1;
   const dlop_tensor *t = dlop_array_tensor(array);
   dlop_dtype dtype = dlop_tensor_dtype(t);
-  view->obj = NULL;
   if (t->device.type != DLOP_DEVICE_CPU) {
     char text[32];
     dlop_py_raisef(state, DLOP_DEVICE_MISMATCH,
@@ -240,7 +272,8 @@ static void array_releasebuffer(PyObject *self, Py_buffer *view) { PyMem_Free(vi
 
 static PyObject *array_numpy(PyObject *self, PyObject *unused) {
   dlop_py_state *state = state_of(self);
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
   const dlop_tensor *t = dlop_array_tensor(array);
   PyObject *numpy = dlop_py_numpy(state);
   if (numpy == NULL) return NULL;
@@ -286,6 +319,7 @@ static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs) {
     return NULL;
   dlop_py_state *state = state_of(self);
   const dlop_tensor *t = tensor_of(self);
+  if (t == NULL) return NULL;
   if (t->device.type != DLOP_DEVICE_CPU) {
     char text[32];
     return dlop_py_raisef(state, DLOP_DEVICE_MISMATCH,
@@ -309,7 +343,8 @@ static PyObject *array_array(PyObject *self, PyObject *args, PyObject *kwargs) {
 /* to(device): a copy on another device, or this array when it is already there. */
 static PyObject *array_to(PyObject *self, PyObject *device_object) {
   dlop_py_state *state = state_of(self);
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
   dlop_device device;
   if (dlop_py_parse_device(state, device_object, &device) < 0) return NULL;
   dlop_device here = dlop_array_device(array);
@@ -327,7 +362,8 @@ static PyObject *array_to(PyObject *self, PyObject *device_object) {
 
 static PyObject *array_synchronize(PyObject *self, PyObject *unused) {
   int status;
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
   Py_BEGIN_ALLOW_THREADS
   status = dlop_array_synchronize(array);
   Py_END_ALLOW_THREADS
@@ -336,6 +372,9 @@ static PyObject *array_synchronize(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *array_repr(PyObject *self) {
+  const char *expired_op = ((dlop_py_array *)self)->expired_op;
+  if (expired_op != NULL) /* printing it is no use of the memory: it says what happened */
+    return PyUnicode_FromFormat("dlop.Array(expired: lent for one run of '%s')", expired_op);
   PyObject *shape = array_get_shape(self, NULL);
   if (shape == NULL) return NULL;
   const dlop_tensor *t = tensor_of(self);
@@ -349,6 +388,7 @@ static PyObject *array_repr(PyObject *self) {
 
 static Py_ssize_t array_length(PyObject *self) {
   const dlop_tensor *t = tensor_of(self);
+  if (t == NULL) return -1;
   if (t->ndim == 0) {
     PyErr_SetString(PyExc_TypeError, "len() of a 0-d dlop.Array");
     return -1;
@@ -357,7 +397,8 @@ static Py_ssize_t array_length(PyObject *self) {
 }
 
 static PyObject *array_data_pointer(PyObject *self, void *closure) {
-  return PyLong_FromVoidPtr(dlop_tensor_base(tensor_of(self)));
+  const dlop_tensor *t = tensor_of(self);
+  return t ? PyLong_FromVoidPtr(dlop_tensor_base(t)) : NULL;
 }
 
 static PyGetSetDef array_getset[] = {

@@ -533,7 +533,8 @@ int dlop_py_to_array(dlop_py_state *state, PyObject *object, dlop_array **array,
   if (readonly) *readonly = 0;
   if (from_host) *from_host = 0;
   if (Py_IS_TYPE(object, state->array_type)) {
-    *array = ((dlop_py_array *)object)->array;
+    *array = dlop_py_array_get(object);
+    if (*array == NULL) return -1;
     dlop_array_retain(*array);
     if (readonly) *readonly = ((dlop_py_array *)object)->readonly;
     return 0;

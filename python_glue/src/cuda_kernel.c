@@ -225,6 +225,8 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
   dlop_device device = {DLOP_DEVICE_CPU, 0};
   void *data = NULL;
   if (PyObject_TypeCheck(value, state->array_type)) {
+    dlop_array *array = dlop_py_array_get(value); /* NULL: expired (py_op.c) */
+    if (array == NULL) return -1;
     /* A read-only dlop.Array (a Python op's inputs, a read-only producer's memory) only for a
      * parameter the kernel cannot write through, as for read-only CAI data below. */
     if (((dlop_py_array *)value)->readonly && !pointer_is_const(self, i))
@@ -232,7 +234,6 @@ static int pack_pointer(cuda_kernel *self, Py_ssize_t i, PyObject *value, void *
                            "got a read-only dlop.Array (%R) for a parameter that is not a const "
                            "pointer (the kernel may write it): declare it const",
                            value);
-    dlop_array *array = ((dlop_py_array *)value)->array;
     const dlop_tensor *tensor = dlop_array_tensor(array);
     device = tensor->device;
     data = (char *)tensor->data + tensor->byte_offset;

@@ -77,7 +77,8 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
   PyObject *values[4] = {Py_None, Py_None, Py_None, Py_None};
   if (keyword_arguments(args, nargs, kwnames, names, 4, values, "__dlpack__") < 0) return NULL;
   dlop_py_state *state = dlop_py_state_of_type(Py_TYPE(self));
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
   dlop_device device = dlop_array_device(array);
   PyObject *stream = values[0], *max_version = values[1], *dl_device = values[2], *copy = values[3];
 
@@ -227,7 +228,9 @@ PyObject *dlop_py_array_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
 }
 
 PyObject *dlop_py_array_dlpack_device(PyObject *self, PyObject *unused) {
-  dlop_device device = dlop_array_device(((dlop_py_array *)self)->array);
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
+  dlop_device device = dlop_array_device(array);
   return Py_BuildValue("(ii)", (int)device.type, (int)device.id);
 }
 
@@ -247,7 +250,8 @@ static const char *typestr_of(dlop_dtype dtype) {
 }
 
 PyObject *dlop_py_array_cai(PyObject *self, void *closure) {
-  dlop_array *array = ((dlop_py_array *)self)->array;
+  dlop_array *array = dlop_py_array_get(self);
+  if (array == NULL) return NULL;
   const dlop_tensor *t = dlop_array_tensor(array);
   if (t->device.type != DLOP_DEVICE_CUDA) {
     PyErr_SetString(PyExc_AttributeError,

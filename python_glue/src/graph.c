@@ -152,8 +152,10 @@ static PyObject *graph_constant(PyObject *object, PyObject *args) {
   const char *name;
   PyObject *array_object;
   if (!PyArg_ParseTuple(args, "sO!:constant", &name, state->array_type, &array_object)) return NULL;
+  dlop_array *array = dlop_py_array_get(array_object);
+  if (array == NULL) return NULL;
   dlop_var *var;
-  int status = dlop_graph_constant(self->graph, name, ((dlop_py_array *)array_object)->array, &var);
+  int status = dlop_graph_constant(self->graph, name, array, &var);
   if (status != DLOP_OK) return dlop_py_raise(state, status, NULL);
   return remember(self, var);
 }

@@ -76,10 +76,13 @@ typedef struct dlop_py_state {
 /* dlop.Array: a reference to a dlop_array. */
 typedef struct dlop_py_array {
   PyObject_HEAD
+  /* NULL once expired (dlop_py_array_expire): read it through dlop_py_array_get. */
   dlop_array *array;
   /* Borrowed from a read-only producer (a read-only NumPy array, bytes, a DLPack tensor flagged
    * read-only, CAI data (ptr, True)): exported read-only too, never as writable memory. */
   int readonly;
+  /* Set when expired: the Python op whose run lent this array and which it outlived. */
+  const char *expired_op;
 } dlop_py_array;
 
 /* dlop._C.Function: a compiled function, called through vectorcall. */
@@ -123,6 +126,13 @@ PyObject *dlop_py_raise_load_error(dlop_py_state *state, int status);
 int dlop_py_add_array_type(PyObject *module, dlop_py_state *state);
 /* A new dlop.Array taking over one reference to array (released on failure too). */
 PyObject *dlop_py_array_new(dlop_py_state *state, dlop_array *array);
+/* The dlop_array of a dlop.Array (a borrowed reference), or NULL with an InvalidArgumentError
+ * naming the op when it was lent for one run of a Python op and has expired. */
+dlop_array *dlop_py_array_get(PyObject *object);
+/* Expire a dlop.Array lent for one run of the Python op op_name that outlived the run (py_op.c):
+ * its reference to the memory is dropped now and every later use raises. op_name must live as
+ * long as the object (a registered op's name lives until the process ends). */
+void dlop_py_array_expire(PyObject *object, const char *op_name);
 /* "float32" or a NumPy dtype object / type to a dlop dtype; -1 with TypeError otherwise. */
 int dlop_py_parse_dtype(dlop_py_state *state, PyObject *object, dlop_dtype *dtype);
 int dlop_py_parse_device(dlop_py_state *state, PyObject *object, dlop_device *device);

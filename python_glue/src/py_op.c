@@ -3,7 +3,10 @@
  * infer_shape, make_thunk and thunk run are C trampolines calling the Python side under the
  * GIL (PyGILState_Ensure, so any thread may call them). An exception raised there becomes a
  * status and a message naming the op and the stage; it is also kept in the module state so
- * that the dlop exception raised for that message chains it as __cause__ (errors.c). */
+ * that the dlop exception raised for that message chains it as __cause__ (errors.c). The
+ * arrays a run lends to Python must not outlive it: one still held afterwards is expired and
+ * fails the run (release_lent). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,13 +216,34 @@ static int trampoline_infer_shape(const dlop_node_args *args) {
   return status;
 }
 
+/* Who holds the arrays lent for one run from C: one count per lent dlop_array, dropped by its
+ * deleter when its last reference goes (a DLPack export or a dlop view keeps it after the
+ * dlop.Array is gone), and one for the run. Whoever drops the last frees it: a deleter may run
+ * long after the run, on any thread, without the GIL. */
+typedef struct run_lease {
+  atomic_int holders;
+} run_lease;
+
+static run_lease *lease_new(void) {
+  run_lease *lease = malloc(sizeof *lease);
+  if (lease != NULL) atomic_init(&lease->holders, 1);
+  return lease;
+}
+
+static void lease_drop(void *context) {
+  run_lease *lease = context;
+  if (atomic_fetch_sub_explicit(&lease->holders, 1, memory_order_acq_rel) == 1) free(lease);
+}
+
 /* A dlop.Array borrowing tensor for the length of one run (nothing is copied). On CUDA the
  * run's stream is recorded as its pending write, so whatever reads it inside the launch (a dlop
  * kernel, a DLPack or __cuda_array_interface__ consumer, .numpy()) waits for the producer. */
 static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, dlop_stream *run_stream,
-                        int readonly) {
+                        int readonly, run_lease *lease) {
   dlop_array *array = NULL;
-  int status = dlop_array_wrap(tensor, NULL, NULL, &array);
+  atomic_fetch_add_explicit(&lease->holders, 1, memory_order_relaxed);
+  int status = dlop_array_wrap(tensor, lease_drop, lease, &array);
+  if (status != DLOP_OK) lease_drop(lease); /* not called on failure: the count is ours */
   if (status == DLOP_OK && run_stream != NULL) {
     status = dlop_array_record_write(array, run_stream);
     if (status != DLOP_OK) dlop_array_release(array);
@@ -231,10 +255,10 @@ static PyObject *borrow(dlop_py_state *state, const dlop_tensor *tensor, dlop_st
 }
 
 static PyObject *borrow_all(dlop_py_state *state, const dlop_tensor *tensors, int32_t count,
-                            dlop_stream *run_stream, int readonly) {
+                            dlop_stream *run_stream, int readonly, run_lease *lease) {
   PyObject *tuple = PyTuple_New(count);
   for (int32_t i = 0; tuple && i < count; i++) {
-    PyObject *item = borrow(state, &tensors[i], run_stream, readonly);
+    PyObject *item = borrow(state, &tensors[i], run_stream, readonly, lease);
     if (item == NULL || PyTuple_SetItem(tuple, i, item) < 0) Py_CLEAR(tuple);
   }
   return tuple;
@@ -276,6 +300,79 @@ static int order_after(dlop_py_state *state, dlop_device device, void *stream) {
   return 0;
 }
 
+/* Whether a lent dlop.Array (or the tuple that holds it) is referenced beyond the run's own
+ * tuple: stored on self, in a global, or held by a NumPy view or a CAI consumer. */
+static int held_beyond(PyObject *tuple, Py_ssize_t i) {
+  return Py_REFCNT(tuple) > 1 || Py_REFCNT(PyTuple_GetItem(tuple, i)) > 1;
+}
+
+/* The first array of tuple held beyond the run (its index), or -1. */
+static Py_ssize_t first_held(PyObject *tuple) {
+  for (Py_ssize_t i = 0; tuple && i < PyTuple_Size(tuple); i++)
+    if (held_beyond(tuple, i)) return i;
+  return -1;
+}
+
+/* A reference cycle made in the run (a closure, a stored frame) may be all that still holds a
+ * lent array: collected once before a run is blamed. gc.collect also runs when gc is off. */
+static void collect_cycles(void) {
+  PyObject *gc = PyImport_ImportModule("gc");
+  PyObject *done = gc ? PyObject_CallMethod(gc, "collect", NULL) : NULL;
+  Py_XDECREF(done);
+  Py_XDECREF(gc);
+  PyErr_Clear();
+}
+
+static void expire_held(py_op *op, PyObject *tuple) {
+  for (Py_ssize_t i = 0; tuple && i < PyTuple_Size(tuple); i++)
+    if (held_beyond(tuple, i)) dlop_py_array_expire(PyTuple_GetItem(tuple, i), op->name);
+}
+
+static int lease_held(run_lease *lease) {
+  return atomic_load_explicit(&lease->holders, memory_order_acquire) > 1;
+}
+
+/* After the call, the run takes its arrays back. Each dlop.Array still referenced from Python
+ * is expired (every later use raises, naming the op); then the tuples go, and what still holds
+ * a lent dlop_array from C (a DLPack export, a dlop view) shows in the lease. Either fails the
+ * run, naming what was kept: a NumPy, DLPack or CAI consumer of the memory cannot be expired,
+ * so the run that made it says so. A run that failed already keeps its own error. Drops the
+ * tuples and the run's count on the lease. */
+static int release_lent(py_op *op, int on_cpu, PyObject *inputs, PyObject *outputs,
+                        run_lease *lease, int status, char *error, size_t error_size) {
+  Py_ssize_t input = first_held(inputs), output = first_held(outputs);
+  int collected = 0;
+  if (input >= 0 || output >= 0) {
+    collect_cycles();
+    collected = 1;
+    input = first_held(inputs);
+    output = first_held(outputs);
+  }
+  expire_held(op, inputs);
+  expire_held(op, outputs);
+  Py_XDECREF(inputs);
+  Py_XDECREF(outputs);
+  if (input < 0 && output < 0 && lease_held(lease) && !collected) collect_cycles();
+  int held_in_c = input < 0 && output < 0 && lease_held(lease);
+  lease_drop(lease);
+  if (status != DLOP_OK || (input < 0 && output < 0 && !held_in_c)) return status;
+  char what[80] = "an array it was lent (through a DLPack export or a dlop view)";
+  if (input >= 0 || output >= 0)
+    snprintf(what, sizeof what, "%s[%zd]%s", input >= 0 ? "inputs" : "outputs",
+             input >= 0 ? input : output, on_cpu ? " (or a view of it)" : "");
+  if (error != NULL && error_size > 0)
+    snprintf(error, error_size,
+             "op '%s': %s kept %s after the run: dlop lends a run's arrays for that run only and "
+             "takes their memory back when it ends, so copy what you keep inside the run%s; %s",
+             op->name, on_cpu ? "perform" : "the launch", what,
+             on_cpu ? " (inputs[i].copy())" : "",
+             on_cpu ? "a NumPy view kept would read memory that is no longer its own"
+                    : "the kept dlop.Array is expired (any use raises), and a DLPack or "
+                      "__cuda_array_interface__ consumer of it would read memory that is no "
+                      "longer its own");
+  return DLOP_PLUGIN_ERROR;
+}
+
 /* The thunk's run: launch(inputs, outputs, stream) with the tensors as dlop.Arrays (inputs
  * read-only) and the CUstream as an int (None on the CPU). */
 static int thunk_run(void *state, const dlop_run_args *args) {
@@ -286,9 +383,13 @@ static int thunk_run(void *state, const dlop_run_args *args) {
   dlop_device device = args->outputs[0].device;
   dlop_stream *run_stream = NULL;
   PyObject *inputs = NULL, *outputs = NULL, *stream = NULL, *result = NULL;
-  if (order_before(op->state, device, args->stream, &run_stream) == 0) {
-    inputs = borrow_all(op->state, args->inputs, args->num_inputs, run_stream, 1);
-    outputs = inputs ? borrow_all(op->state, args->outputs, args->num_outputs, run_stream, 0) : NULL;
+  run_lease *lease = lease_new();
+  if (lease == NULL) {
+    PyErr_NoMemory();
+  } else if (order_before(op->state, device, args->stream, &run_stream) == 0) {
+    inputs = borrow_all(op->state, args->inputs, args->num_inputs, run_stream, 1, lease);
+    outputs = inputs ? borrow_all(op->state, args->outputs, args->num_outputs, run_stream, 0, lease)
+                     : NULL;
     stream = args->stream ? PyLong_FromVoidPtr(args->stream) : Py_NewRef(Py_None);
     result = outputs && stream
                  ? PyObject_CallFunctionObjArgs(thunk->run, inputs, outputs, stream, NULL)
@@ -296,11 +397,13 @@ static int thunk_run(void *state, const dlop_run_args *args) {
     /* Ordered even after a failure: the memory goes back to the pool either way. */
     if (order_after(op->state, device, args->stream) < 0) Py_CLEAR(result);
   }
+  /* Reported first: clearing the traceback's frames drops the references they held. */
   if (result == NULL) status = fail_from_python(op, "its thunk", args->error, args->error_size);
   Py_XDECREF(result);
   Py_XDECREF(stream);
-  Py_XDECREF(outputs);
-  Py_XDECREF(inputs);
+  if (lease != NULL)
+    status = release_lent(op, device.type == DLOP_DEVICE_CPU, inputs, outputs, lease, status,
+                          args->error, args->error_size);
   dlop_stream_destroy(run_stream); /* the arrays that still hold it keep their own reference */
   PyGILState_Release(gil);
   return status;

@@ -1,7 +1,8 @@
 """test_gpu_py_op.py — ops written in Python (dlop.Op) on CUDA through make_thunk: a kernel
 compiled once with dlop.SourceModule and launched on dlop's stream, in compiled functions and
 eager calls on dlop and DLPack arrays, float32 and float64, an empty input, the CPU and CUDA
-results equal, and an exception in make_thunk or the launch chained to the caller. Skipped
+results equal, an exception in make_thunk or the launch chained to the caller, and an array the
+launch keeps failing its run and expired (any later use raises). Skipped
 without a GPU, a failure under DLOP_REQUIRE_GPU=1."""
 import numpy as np
 import pytest
@@ -210,3 +211,57 @@ __global__ void twice(float *x, float *y, long long n) {
         WritesItsInput()(value)
     assert isinstance(info.value.__cause__, dlop.InvalidArgumentError)
     np.testing.assert_array_equal(value.numpy(), np.ones(8, np.float32))
+
+
+class KeepsOnCuda(GpuDouble):
+    """GpuDouble's launch, then it keeps what `how` says of the arrays it was lent."""
+    __props__ = ("how",)
+    kept = []
+
+    def __init__(self, how):
+        self.how = how
+
+    def make_thunk(self, node, device):
+        run = super().make_thunk(node, device)
+
+        def launch(inputs, outputs, stream):
+            run(inputs, outputs, stream)
+            if self.how == "input":
+                type(self).kept.append(inputs[0])
+            elif self.how == "outputs":  # the whole tuple
+                type(self).kept.append(outputs[0])
+                type(self).kept.append(outputs)
+            elif self.how == "dlpack":
+                type(self).kept.append(outputs[0].__dlpack__(stream=stream))
+        return launch
+
+
+@pytest.mark.parametrize("how, what", [("input", r"inputs\[0\]"), ("outputs", r"outputs\[0\]"),
+                                       ("dlpack", r"an array it was lent \(through a DLPack")])
+def test_an_array_kept_after_the_launch_fails_the_run_and_is_expired(how, what):
+    # The run's memory goes back to dlop's pool when it ends: what was kept must not read it.
+    KeepsOnCuda.kept.clear()
+    host = np.arange(1000, dtype=np.float32)
+    value = dlop.asarray(host, device="cuda")
+    with pytest.raises(dlop.KernelError, match=f"the launch kept {what} after the run: .*the "
+                                               "kept dlop.Array is expired"):
+        KeepsOnCuda(how)(value)
+    np.testing.assert_array_equal(value.numpy(), host)  # the caller's array is its own
+    if how == "dlpack":
+        return
+    kept = KeepsOnCuda.kept[0]
+    assert repr(kept).startswith("dlop.Array(expired: lent for one run of 'KeepsOnCuda")
+    kernel = dlop.SourceModule("""
+__global__ void twice(const float *x, float *y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * 2;
+}""", device="cuda").get_function("twice")
+    out = dlop.asarray(np.zeros(1000, np.float32), device="cuda")
+    uses = [lambda: kept.numpy(), lambda: kept.__cuda_array_interface__,
+            lambda: kept.__dlpack__(), lambda: kept + 1, lambda: GpuDouble()(kept),
+            lambda: kernel(kept, out, 1000, block=(256, 1, 1), grid=(4, 1))]
+    for use in uses:
+        with pytest.raises(dlop.InvalidArgumentError, match="lent for one run of the Python op "
+                                                            "'KeepsOnCuda.*' and is gone"):
+            use()
+    np.testing.assert_array_equal(out.numpy(), np.zeros(1000, np.float32))

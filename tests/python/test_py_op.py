@@ -1,7 +1,8 @@
 """test_py_op.py — ops written in Python (dlop.Op subclasses) on the CPU: typed graph nodes,
 compiled functions and eager calls through the registry, __props__ equality (one registered op
 per props value), an exception raised in each stage reaching the caller chained, wrong types
-and shapes from the stages, an op without make_thunk refusing CUDA, and calls from threads."""
+and shapes from the stages, an op without make_thunk refusing CUDA, calls from threads, and an
+array perform keeps after its run failing that run (a kept dlop.Array expired)."""
 import threading
 
 import numpy as np
@@ -452,3 +453,71 @@ def test_graphs_with_python_ops_are_not_saved():
     x = dlop.vector("x", "float64")
     with pytest.raises(dlop.UnsupportedError, match="'DoubleOp' is a dlop.Op written in Python"):
         dlop.dumps(dlop.function([x], DoubleOp()(x) + 1))
+
+
+class Keeps(DoubleOp):
+    """perform keeps what `how` says of its input (on inputs of 3 elements or more)."""
+    __props__ = ("how",)
+    kept = []
+
+    def __init__(self, how):
+        self.how = how
+
+    def perform(self, node, inputs, output_storage):
+        x = inputs[0]
+        if x.size >= 3:
+            lent = x.base.obj  # the dlop.Array the NumPy view was made from
+            if self.how == "view":
+                type(self).kept.append(x[1:])
+            elif self.how == "array":
+                type(self).kept.append(lent)
+            elif self.how == "dlpack":
+                type(self).kept.append(lent.__dlpack__(max_version=(1, 0)))
+            elif self.how == "cycle":  # only a reference cycle holds it: collected, not kept
+                cell = {"x": x}
+                cell["self"] = cell
+            elif self.how == "copy":
+                type(self).kept.append(x.copy())
+        output_storage[0][0] = x * 2
+
+
+@pytest.mark.parametrize("how, what", [
+    ("view", r"inputs\[0\] \(or a view of it\)"), ("array", r"inputs\[0\] \(or a view of it\)"),
+    ("dlpack", r"an array it was lent \(through a DLPack export or a dlop view\)")])
+def test_an_array_kept_after_perform_fails_the_run(how, what):
+    # dlop takes a run's memory back when the run ends (the pool reuses it at once), so
+    # something kept from it would read memory that is no longer its own.
+    op = Keeps(how)
+    np.testing.assert_array_equal(op(np.ones(2)).numpy(), np.full(2, 2.0))  # keeps nothing
+    with pytest.raises(dlop.KernelError, match=f"Keeps.*: perform kept {what} after the run: .*"
+                                               r"copy what you keep inside the run") as info:
+        op(np.ones(4))
+    assert info.value.__cause__ is None
+    x = dlop.vector("x", "float64")
+    f = dlop.function([x], op(x) + 1)
+    with pytest.raises(dlop.KernelError, match=f"perform kept {what}"):
+        f(np.ones(5))
+
+
+def test_a_kept_dlop_array_is_expired():
+    Keeps.kept.clear()
+    with pytest.raises(dlop.KernelError, match="perform kept inputs"):
+        Keeps("array")(np.arange(4.0))
+    (kept,) = Keeps.kept
+    assert repr(kept).startswith("dlop.Array(expired: lent for one run of 'Keeps")
+    uses = [lambda: kept.shape, lambda: kept.dtype, lambda: len(kept), lambda: kept.numpy(),
+            lambda: np.asarray(kept), lambda: memoryview(kept), lambda: kept.__dlpack__(),
+            lambda: kept.__dlpack_device__(), lambda: kept.to("cpu"), lambda: dlop.asarray(kept),
+            lambda: kept + 1, lambda: dlop.exp(kept), lambda: DoubleOp()(kept)]
+    for use in uses:
+        with pytest.raises(dlop.InvalidArgumentError, match="lent for one run of the Python op "
+                                                            "'Keeps.*' and is gone"):
+            use()
+
+
+def test_what_perform_copies_or_only_a_cycle_holds_is_not_kept():
+    Keeps.kept.clear()
+    value = np.arange(6.0)
+    for how in ("copy", "cycle"):
+        np.testing.assert_array_equal(Keeps(how)(value).numpy(), value * 2)
+    np.testing.assert_array_equal(Keeps.kept[0], value)  # a copy of its own stays good

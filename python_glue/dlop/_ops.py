@@ -97,6 +97,9 @@ class Op:
                     f"{', '.join(sorted(known)) or '(none)'}")
 
     def __call__(self, *args: Any, **params: Any):
+        if type(self) is not Op:  # super().__call__ from a dlop.Op subclass's own __call__
+            from ._py_op import _call
+            return _call(self, *args, **params)
         self._check_call(args, params)
         if any(isinstance(a, Variable) for a in args):
             return self._apply(args, params)

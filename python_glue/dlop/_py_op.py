@@ -46,11 +46,9 @@ class Apply:
 
 
 def _props_key(op: "Any") -> tuple:
-    """What makes two instances one op: their class's __props__ values (identity without
-    __props__, as in Theano)."""
-    names = type(op).__dict__.get("_dlop_props")
-    if names is None:
-        return ("id", id(op))
+    """What makes two instances one op: their class's __props__ values (a class without
+    __props__ has none: all its instances are one op)."""
+    names = type(op).__dict__.get("_dlop_props", ())
     try:
         key = tuple(getattr(op, name) for name in names)
         hash(key)
@@ -72,7 +70,7 @@ def _hash(self) -> int:
 
 
 def _str(self) -> str:
-    names = type(self).__dict__.get("_dlop_props") or ()
+    names = type(self).__dict__.get("_dlop_props", ())
     if not names:
         return type(self).__name__
     return f"{type(self).__name__}{{{', '.join(f'{n}={getattr(self, n)!r}' for n in names)}}}"
@@ -86,21 +84,35 @@ def _call(self, *args: Any, **kwargs: Any):
     return _registered_op(self, args)(*args)
 
 
+# What every subclass gets unless it, or a base of it below dlop.Op, defines its own.
+_GIVEN = {"__eq__": _eq, "__hash__": _hash, "__repr__": _str, "__call__": _call}
+
+
+def _defined_below_op(cls: type, name: str) -> bool:
+    """Whether cls or one of its bases before dlop.Op in the MRO defines name itself (a
+    __hash__ = None that Python set for a class defining __eq__ counts: it is unhashable)."""
+    from ._ops import Op
+    for klass in cls.__mro__:
+        if klass is Op:
+            return False
+        if name in klass.__dict__ and klass.__dict__[name] is not _GIVEN[name]:
+            return True
+    return False
+
+
 def prepare_class(cls: type) -> None:
-    """Called for every subclass of dlop.Op: checks __props__ and gives the class Theano's
-    equality and hashing (same props, equal ops) and its call."""
+    """Called for every subclass of dlop.Op: checks __props__ (none: ()) and gives the class
+    Theano's equality and hashing (same props, equal ops), its repr and its call, where the
+    class and its bases below dlop.Op define none of their own."""
     props = cls.__dict__.get("__props__", getattr(cls, "__props__", None))
-    if props is not None:
-        if isinstance(props, str) or not isinstance(props, tuple) or not all(
-                isinstance(name, str) for name in props):
-            raise _errors.type_error(f"{cls.__name__}.__props__ must be a tuple of attribute "
-                                     f"names (str), got {props!r}")
-        cls._dlop_props = props
-    else:
-        cls._dlop_props = None
-    for name, method in (("__eq__", _eq), ("__hash__", _hash), ("__repr__", _str),
-                         ("__call__", _call)):
-        if name not in cls.__dict__:
+    if props is not None and (isinstance(props, str) or not isinstance(props, tuple) or not all(
+            isinstance(name, str) for name in props)):
+        raise _errors.type_error(f"{cls.__name__}.__props__ must be a tuple of attribute "
+                                 f"names (str), got {props!r}")
+    cls._dlop_props = () if props is None else props
+    cls._dlop_props_declared = props is not None
+    for name, method in _GIVEN.items():
+        if not _defined_below_op(cls, name):
             setattr(cls, name, method)
 
 
@@ -147,8 +159,23 @@ def _origin(text: str) -> str:
     return data[:_ORIGIN_BYTES - 3].decode(errors="ignore") + "..."
 
 
+def _check_stateless(op: Any) -> None:
+    """A class without __props__ is one op for all its instances: an instance with attributes
+    would silently run with the first instance's, so it is refused, saying what to write."""
+    state = getattr(op, "__dict__", None)
+    if state:
+        names = ", ".join(sorted(state))
+        raise _errors.type_error(
+            f"{type(op).__name__} has no __props__, so all its instances are one op (as if "
+            f"__props__ = ()), but this one has attributes ({names}): name those that make the "
+            f"op in __props__ (__props__ = ({', '.join(repr(n) for n in sorted(state))},)), or "
+            "write __props__ = () if none of them changes what it computes")
+
+
 def _registered_op(op: Any, args: tuple):
     """The loaded op (dlop.ops.<name>) for op's class and props, registered on first use."""
+    if not type(op)._dlop_props_declared:
+        _check_stateless(op)
     key = (type(op), _props_key(op))
     loaded = _registered.get(key)
     if loaded is not None:

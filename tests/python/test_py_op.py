@@ -521,3 +521,72 @@ def test_what_perform_copies_or_only_a_cycle_holds_is_not_kept():
     for how in ("copy", "cycle"):
         np.testing.assert_array_equal(Keeps(how)(value).numpy(), value * 2)
     np.testing.assert_array_equal(Keeps.kept[0], value)  # a copy of its own stays good
+
+
+class NoProps(dlop.Op):
+    """No __props__: every instance is one op, as if __props__ = ()."""
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] + 1
+
+
+def _plugins_of(cls) -> list:
+    return [p for p in dlop.plugins() if f" dlop.Op {cls.__module__}.{cls.__qualname__} " in p.path]
+
+
+def test_an_op_without_props_is_one_op_whatever_the_instance():
+    def add_one(x):  # a new instance per call, as Theano code writes it
+        return NoProps()(x)
+    for _ in range(3):
+        np.testing.assert_array_equal(add_one(np.zeros(2)).numpy(), np.ones(2))
+    x = dlop.vector("x", "float64")
+    assert add_one(x).owner.op is add_one(x).owner.op
+    assert len(_plugins_of(NoProps)) == 1
+    assert NoProps() == NoProps() and hash(NoProps()) == hash(NoProps())
+    assert repr(NoProps()) == "NoProps"
+
+
+def test_an_op_without_props_but_with_attributes_is_refused():
+    # All its instances being one op, the attributes of the first would silently be the op's.
+    class Scale(NoProps):
+        def __init__(self, factor):
+            self.factor = factor
+    with pytest.raises(dlop.DlopTypeError, match=r"Scale has no __props__, .* has attributes "
+                                                 r"\(factor\): name those that make the op in "
+                                                 r"__props__"):
+        Scale(2)(np.zeros(2))
+
+
+class WithOwnMethods(dlop.Op):
+    """An intermediate base defining equality, hashing, repr and call itself."""
+
+    def __eq__(self, other):
+        return isinstance(other, WithOwnMethods)
+
+    def __hash__(self):
+        return 7
+
+    def __repr__(self):
+        return "<own repr>"
+
+    def __call__(self, *args):
+        return ("own call", dlop.Op.__call__(self, *args))
+
+
+def test_methods_a_base_below_dlop_op_defines_are_kept():
+    class Leaf(WithOwnMethods):
+        __props__ = ()
+
+        def make_node(self, x):
+            return dlop.Apply(self, [x], [x.type()])
+
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0]
+    assert hash(Leaf()) == 7 and repr(Leaf()) == "<own repr>"
+    assert Leaf() == WithOwnMethods.__new__(WithOwnMethods)
+    tag, result = Leaf()(np.ones(2))
+    assert tag == "own call"
+    np.testing.assert_array_equal(result.numpy(), np.ones(2))

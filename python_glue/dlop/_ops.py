@@ -8,12 +8,20 @@ this module, and this module imports nothing from them."""
 from __future__ import annotations
 
 import struct
+import threading
 from typing import Any
 
 from . import _C, _errors, _installation, _promote
 from ._graph import Apply, Variable
 
 Array = _C.Array
+
+# One lock for the registry as Python sees it: a refresh reads the registry and replaces
+# dlop.ops' table in one step (so a slower refresh never puts back a table older than one
+# already in place), and whoever adds an op (dlop.Op, dlop.elementwise) holds it from checking
+# that a name is free to taking the op from the table. Reentrant: a dlop.Op's make_node may
+# call another dlop.Op for the first time.
+registry_lock = threading.RLock()
 
 
 class Param:
@@ -151,11 +159,23 @@ class _OpNamespace:
         self._ops: dict[str, Op] = {}
 
     def _refresh(self) -> None:
-        fresh = {}
-        for info in _C.op_infos():
-            old = self._ops.get(info["name"])
-            fresh[info["name"]] = old if old is not None else Op(info)
-        self._ops = fresh
+        with registry_lock:
+            fresh = {}
+            for info in _C.op_infos():
+                old = self._ops.get(info["name"])
+                fresh[info["name"]] = old if old is not None else Op(info)
+            self._ops = fresh
+
+    def _added(self, name: str) -> Op:
+        """The op just registered as name, from its own info, added to the table (the caller
+        holds registry_lock from registering it, so no refresh can leave it out)."""
+        with registry_lock:
+            op = self._ops.get(name)
+            if op is None:
+                info = next(i for i in _C.op_infos() if i["name"] == name)
+                op = Op(info)
+                self._ops = {**self._ops, name: op}
+            return op
 
     def __getattr__(self, name: str) -> Op:
         if name.startswith("__"):

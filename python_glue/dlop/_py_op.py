@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import operator
 import re
-import threading
 from typing import Any
 
 from . import _C, _errors
 from ._graph import TensorType, Variable
+from ._ops import registry_lock
 
-_lock = threading.RLock()  # a make_node may call another Python op for the first time
 _registered: dict = {}  # (class, props key) -> the loaded Op (dlop.ops.<name>)
 _instances: dict = {}  # registered name -> the instance it was registered for (dlop.check)
 
@@ -131,7 +130,8 @@ def _as_variable(value: Any) -> Variable:
 
 def _op_name(cls: type) -> str:
     """A registry name for a new op of cls: its class name (ASCII identifier characters), with
-    _2, _3, ... when another op (another props value, another class) has it."""
+    _2, _3, ... when another op (another props value, another class) has it. The caller holds
+    registry_lock until the op is registered under it."""
     from ._ops import ops
     ops._refresh()
     base = re.sub(r"[^A-Za-z0-9_]", "_", cls.__name__)[:_NAME_CHARS]
@@ -180,7 +180,7 @@ def _registered_op(op: Any, args: tuple):
     loaded = _registered.get(key)
     if loaded is not None:
         return loaded
-    with _lock:
+    with registry_lock:
         loaded = _registered.get(key)
         if loaded is not None:
             return loaded
@@ -203,8 +203,7 @@ def _registered_op(op: Any, args: tuple):
         doc = (cls.__doc__ or f"{cls.__name__}, an op written in Python").strip()
         _C.register_python_op(name, origin, doc, len(node.outputs), cpu, cuda, callbacks)
         from ._ops import ops
-        ops._refresh()
-        loaded = _registered[key] = ops._ops[name]
+        loaded = _registered[key] = ops._added(name)
         _instances[name] = op
         return loaded
 

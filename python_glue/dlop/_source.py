@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from . import _C, _errors
-from ._ops import Op, ops
+from ._ops import Op, ops, registry_lock
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -89,8 +89,8 @@ def elementwise(name: str, body: str, inputs: Any = "x", outputs: Any = "y",
         raise _errors.type_error(f"elementwise: params must be a dict of name: default, got {params!r}")
     inputs, outputs = _names(inputs, "inputs"), _names(outputs, "outputs")
     declared = tuple(_param(k, v) for k, v in params.items())
-    _C.define_elementwise(name, body, inputs, outputs, dtype_names, declared, doc)
-    definitions[name] = {"name": name, "body": body, "inputs": inputs, "outputs": outputs,
-                         "dtypes": dtype_names, "params": declared, "doc": doc}
-    ops._refresh()
-    return ops._ops[name]
+    with registry_lock:  # a dlop.Op choosing its name meanwhile sees this one taken
+        _C.define_elementwise(name, body, inputs, outputs, dtype_names, declared, doc)
+        definitions[name] = {"name": name, "body": body, "inputs": inputs, "outputs": outputs,
+                             "dtypes": dtype_names, "params": declared, "doc": doc}
+        return ops._added(name)

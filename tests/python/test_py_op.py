@@ -590,3 +590,67 @@ def test_methods_a_base_below_dlop_op_defines_are_kept():
     tag, result = Leaf()(np.ones(2))
     assert tag == "own call"
     np.testing.assert_array_equal(result.numpy(), np.ones(2))
+
+
+def test_registering_from_threads_at_once(monkeypatch):
+    # dlop.Op classes and dlop.elementwise ops registered from threads started together while
+    # another thread loads a plugin again and again (each load refreshes dlop.ops). That
+    # thread's refreshes are slowed between reading the registry and replacing dlop.ops' table,
+    # so one that read the registry before an op was added would put back a table without it.
+    import time
+    import uuid
+    tag = uuid.uuid4().hex[:8]
+    plugin = next(p.path for p in dlop.plugins() if not p.path.startswith("in-process"))
+    read_registry = dlop._C.op_infos
+    loader = []
+
+    def slow_for_the_loader():
+        infos = read_registry()
+        if threading.current_thread() in loader:
+            time.sleep(0.02)
+        return infos
+    monkeypatch.setattr(dlop._C, "op_infos", slow_for_the_loader)
+    barrier = threading.Barrier(4)
+    done = threading.Event()
+    errors, made = [], {}
+
+    def python_ops(k):
+        for r in range(6):
+            cls = type(f"Add{tag}_{r}", (DoubleOp,), {
+                "perform": lambda self, node, inputs, out, r=r: out[0].__setitem__(0, inputs[0] + r)})
+            made[(k, r)] = (cls()(np.zeros(2)), np.full(2, float(r)))
+
+    def elementwise(k):
+        for r in range(3):
+            op = dlop.elementwise(f"ew{tag}_{r}", f"y = x + {r}", dtypes=("float64",))
+            made[(k, r)] = (op(np.zeros(2)), np.full(2, float(r)))
+
+    def loads(k):
+        loader.append(threading.current_thread())
+        while not done.is_set():
+            dlop.load_plugin(plugin)
+
+    def work(k, job):
+        try:
+            barrier.wait(timeout=30)
+            job(k)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    threads = [threading.Thread(target=work, args=(k, job)) for k, job in
+               enumerate((python_ops, python_ops, elementwise, loads))]
+    for t in threads:
+        t.start()
+    for t in threads[:-1]:
+        t.join()
+    done.set()
+    threads[-1].join()
+    assert not errors
+    assert len(made) == 2 * 6 + 3
+    for got, want in made.values():
+        np.testing.assert_array_equal(got.numpy(), want)
+    names = [op.name for op in dlop.ops]
+    assert len(names) == len(set(names))
+    ours = [name for name in names if tag in name]
+    assert len(ours) == 2 * 6 + 3, " ".join(ours)  # two classes of each Add name: two ops, two names
+    for name in ours:  # every op is still reachable by its name, eagerly too
+        getattr(dlop.ops, name)(np.zeros(2))

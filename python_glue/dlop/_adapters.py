@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import _errors
+from . import _errors, _py_op
 from ._graph import tensor
 from ._ops import Op, ops
 
 
 def resolve(op: Any, adapter: str) -> Op:
-    """The loaded dlop op for a name or an op from dlop.ops."""
+    """The loaded dlop op for a name, an op from dlop.ops or a dlop.Op instance (its registered
+    op, registered now if it was not)."""
+    if isinstance(op, Op) and type(op) is not Op:
+        return _py_op.registered_op_of(op, adapter)
     if isinstance(op, Op):
         return op
     if isinstance(op, str):
@@ -20,7 +23,7 @@ def resolve(op: Any, adapter: str) -> Op:
                 f"{adapter}: no loaded dlop op is named '{op}'; loaded ops: "
                 f"{', '.join(sorted(o.name for o in ops))} (load more with dlop.load_plugin)")
         return getattr(ops, op)
-    raise TypeError(f"{adapter}: expected a dlop op or its name, got {op!r}")
+    raise TypeError(f"{adapter}: expected a dlop op or its name (or a dlop.Op instance), got {op!r}")
 
 
 def check_params(op: Op, params: dict, adapter: str) -> dict:

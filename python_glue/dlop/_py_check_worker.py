@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import importlib
 import importlib.util
-import inspect
 import json
 import pickle
 import sys
@@ -69,13 +68,8 @@ def load_op(spec: dict):
 
 def num_inputs(op) -> int:
     """make_node's positional inputs (2 for *inputs, as the C suite gives variadic ops)."""
-    count = 0
-    for p in inspect.signature(op.make_node).parameters.values():
-        if p.kind == p.VAR_POSITIONAL:
-            return 2
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
-            count += 1
-    return count
+    from ._py_op import num_inputs
+    return num_inputs(op)
 
 
 def shape_text(shape) -> str:

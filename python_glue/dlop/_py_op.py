@@ -18,6 +18,7 @@ graph nodes, run eagerly on arrays and compile into functions on both devices li
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 from typing import Any
@@ -206,6 +207,66 @@ def _registered_op(op: Any, args: tuple):
         loaded = _registered[key] = ops._added(name)
         _instances[name] = op
         return loaded
+
+
+def num_inputs(op: Any) -> int:
+    """make_node's positional inputs (2 for *inputs, as the C suite gives variadic ops): the
+    registered op is variadic, so callers that make inputs for it ask here."""
+    count = 0
+    for p in inspect.signature(op.make_node).parameters.values():
+        if p.kind == p.VAR_POSITIONAL:
+            return 2
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+            count += 1
+    return count
+
+
+def instance_of(op: Any) -> Any:
+    """The dlop.Op instance behind op: op itself when it is one, the instance a registered op
+    (dlop.ops.<name>) was registered for, None for any other op."""
+    from ._ops import Op
+    if not isinstance(op, Op):
+        return None
+    if type(op) is not Op:
+        return op
+    return _instances.get(op.name)
+
+
+def accepts(op: Any, types: list) -> bool:
+    """Whether op's make_node takes inputs of these (dtype, shape) types."""
+    try:
+        _Callbacks(op, "?", 0)._node(types)
+    except Exception:  # noqa: BLE001 - any refusal is a no, as in dlop.check's probe
+        return False
+    return True
+
+
+# The signatures registered_op_of tries on an op not registered yet: every input one dtype, of
+# the same-shape family of the C suite's signatures, ranks 0 to 4.
+_PROBE_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16", "int8", "int16",
+                 "uint8", "bool")
+_PROBE_SHAPES = ((), (5,), (5, 3), (5, 3, 7), (5, 3, 7, 9))
+
+
+def registered_op_of(op: Any, who: str):
+    """The registered op (dlop.ops.<name>) of a dlop.Op instance, registered now when it is not
+    yet: on the first probe signature its make_node takes (who names the caller in the error
+    when it takes none)."""
+    key = (type(op), _props_key(op))
+    loaded = _registered.get(key)
+    if loaded is not None:
+        return loaded
+    n = num_inputs(op)
+    for dtype in _PROBE_DTYPES:
+        for shape in _PROBE_SHAPES:
+            types = [(dtype, shape)] * n
+            if accepts(op, types):
+                return _registered_op(op, tuple(Variable(f"x{i}", d, s)
+                                                for i, (d, s) in enumerate(types)))
+    raise _errors.type_error(
+        f"{who}: {type(op).__name__} is not registered yet, and its make_node took none of the "
+        f"signatures tried ({n} inputs of one dtype, ranks 0 to 4): call it once on inputs it "
+        "takes (that registers it), then pass it again")
 
 
 # The dlop classes a stage's exception keeps, in the order py_op.c's status_of tries them; the

@@ -50,7 +50,11 @@ def _hashable(value: Any) -> Any:
 
 
 def _resolve_op(op: Any) -> Any:
-    """The dlop op object for a name or an op object from dlop.ops."""
+    """The dlop op object for a name, an op object from dlop.ops or a dlop.Op instance (its
+    registered op, registered now if it was not)."""
+    if isinstance(op, dlop.Op) and type(op) is not dlop.Op:
+        from ._py_op import registered_op_of
+        return registered_op_of(op, "dlop.pytensor_adapter")
     if isinstance(op, str):
         try:
             return getattr(dlop.ops, op)
@@ -284,7 +288,8 @@ def _register_backends() -> None:
 
 
 def as_op(op: Any, **params: Any) -> DlopOp:
-    """Wrap a dlop op (an object from ``dlop.ops`` or its name) as a PyTensor Op.
+    """Wrap a dlop op (an object from ``dlop.ops``, its name, or a ``dlop.Op`` instance) as a
+    PyTensor Op.
 
     Keyword arguments are the op's parameters; unset ones take their declared defaults. The
     result is called on PyTensor variables: ``as_op(dlop.ops.exp)(x)``.

@@ -17,12 +17,17 @@ compares after converting the reference's result to the op's output dtype, with 
 rule: floats within the tolerance of the narrowest float dtype involved, integers exactly
 modulo 2**bits (integer results wrap), bool as nonzero.  A mismatch raises ``AssertionError``
 naming op, device, dtype, shapes and the first mismatching elements.
+
+A ``dlop.Op`` (an instance, or its registered op) declares every dtype: the dtypes checked are
+those its make_node takes on the cases' shapes (bfloat16 not on the CPU, where perform gets
+NumPy arrays), its inputs as many as make_node's.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from . import _C, _errors
+from . import _C, _errors, _py_op
+from ._graph import Variable
 from ._ops import Op, _op
 
 __all__ = ["check_values"]
@@ -138,15 +143,26 @@ def check_values(op: str | Op, reference: Callable[..., Any], *, params: dict | 
     import numpy as np
 
     op = op if isinstance(op, Op) else _op(op)
+    instance = _py_op.instance_of(op)
     params = dict(params or {})
-    cases = _cases(shapes, op.num_inputs if op.num_inputs >= 0 else None)
+    if instance is not None:
+        cases = _cases(shapes, _py_op.num_inputs(instance))
+        op = _registered_python_op(instance, cases)
+    else:
+        cases = _cases(shapes, op.num_inputs if op.num_inputs >= 0 else None)
     wanted_devices = list(devices) if devices is not None else [
         d for d in ("cpu", "cuda") if op.dtypes.get(d) and (d == "cpu" or _C.cuda_device_count() > 0)]
     compared = []
     for device in wanted_devices:
         kind = "cuda" if device.startswith("cuda") else "cpu"
         declared = op.dtypes.get(kind, [])
-        for dtype in (list(dtypes) if dtypes is not None else declared):
+        if dtypes is not None:
+            wanted = list(dtypes)
+        elif instance is not None:
+            wanted = _python_op_dtypes(instance, declared, kind, cases)
+        else:
+            wanted = declared
+        for dtype in wanted:
             if dtype not in declared:
                 raise _errors.invalid(
                     f"check_values: op {op.name} does not declare {dtype} on {kind} "
@@ -155,15 +171,47 @@ def check_values(op: str | Op, reference: Callable[..., Any], *, params: dict | 
                 _check_case(op, reference, params, device, dtype, input_shapes,
                             seed * 1000003 + number, np)
             compared.append(f"{device} {dtype}")
+    if instance is not None and not compared:
+        raise _errors.invalid(
+            f"check_values: {type(instance).__name__}.make_node takes no dtype the devices "
+            f"{', '.join(wanted_devices) or '(none)'} can check here: nothing was compared")
     return compared
+
+
+def _candidates(dtype: str, num_inputs: int) -> list:
+    """Every input of dtype, then each with one input bool (a where's condition)."""
+    return [(dtype,) * num_inputs] + [tuple("bool" if i == k else dtype for i in range(num_inputs))
+                                      for k in range(num_inputs)]
+
+
+def _python_op_dtypes(instance, declared: list, kind: str, cases: list) -> list:
+    """The declared dtypes a dlop.Op's make_node takes on one of the cases (as _input_dtypes
+    would give it them), bfloat16 not on the CPU: NumPy, which perform gets, has none."""
+    return [d for d in declared if not (kind == "cpu" and d == "bfloat16") and any(
+        _py_op.accepts(instance, list(zip(candidate, shapes)))
+        for shapes in cases for candidate in _candidates(d, len(shapes)))]
+
+
+def _registered_python_op(instance, cases: list) -> Op:
+    """A dlop.Op's registered op, registered on the first case and dtype its make_node takes."""
+    for dtype in ("float64", "float32", "int64", "int32", "float16", "int16", "int8", "uint8",
+                  "bool", "bfloat16"):
+        for shapes in cases:
+            for candidate in _candidates(dtype, len(shapes)):
+                types = list(zip(candidate, shapes))
+                if _py_op.accepts(instance, types):
+                    return _py_op._registered_op(instance, tuple(
+                        Variable(f"x{i}", d, s) for i, (d, s) in enumerate(types)))
+    raise _errors.invalid(
+        f"check_values: {type(instance).__name__}.make_node takes none of the cases' shapes "
+        f"({', '.join(_shapes_text(c) for c in cases)}) in any dtype: nothing to compare (give "
+        "shapes= it takes)")
 
 
 def _input_dtypes(op: Op, dtype: str, num_inputs: int, run) -> tuple:
     """Every input of dtype; when the op refuses that, one input bool (a where's condition),
     the first that it takes: the suite's mixed-dtype rule."""
-    candidates = [(dtype,) * num_inputs]
-    candidates += [tuple("bool" if i == k else dtype for i in range(num_inputs))
-                   for k in range(num_inputs)]
+    candidates = _candidates(dtype, num_inputs)
     error = None
     for candidate in candidates:
         try:

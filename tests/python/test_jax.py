@@ -160,3 +160,30 @@ def test_handler_refuses_calls_that_do_not_come_from_dlop_jax():
     with pytest.raises(Exception, match="output 0 is float32\\[4\\] but the op gives float32\\[3\\]"):
         jax.block_until_ready(jax.ffi.ffi_call("dlop_call", jax.ShapeDtypeStruct((4,), jnp.float32))(
             x, dlop_op="exp"))
+
+
+class JaxTwice(dlop.Op):
+    """A dlop.Op written in Python (no other test calls it, so dlop.jax registers it)."""
+    __props__ = ()
+
+    def make_node(self, x):
+        if x.dtype not in ("float32", "float64"):
+            raise dlop.DlopTypeError(f"JaxTwice takes float32 or float64, not {x.dtype}")
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] * 2
+
+
+def test_a_dlop_op_instance_eager_jit_and_vmap():
+    twice = dlop.jax.op(JaxTwice())  # an instance: its registered op, registered here
+    assert twice.dlop_op is dlop.ops.JaxTwice and dlop.jax.op(dlop.ops.JaxTwice).dlop_op is twice.dlop_op
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(twice(jnp.asarray(x))), x * 2)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: twice(v) + 1)(x)), x * 2 + 1)
+    np.testing.assert_array_equal(np.asarray(jax.vmap(twice)(x)), x * 2)
+    with pytest.raises(dlop.DlopTypeError, match="JaxTwice takes float32 or float64, not int32"):
+        twice(jnp.zeros(3, jnp.int32))

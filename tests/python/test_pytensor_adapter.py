@@ -231,3 +231,26 @@ def test_op_survives_copy_and_pickle():
         assert clone == op
         f = pytensor.function([x], clone(x))
         np.testing.assert_allclose(f(np.zeros(2, np.float32)), [1, 1])
+
+
+class PtTwice(dlop.Op):
+    """A dlop.Op written in Python (no other test calls it, so as_op registers it)."""
+    __props__ = ()
+
+    def make_node(self, x):
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] * 2
+
+
+def test_a_dlop_op_instance_in_a_pytensor_function():
+    op = as_op(PtTwice())  # an instance: its registered op, registered here
+    assert op == as_op(dlop.ops.PtTwice)
+    x = pt.vector("x", dtype="float64")
+    f = pytensor.function([x], op(x) + 1)
+    data = RNG.uniform(-2, 2, 9)
+    np.testing.assert_array_equal(f(data), data * 2 + 1)

@@ -83,3 +83,42 @@ def test_the_garbage_int32_path_fails_as_dlop_check_says():
                                              r"\(dlop\.testing\), cpu int32, shape \(\): int32 "
                                              r"results disagree"):
         dlop.testing.check_values(twice, reference=lambda x: 2 * x)
+
+
+class HalfOf(dlop.Op):
+    """A dlop.Op taking float32 and float64 only (it declares every dtype, as Python ops do)."""
+    __props__ = ()
+
+    def make_node(self, x):
+        if x.dtype not in ("float32", "float64"):
+            raise dlop.DlopTypeError(f"HalfOf takes float32 or float64, not {x.dtype}")
+        return dlop.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] / 2
+
+
+def test_a_dlop_op_is_checked_on_the_dtypes_its_make_node_takes():
+    expected = ["cpu float32", "cpu float64"]  # its CPU is perform: no CUDA declared
+    # The instance (not called before: check_values registers it), then its registered op.
+    assert dlop.testing.check_values(HalfOf(), reference=lambda x: x / 2) == expected
+    assert dlop.testing.check_values(dlop.ops.HalfOf, reference=lambda x: x / 2) == expected
+    with pytest.raises(AssertionError, match="op HalfOf, check values_match_reference "
+                                             r"\(dlop.testing\), cpu float32"):
+        dlop.testing.check_values(HalfOf(), reference=lambda x: x / 3)
+    # Asked for explicitly, a dtype make_node refuses is the op's own error.
+    with pytest.raises(dlop.DlopTypeError, match="HalfOf takes float32 or float64, not int32"):
+        dlop.testing.check_values(HalfOf(), reference=lambda x: x / 2, dtypes=["int32"])
+
+
+def test_a_dlop_op_whose_make_node_takes_no_case_is_refused():
+    class Matrices(HalfOf):
+        def make_node(self, x):
+            if x.ndim != 2:
+                raise dlop.ShapeError("Matrices takes matrices")
+            return super().make_node(x)
+    with pytest.raises(dlop.InvalidArgumentError, match=r"Matrices.make_node takes none of the "
+                                                        r"cases' shapes \(shape \(\), shape \(7\)"):
+        dlop.testing.check_values(Matrices(), reference=lambda x: x / 2)
+    assert dlop.testing.check_values(Matrices(), reference=lambda x: x / 2,
+                                     shapes=[(2, 3)]) == ["cpu float32", "cpu float64"]

@@ -179,3 +179,33 @@ def test_forward_mode_ad_is_refused_naming_the_op():
         # since PyTorch skips a Python autograd kernel when no input requires grad
         with pytest.raises(RuntimeError, match="(?i)exp.*forward|forward.*exp"):
             dlop.torch.op("exp")(x)
+
+
+class TorchTwice(dlop.Op):
+    """A dlop.Op written in Python (no other test calls it, so dlop.torch registers it)."""
+    __props__ = ()
+
+    def make_node(self, x):
+        if x.dtype not in ("float32", "float64"):
+            raise dlop.DlopTypeError(f"TorchTwice takes float32 or float64, not {x.dtype}")
+        return dlop.Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0] * 2
+
+
+def test_a_dlop_op_instance_eager_and_compiled():
+    # An instance: its registered op, registered here; variadic in the registry (its inputs are
+    # make_node's), so its schema takes a list of tensors.
+    twice = dlop.torch.op(TorchTwice())
+    assert twice is torch.ops.dlop.TorchTwice and dlop.torch.op(dlop.ops.TorchTwice) is twice
+    assert str(twice.default._schema) == "dlop::TorchTwice(Tensor[] xs) -> Tensor"
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    torch.testing.assert_close(twice([x]), x * 2)
+    compiled = torch.compile(lambda v: twice([v]) + 1, fullgraph=True)
+    torch.testing.assert_close(compiled(x), x * 2 + 1)
+    with pytest.raises(dlop.DlopTypeError, match="TorchTwice takes float32 or float64, not int32"):
+        twice([torch.zeros(3, dtype=torch.int32)])

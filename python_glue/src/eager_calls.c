@@ -4,8 +4,8 @@
  * the parameters' names, types and values: everything the eager path's compile depends on) is
  * found among a few remembered ones and called at once, so a repeated call runs no Python code
  * of dlop. Anything else goes to Python: slow(args, params) takes every other call (Variables,
- * NumPy arrays, scalars, other parameter values), and resolve(args, params) checks a new
- * signature's call and compiles (or finds) its function, which is remembered here. */
+ * NumPy arrays, scalars, parameters of other types), and resolve(args, params) checks the
+ * first call of a signature and compiles (or finds) its function, which is remembered here. */
 #include <string.h>
 
 #include "module.h"

@@ -44,7 +44,8 @@ def main():
     parser.add_argument("--reps", type=int, default=500)
     args = parser.parse_args()
     rng = np.random.default_rng(1)
-    xs, ws = rng.uniform(-5, 5, args.n).astype(np.float32), rng.uniform(-2, 2, args.n).astype(np.float32)
+    xs = rng.uniform(-5, 5, args.n).astype(np.float32)
+    ws = rng.uniform(-2, 2, args.n).astype(np.float32)
     x, w = dlop.asarray(xs, device=args.device), dlop.asarray(ws, device=args.device)
     exp = dlop.ops.exp
     cases = [("softplus(x)", softplus, (x,), {}, np.log1p(np.exp(xs))),

@@ -127,7 +127,8 @@ static int matches(const signature *entry, const signature *call) {
     int found = 0;
     for (int32_t q = 0; q < entry->num_params && !found; q++) {
       const param_key *have = &entry->params[q];
-      found = have->kind == want->kind && have->bits == want->bits && same_name(have->name, want->name);
+      found = have->kind == want->kind && have->bits == want->bits &&
+              same_name(have->name, want->name);
     }
     if (!found) return 0;
   }

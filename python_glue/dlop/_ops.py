@@ -89,6 +89,9 @@ class Op:
         self.inplace_map: list[int] | None = info["inplace_map"]
         self.view_map: list[int] | None = info["view_map"]
         self.plugin: str = info["plugin"]
+        # The call in C (eager_calls.c): on dlop.Arrays of one device with bool, int or float
+        # parameters, a repeated signature runs its compiled function without Python code here.
+        self._calls = _C.EagerCalls(self.num_outputs != 1, self._eager_function, self._call)
 
     def __repr__(self) -> str:
         return f"<dlop op {self.name} from plugin {self.plugin}>"
@@ -108,10 +111,21 @@ class Op:
         if type(self) is not Op:  # super().__call__ from a dlop.Op subclass's own __call__
             from ._py_op import _call
             return _call(self, *args, **params)
+        return self._calls(args, params)
+
+    def _call(self, args: tuple, params: dict):
+        """Every call that _C.EagerCalls does not take itself."""
         self._check_call(args, params)
         if any(isinstance(a, Variable) for a in args):
             return self._apply(args, params)
         return self._run(args, params)
+
+    def _eager_function(self, arrays: tuple, params: dict):
+        """For _C.EagerCalls, a new signature: the call checked, and the compiled function that
+        runs it on arrays (dlop.Arrays on one device), which _C.EagerCalls remembers."""
+        self._check_call(arrays, params)
+        return _eager_entry(_build_op, self.name, _params_key(params), arrays[0].device,
+                            tuple((a.dtype, a.ndim) for a in arrays))[0]
 
     def _apply(self, args: tuple, params: dict):
         inputs = [a if isinstance(a, Variable) else _constant(a) for a in args]
@@ -134,9 +148,13 @@ class Op:
             if type(a) is not _C.Array:
                 arrays = tuple(_C.asarray(a) for a in args)
                 break
-        result = _eager(_build_op, self.name, arrays,
-                        tuple(sorted(params.items())) if params else ())
+        result = _eager(_build_op, self.name, arrays, _params_key(params))
         return tuple(result) if self.num_outputs != 1 else result
+
+
+def _params_key(params: dict) -> tuple:
+    """An op call's parameters as the eager path takes them: (name, value) pairs by name."""
+    return tuple(sorted(params.items())) if params else ()
 
 
 def _build_op(name: str, operands: list, params: tuple, scalar_var: Any):
@@ -361,6 +379,17 @@ def _compile_eager(builder, name: str, descriptions: tuple, params: tuple, devic
     return compiled, tuple(used), tuple(scalars)
 
 
+def _eager_entry(builder, name: str, params: tuple, device: str, descriptions: tuple):
+    """The compiled function of one signature, with the operands it takes and the scalars it
+    makes arrays of: from the cache, or compiled now."""
+    key = (builder, name, _value_key(params), device, descriptions)
+    entry = _eager_cache.get(key)
+    if entry is None:
+        entry = _compile_eager(builder, name, descriptions, params, device)
+        _remember(_eager_cache, _EAGER_LIMIT, key, entry)
+    return entry
+
+
 def _eager(builder, name: str, operands: tuple, params: tuple):
     """Run builder at once on operands (arrays and Python scalars); also dlop.ops' eager calls."""
     arrays: list = list(operands)
@@ -386,12 +415,7 @@ def _eager(builder, name: str, operands: tuple, params: tuple):
             # Only Python scalars: NumPy's dtypes for them (int64, float64, bool), on the CPU.
             return _eager(builder, name, tuple(_C.asarray(x) for x in operands), params)
         device = "cpu"  # an op called without inputs (dlop.ops.<name>())
-    key = (builder, name, _value_key(params), device, tuple(descriptions))
-    entry = _eager_cache.get(key)
-    if entry is None:
-        entry = _compile_eager(builder, name, tuple(descriptions), params, device)
-        _remember(_eager_cache, _EAGER_LIMIT, key, entry)
-    compiled, used, scalars = entry
+    compiled, used, scalars = _eager_entry(builder, name, params, device, tuple(descriptions))
     for index, dtype in scalars:
         arrays[index] = _scalar_array(operands[index], dtype, device)
     if len(used) != len(arrays):

@@ -219,6 +219,10 @@ done:
   return result;
 }
 
+PyObject *dlop_py_function_call(PyObject *function, PyObject *const *args, Py_ssize_t nargs) {
+  return function_vectorcall(function, args, (size_t)nargs, NULL);
+}
+
 /* tp_call for callers that do not use vectorcall (PyObject_Call with a tuple). */
 static PyObject *function_call(PyObject *callable, PyObject *args, PyObject *kwargs) {
   if (kwargs != NULL && PyDict_Size(kwargs) > 0) {

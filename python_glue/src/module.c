@@ -196,6 +196,7 @@ static int module_exec(PyObject *module) {
   if (dlop_py_add_graph_type(module, state) < 0) return -1;
   if (dlop_py_add_function_type(module, state) < 0) return -1;
   if (dlop_py_add_op_call_type(module, state) < 0) return -1;
+  if (dlop_py_add_eager_calls_type(module) < 0) return -1;
   if (dlop_py_add_cuda_kernel_type(module, state) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_registry_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, dlop_py_source_ops_methods) < 0) return -1;

@@ -203,6 +203,11 @@ int dlop_py_add_function_type(PyObject *module, dlop_py_state *state);
 PyObject *dlop_py_function_new(dlop_py_state *state, dlop_function *function,
                                const dlop_type *input_types, int32_t num_inputs,
                                int32_t num_outputs, PyObject *input_names);
+/* Call a Function (the caller checked its type) on nargs arrays, as function(*args) does. */
+PyObject *dlop_py_function_call(PyObject *function, PyObject *const *args, Py_ssize_t nargs);
+
+/* ---- eager_calls.c: Op.__call__'s C path ---- */
+int dlop_py_add_eager_calls_type(PyObject *module);
 
 /* One Python value as a parameter of the declared kind (graph.c): an ints parameter's values
  * go to *storage (the caller frees it), a string's stays in value (alive while it is). -1 with

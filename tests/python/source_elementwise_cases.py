@@ -1,8 +1,9 @@
 """source_elementwise_cases.py — the tests of ops defined by dlop.elementwise that run on a
 device: test_source_elementwise.py runs them on the CPU, test_gpu_source_elementwise.py on
 CUDA (each module gives the ``device`` fixture).  Results against NumPy for every declared
-dtype, broadcasting, parameters, two outputs, and a fused function of the op and its
-neighbours against the same function unfused.  The ops are defined once per process, at
+dtype, broadcasting, parameters, two outputs, a fused function of the op and its neighbours
+against the same function unfused, and repeated eager calls (remembered per signature in C)
+followed by calls that differ in shape, dtype, strides or parameters.  The ops are defined once per process, at
 import (defining one again returns it), so each is compiled once per signature."""
 import numpy as np
 import pytest
@@ -153,3 +154,60 @@ def test_fused_nodes_take_their_own_parameters_with_unfused_bits(device, dtype):
     want = affine_want(0.75 * affine_want(xs, 2.5, 3, dtype).astype(np.float64), -0.3, 2, dtype)
     np.testing.assert_allclose(to_numpy(other(xd)), want, rtol=1e-6)
     assert dlop.jit_stats()["compiles"] == before
+
+
+# ---- repeated eager calls: Op.__call__ remembers the compiled function per signature --------
+
+def test_repeated_calls_after_a_changed_signature(device):
+    """Each call after remembered ones, with another shape, rank, dtype, strides or parameter
+    value (kind, sign of zero, order of the keywords), gives its own result: never the result
+    of a remembered signature that differs in anything the compile reads."""
+    xs = np.random.default_rng(21).uniform(-3, 3, (6, 8))
+    calls = [(xs[0], "float32", False, {}), (xs[0], "float32", False, {}),
+             (xs[1, :5], "float32", False, {}), (xs, "float32", False, {}),
+             (xs, "float64", False, {}), (xs, "float64", True, {}), (xs[0], "float32", False, {}),
+             (xs, "float32", True, {"alpha": 2.0}), (xs, "float32", True, {"alpha": 2}),
+             (xs, "float32", True, {"alpha": 2.0, "k": 3}),
+             (xs, "float32", True, {"k": 3, "alpha": 2.0}),
+             (xs, "float64", False, {"alpha": -0.0, "k": 1}),
+             (xs, "float64", False, {"alpha": 0.0, "k": 1}),
+             (xs, "float64", False, {"alpha": -0.0, "k": 1}),
+             (np.float64(1.5), "float64", False, {"alpha": 3.0}), (xs[0], "float32", False, {})]
+    for values, dtype, transposed, params in calls:
+        values = np.asarray(values)
+        x = to_dlop(values, dtype, device) if values.ndim else dlop.asarray(
+            values.astype(dtype), device=device)
+        if transposed:  # a strided view of the array
+            x, values = x.T, values.T
+        got = to_numpy(affine(x, **params))
+        want = affine_want(values, params.get("alpha", 1.0), params.get("k", 1), dtype)
+        want = want.reshape(values.shape)  # rounded() gives a 0-d value one dimension
+        assert got.dtype == want.dtype and got.shape == want.shape
+        # bits, so that -0.0 and 0.0 differ
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_repeated_calls_of_two_inputs_and_two_outputs(device):
+    """A two-input op after a remembered call, broadcasting another way; two outputs stay a
+    tuple on every call."""
+    rng = np.random.default_rng(22)
+    for xs, ws in [(rng.standard_normal(7), rng.standard_normal(7))] * 2 + [
+            (rng.standard_normal((4, 1)), rng.standard_normal(5)),
+            (rng.standard_normal(3), rng.standard_normal(3))]:
+        x, w = to_dlop(xs, "float64", device), to_dlop(ws, "float64", device)
+        result = sum_diff(x, w)
+        assert isinstance(result, tuple) and len(result) == 2
+        np.testing.assert_array_equal(to_numpy(result[0]), xs + ws)
+        np.testing.assert_array_equal(to_numpy(result[1]), xs - ws)
+        got = to_numpy(scaled(x.astype("float32"), w.astype("float32"), shift=-1))
+        np.testing.assert_allclose(got, 1.5 * (xs - ws) - 1, rtol=2e-6, atol=2e-6)
+
+
+def test_repeated_plugin_op_calls_after_a_changed_dtype(device):
+    """dlop.ops.exp (a plugin's op) takes the same path: float32, float64, float32 again."""
+    xs = np.linspace(-3, 3, 16)
+    for dtype, values in [("float32", xs), ("float32", xs), ("float64", xs),
+                          ("float64", xs.reshape(4, 4)), ("float32", xs[:3])]:
+        got = to_numpy(dlop.ops.exp(to_dlop(values, dtype, device)))
+        assert got.dtype == dtype and got.shape == values.shape
+        np.testing.assert_allclose(got, np.exp(values.astype(dtype)), rtol=TOLERANCE[dtype])

@@ -1,7 +1,8 @@
 """test_gpu_source_elementwise.py — ops defined by dlop.elementwise on CUDA: the device cases of
 source_elementwise_cases.py with the kernels NVRTC compiles (NumPy results per dtype,
 broadcasting, parameters, two outputs, fused against unfused bits), CPU-vs-CUDA agreement, a
-CUDA array of another library taken through DLPack, and an input on the wrong device refused.
+CUDA array of another library taken through DLPack, an input on the wrong device refused, and
+remembered eager calls of one device never serving another.
 Without a usable GPU every test skips with dlop's reason; DLOP_REQUIRE_GPU=1 turns that into a
 failure."""
 import numpy as np
@@ -62,3 +63,22 @@ def test_vector_kernel_packs_and_tails_agree_with_cpu(device, dtype, n):
     results = [to_numpy(dlop.function([x, w], dlop.tanh(x) * w, device=d)(to_dlop(xs, dtype, d), to_dlop(ws, dtype, d)))
                for d in ("cpu", device)]
     np.testing.assert_allclose(results[1], results[0], rtol=tolerance * 2, atol=tolerance)
+
+
+def test_repeated_calls_after_a_change_of_device(device):
+    """A remembered CPU call does not serve CUDA arrays (nor the other way round), and dlop
+    arrays on two devices are refused after remembered calls on each."""
+    from source_elementwise_cases import sum_diff
+    xs = np.linspace(-4, 4, 1000)
+    want = np.log1p(np.exp(xs.astype(np.float32)))
+    for where in ("cpu", "cpu", device, device, "cpu", device):
+        got = softplus(to_dlop(xs, "float32", where))
+        assert got.device.startswith(where)
+        np.testing.assert_allclose(to_numpy(got), want, rtol=2e-6, atol=1e-7)
+    cpu, cuda = to_dlop(xs, "float32", "cpu"), to_dlop(xs, "float32", device)
+    for pair in [(cpu, cpu), (cuda, cuda), (cpu, cuda), (cuda, cpu)]:
+        if pair[0].device != pair[1].device:
+            with pytest.raises(dlop.DeviceMismatchError, match="one operand is on"):
+                sum_diff(*pair)
+        else:
+            assert sum_diff(*pair)[0].device == pair[0].device

@@ -2,13 +2,14 @@
 source_elementwise_cases.py (NumPy results per dtype, broadcasting, parameters, two outputs,
 fusion with neighbours), and what only needs the host: the op in dlop.ops and the listings
 (an in-process plugin), graphs of Variables, the compiler's errors against the body's lines,
-bad definitions and bad calls, and redefinition."""
+bad definitions and bad calls (after remembered eager calls too), redefinition, and the
+remembered signatures: a bounded few, a NaN parameter once, safe across threads."""
 import numpy as np
 import pytest
 
 import dlop
 from source_elementwise_cases import *  # noqa: F401,F403 - the shared tests
-from source_elementwise_cases import softplus, sum_diff
+from source_elementwise_cases import affine, affine_want, softplus, sum_diff
 
 
 @pytest.fixture
@@ -106,3 +107,74 @@ def test_negative_and_step_strides_of_numpy_views():
     for view in (xs[::-1], xs[:, ::2], xs[::-2, ::-3]):
         got = np.asarray(softplus(view).numpy())
         np.testing.assert_allclose(got, np.log1p(np.exp(view)), rtol=1e-13)
+
+
+def test_bad_calls_after_remembered_ones():
+    """A remembered signature checks nothing less: arity, parameter names and values, mixed
+    inputs and Variables after good calls of the same arrays."""
+    x = dlop.asarray(np.ones(4, np.float32))
+    for _ in range(2):
+        softplus(x)
+        affine(x, alpha=2.0, k=3)
+        affine(x, alpha=2.0, k=1)
+    with pytest.raises(dlop.DlopTypeError, match="takes 1 input"):
+        softplus(x, x)
+    with pytest.raises(dlop.NotFoundError, match="no parameter 'beta'"):
+        softplus(x, beta=1.0)
+    with pytest.raises(dlop.NotFoundError, match="no parameter 'beta'"):
+        affine(x, alpha=2.0, beta=3)
+    with pytest.raises(dlop.DlopTypeError, match="'alpha'"):
+        affine(x, alpha=True, k=3)  # a bool is not a float parameter's value
+    with pytest.raises(dlop.DlopTypeError, match="'k'"):
+        affine(x, alpha=2.0, k=3.0)  # nor a float an int's
+    with pytest.raises(dlop.DlopTypeError, match="'k'"):
+        affine(x, alpha=2.0, k=True)  # nor a bool, though True == 1
+    with pytest.raises(dlop.InvalidArgumentError, match="'k'"):
+        affine(x, alpha=2.0, k=2 ** 70)
+    with pytest.raises(dlop.DlopTypeError, match="x is float32 but w is float64"):
+        sum_diff(x, dlop.asarray(np.ones(4)))
+    s, d = sum_diff(x, np.full(4, 2, np.float32))  # a NumPy input: the general path
+    np.testing.assert_array_equal(s.numpy(), np.full(4, 3, np.float32))
+    node = softplus(dlop.vector("v", "float32"))
+    assert isinstance(node, dlop.Variable) and node.dtype == "float32"
+
+
+def test_remembered_signatures_are_few_and_nan_is_one():
+    """Repeated calls of one signature remember it once (a NaN parameter too, whose value never
+    equals itself); many signatures keep a bounded number and stay right."""
+    x = dlop.asarray(np.linspace(-1, 1, 5))
+    calls = affine._calls
+    affine(x, alpha=float("nan"), k=1)
+    before = calls.remembered()
+    for _ in range(3):
+        assert np.isnan(affine(x, alpha=float("nan"), k=1).numpy()).all()
+        affine(x, alpha=0.5, k=1)
+    assert calls.remembered() == min(before + 1, 8)
+    for i in range(20):
+        np.testing.assert_allclose(affine(x, alpha=float(i), k=2).numpy(),
+                                   i * x.numpy() + float(i) ** 2, rtol=1e-15)
+    assert calls.remembered() == 8
+
+
+def test_repeated_calls_on_threads():
+    """Threads calling one op with their own dtypes and parameters each get their results."""
+    import threading
+    xs = np.linspace(-2, 2, 33)
+    failures = []
+
+    def work(dtype, alpha):
+        x = dlop.asarray(xs.astype(dtype))
+        want = affine_want(xs, alpha, 2, dtype)
+        for _ in range(200):
+            got = affine(x, alpha=alpha, k=2).numpy()
+            if got.dtype != want.dtype or not np.array_equal(got, want):
+                failures.append((dtype, alpha))
+                return
+
+    threads = [threading.Thread(target=work, args=(dtype, alpha))
+               for dtype in ("float32", "float64") for alpha in (0.5, -1.25, 3.0)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

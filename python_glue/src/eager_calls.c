@@ -91,6 +91,7 @@ static int call_signature(dlop_py_state *state, PyObject *args, PyObject *params
     PyObject *item = items[i] = PyTuple_GetItem(args, i);
     if (Py_TYPE(item) != state->array_type) return 0;
     const dlop_array *array = ((dlop_py_array *)item)->array;
+    if (array == NULL) return 0; /* expired (lent to a Python op's run): the Python path says so */
     const dlop_tensor *tensor = dlop_array_tensor(array);
     dlop_device device = dlop_array_device(array);
     if (i == 0) key->device = device;

@@ -4,9 +4,11 @@
  * library's __cuda_array_interface__ would say, without building the dict per call or asking the
  * driver which device owns the pointer. The classes are looked up in sys.modules once their
  * library has been imported (nothing is imported from here) and kept in the module state.
- * Every other type, and every case that needs a closer look (a subclass, a CPU, sparse or
- * grad-requiring tensor, an active torch function mode, an attribute that raises), is left to
- * the generic path, so the errors are the generic path's own. */
+ * Every other type, and every case that needs a closer look (a subclass, a CPU, sparse, nested
+ * or grad-requiring tensor, an active torch function mode, an attribute that raises), is left to
+ * the generic path, so the errors are the generic path's own. One difference stays: a tensor of
+ * a dtype torch's interface has no typestr for (bfloat16, float8) is taken here, by pointer, as
+ * a DLPack producer's would be; the kernel's signature says what it reads. */
 #include <string.h>
 
 #include "module.h"
@@ -15,6 +17,7 @@ enum {
   NAME_LAYOUT,
   NAME_IS_CUDA,
   NAME_REQUIRES_GRAD,
+  NAME_IS_NESTED,
   NAME_NUMEL,
   NAME_GET_DEVICE,
   NAME_DATA_PTR,
@@ -27,7 +30,7 @@ enum {
 };
 
 static const char *const name_texts[NAME_COUNT] = {
-    "layout", "is_cuda", "requires_grad", "numel",    "get_device",
+    "layout", "is_cuda", "requires_grad", "is_nested", "numel", "get_device",
     "data_ptr", "size",  "data",          "ptr",      "device_id",
     "CUDA_ARRAY_INTERFACE_EXPORT_VERSION"};
 
@@ -288,6 +291,8 @@ static int read_torch(dlop_py_frameworks *frameworks, PyObject *value, int32_t d
   if (cuda != 1) return cuda < 0 ? leave_to_generic() : 0;
   int grad = attribute_truth(value, names[NAME_REQUIRES_GRAD]);
   if (grad != 0) return grad < 0 ? leave_to_generic() : 0;
+  int nested = attribute_truth(value, names[NAME_IS_NESTED]);
+  if (nested != 0) return nested < 0 ? leave_to_generic() : 0;
   long long count = 0, device = 0;
   if (read_integer(value, names[NAME_NUMEL], 1, &count) < 0) return leave_to_generic();
   out->data = NULL;
@@ -298,7 +303,8 @@ static int read_torch(dlop_py_frameworks *frameworks, PyObject *value, int32_t d
   if (device < 0 || device > INT32_MAX) return 0;
   if (read_pointer(value, names[NAME_DATA_PTR], 1, &out->data) < 0) return leave_to_generic();
   out->device_id = (int32_t)device;
-  if (out->data == NULL || device != device_id) return 1; /* refused by the caller */
+  /* another device: the caller refuses it; a NULL pointer is passed as NULL, like an empty one */
+  if (out->data == NULL || device != device_id) return 1;
   if (torch_current_stream(frameworks, device_id, call, &out->producer) < 0)
     return leave_to_generic();
   return 1;

@@ -397,7 +397,9 @@ static int thunk_run(void *state, const dlop_run_args *args) {
     /* Ordered even after a failure: the memory goes back to the pool either way. */
     if (order_after(op->state, device, args->stream) < 0) Py_CLEAR(result);
   }
-  /* Reported first: clearing the traceback's frames drops the references they held. */
+  /* Reported first, before the lent arrays are looked at: the exception is kept (for the
+   * caller's __cause__) with its traceback, whose frames still hold inputs and outputs, so
+   * release_lent finds every lent array referenced and expires it. */
   if (result == NULL) status = fail_from_python(op, "its thunk", args->error, args->error_size);
   Py_XDECREF(result);
   Py_XDECREF(stream);

@@ -105,7 +105,28 @@ static void *open_library(void) {
   return library;
 }
 
-static void recall(void) { recalled = dlop__nvrtc_recall(&recalled_facts); }
+/* 1 when a libnvrtc is in the process already (another library loaded it): dlopen returns that
+ * copy whatever the record says, and loading it again costs nothing. */
+static int preloaded;
+
+static int nvrtc_in_process(void) {
+  const char *chosen = getenv("DLOP_NVRTC_LIBRARY");
+  const char *const names[] = {chosen && chosen[0] ? chosen : "libnvrtc.so.13", "libnvrtc.so.13",
+                               "libnvrtc.so.12"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    void *library = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (library != NULL) {
+      dlclose(library);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void recall(void) {
+  preloaded = nvrtc_in_process();
+  recalled = !preloaded && dlop__nvrtc_recall(&recalled_facts);
+}
 
 static int same_facts(const dlop__nvrtc_facts *a, const dlop__nvrtc_facts *b) {
   return strcmp(a->identity, b->identity) == 0 && a->num_archs == b->num_archs &&
@@ -159,7 +180,7 @@ static void load_nvrtc(void) {
   snprintf(loaded_facts.identity, sizeof loaded_facts.identity, "NVRTC %d.%d", major, minor);
   atomic_store_explicit(&loaded, 1, memory_order_release);
   pthread_once(&recall_once, recall);
-  if (!recalled || !same_facts(&recalled_facts, &loaded_facts))
+  if (!preloaded && (!recalled || !same_facts(&recalled_facts, &loaded_facts)))
     dlop__nvrtc_remember((const void *)nvrtc.version, &loaded_facts);
 }
 

@@ -7,7 +7,10 @@
  * would try by name in those folders (a new libnvrtc dropped into one of them changes the key).
  * The record names the file the library was loaded from, with its device, inode, size and
  * modification time, and is used only while that file is unchanged. What a stale record could
- * cost is a cache entry compiled by the NVRTC it names: still that source for that target. */
+ * cost is a cache entry compiled by the NVRTC it names: still that source for that target.
+ * Not in the key: the executable's own run path (DT_RPATH), and a libnvrtc another library
+ * loaded into the process first (PyTorch's or CuPy's wheel): nvrtc.c neither reads nor writes a
+ * record in a process that has NVRTC loaded already, since dlopen then returns that copy. */
 #define _GNU_SOURCE
 #include "nvrtc_recall.h"
 
@@ -181,6 +184,7 @@ void dlop__nvrtc_remember(const void *symbol, const dlop__nvrtc_facts *facts) {
   if (used <= 0 || used >= (int)sizeof text - 8) return;
   used += snprintf(text + used, sizeof text - (size_t)used, "\nend\n");
   snprintf(temp, sizeof temp, "%s.%ld.tmp", path, (long)getpid());
+  unlink(temp); /* one a crashed process of the same pid left: the folder is this user's alone */
   int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return;
   int ok = write(fd, text, (size_t)used) == used;

@@ -61,10 +61,10 @@ def make_torch():
         """A tensor of float32 on cuda:device (-1: the CPU)."""
 
         def __init__(self, device=0, numel=4, requires_grad=False, layout=torch.strided,
-                     failing=None):
+                     failing=None, nested=False):
             super().__init__(failing)
             self._device, self._numel = device, numel
-            self._requires_grad, self._layout = requires_grad, layout
+            self._requires_grad, self._layout, self._nested = requires_grad, layout, nested
 
         @property
         def layout(self):
@@ -80,6 +80,11 @@ def make_torch():
         def requires_grad(self):
             self.touch("requires_grad")
             return self._requires_grad
+
+        @property
+        def is_nested(self):
+            self.touch("is_nested")
+            return self._nested
 
         def numel(self):
             self.touch("numel")
@@ -100,6 +105,8 @@ def make_torch():
                 raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
             if self._layout is torch.sparse_coo:
                 raise AttributeError("Can't get __cuda_array_interface__ on sparse type")
+            if self._nested:  # torch's getter reads self.shape, which a nested tensor lacks
+                raise RuntimeError("Internal error: NestedTensorImpl doesn't support sizes.")
             if self._requires_grad:
                 raise RuntimeError(
                     "Can't get __cuda_array_interface__ on Variable that requires grad. If "

@@ -508,7 +508,9 @@ def test_a_kept_dlop_array_is_expired():
     uses = [lambda: kept.shape, lambda: kept.dtype, lambda: len(kept), lambda: kept.numpy(),
             lambda: np.asarray(kept), lambda: memoryview(kept), lambda: kept.__dlpack__(),
             lambda: kept.__dlpack_device__(), lambda: kept.to("cpu"), lambda: dlop.asarray(kept),
-            lambda: kept + 1, lambda: dlop.exp(kept), lambda: DoubleOp()(kept)]
+            lambda: kept + 1, lambda: dlop.exp(kept), lambda: DoubleOp()(kept),
+            lambda: dlop.ops.exp(kept)]  # the C eager calls, its signature remembered just below
+    dlop.ops.exp(dlop.asarray(np.arange(3.0)))
     for use in uses:
         with pytest.raises(dlop.InvalidArgumentError, match="lent for one run of the Python op "
                                                             "'Keeps.*' and is gone"):

@@ -213,6 +213,20 @@ def test_a_stale_or_damaged_record_loads_nvrtc_and_is_replaced(tmp_path, damage)
     assert run_python(code, DLOP_CACHE_DIR=str(tmp_path))["nvrtc_loaded"] is False
 
 
+def test_a_process_with_nvrtc_loaded_already_neither_reads_nor_writes_a_record(tmp_path):
+    # Another library (PyTorch's or CuPy's wheel) loaded a libnvrtc first: dlopen returns that
+    # copy, so what a record says of the loader's choice does not hold in this process.
+    code = RECORD_RUN.format(source=unique(MULTIPLY_THEM))
+    run_python(code, DLOP_CACHE_DIR=str(tmp_path))
+    record = nvrtc_record(tmp_path)
+    library = record.read_text().splitlines()[1]
+    record.unlink()
+    preloaded = f"import ctypes\nctypes.CDLL({library!r})\n" + code
+    again = run_python(preloaded, DLOP_CACHE_DIR=str(tmp_path))
+    assert (again["compiles"], again["disk_hits"]) == (0, 1)
+    assert not list((tmp_path / "compilers").glob("*.nvrtc"))  # not written
+
+
 def test_different_options_are_different_entries():
     source = unique("__global__ void k(int *out) { *out = N; }")
     before = dlop.jit_stats()["compiles"]

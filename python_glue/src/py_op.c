@@ -398,8 +398,8 @@ static int thunk_run(void *state, const dlop_run_args *args) {
     if (order_after(op->state, device, args->stream) < 0) Py_CLEAR(result);
   }
   /* Reported first, before the lent arrays are looked at: the exception is kept (for the
-   * caller's __cause__) with its traceback, whose frames still hold inputs and outputs, so
-   * release_lent finds every lent array referenced and expires it. */
+   * caller's __cause__) but its traceback's frames are cleared, so the arrays only they held
+   * are not taken for arrays the run kept. */
   if (result == NULL) status = fail_from_python(op, "its thunk", args->error, args->error_size);
   Py_XDECREF(result);
   Py_XDECREF(stream);

@@ -88,20 +88,18 @@ static int32_t vector_width(const dlop__fusion_group *group) {
  * elemwise plugin's cheap functions (ew_add_*, ew_maximum_*, the comparisons) count as calls
  * too, which costs such a body 0-2 % (the sweep below); it changes no result. */
 static int calls_a_function(const dlop__fusion_group *group) {
+  static const char *const not_calls[] = {"if", "for", "while", "switch", "sizeof", "return"};
   for (int32_t m = 0; m < group->num_members; m++) {
     const char *code = group->members[m].code;
     for (const char *c = code ? strchr(code, '(') : NULL; c; c = strchr(c + 1, '(')) {
-      const char *name = c;
+      const char *name = c; /* the identifier before the parenthesis, if any */
       while (name > code && (isalnum((unsigned char)name[-1]) || name[-1] == '_')) name--;
-      if (name == c) continue; /* a parenthesis or a C cast, not a call */
-      static const char *const keywords[] = {"if", "for", "while", "switch", "sizeof", "return"};
-      int keyword = 0;
-      for (size_t k = 0; k < sizeof keywords / sizeof keywords[0]; k++)
-        keyword |= (size_t)(c - name) == strlen(keywords[k]) &&
-                   strncmp(name, keywords[k], strlen(keywords[k])) == 0;
-      if (keyword) continue;
-      if (strstr(name, "_of_") != NULL && strstr(name, "_of_") < c) continue;
-      return 1;
+      size_t length = (size_t)(c - name);
+      int call = length > 0; /* else a parenthesis or a C cast */
+      for (size_t k = 0; call && k < sizeof not_calls / sizeof not_calls[0]; k++)
+        call = !(length == strlen(not_calls[k]) && memcmp(name, not_calls[k], length) == 0);
+      const char *of = strstr(name, "_of_");
+      if (call && !(of != NULL && of < c)) return 1;
     }
   }
   return 0;

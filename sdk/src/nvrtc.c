@@ -85,7 +85,6 @@ static void *open_library(void) {
     }
     return library;
   }
-  static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
   /* The loader's path first; then the toolkit's own folder, which is often not on it. */
   const char *directories[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   used += (size_t)snprintf(load_message, sizeof load_message,
@@ -95,8 +94,8 @@ static void *open_library(void) {
     char lib64[900];
     if (d > 0 && (directories[d] == NULL || directories[d][0] == '\0')) continue;
     if (d > 0) snprintf(lib64, sizeof lib64, "%s/lib64", directories[d]);
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !library; i++)
-      library = try_open(d > 0 ? lib64 : NULL, names[i], &used);
+    for (size_t i = 0; i < DLOP__NVRTC_SONAMES && !library; i++)
+      library = try_open(d > 0 ? lib64 : NULL, dlop__nvrtc_sonames[i], &used);
   }
   if (library == NULL && used < sizeof load_message)
     snprintf(load_message + used, sizeof load_message - used,
@@ -109,17 +108,18 @@ static void *open_library(void) {
  * copy whatever the record says, and loading it again costs nothing. */
 static int preloaded;
 
+static int loaded_already(const char *name) {
+  void *library = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+  if (library != NULL) dlclose(library);
+  return library != NULL;
+}
+
+/* What open_library would open is in the process already. */
 static int nvrtc_in_process(void) {
   const char *chosen = getenv("DLOP_NVRTC_LIBRARY");
-  const char *const names[] = {chosen && chosen[0] ? chosen : "libnvrtc.so.13", "libnvrtc.so.13",
-                               "libnvrtc.so.12"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    void *library = dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD);
-    if (library != NULL) {
-      dlclose(library);
-      return 1;
-    }
-  }
+  if (chosen != NULL && chosen[0] != '\0') return loaded_already(chosen);
+  for (size_t i = 0; i < DLOP__NVRTC_SONAMES; i++)
+    if (loaded_already(dlop__nvrtc_sonames[i])) return 1;
   return 0;
 }
 

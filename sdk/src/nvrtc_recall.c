@@ -29,7 +29,7 @@
 #include "jit_sha256.h"
 
 #define RECORD_MAX_BYTES 8192
-static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+const char *const dlop__nvrtc_sonames[DLOP__NVRTC_SONAMES] = {"libnvrtc.so.13", "libnvrtc.so.12"};
 
 static void hash_text(dlop__sha256 *hash, const char *text) {
   uint64_t length = text ? (uint64_t)strlen(text) : UINT64_MAX; /* unset differs from "" */
@@ -64,9 +64,9 @@ static void hash_folders(dlop__sha256 *hash, const char *list, const char *sub) 
     const char *end = strchr(start, ':');
     size_t length = end ? (size_t)(end - start) : strlen(start);
     char path[PATH_MAX];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (length > 0 && snprintf(path, sizeof path, "%.*s%s/%s", (int)length, start, sub, names[i]) <
-                            (int)sizeof path)
+    for (size_t i = 0; i < DLOP__NVRTC_SONAMES; i++)
+      if (length > 0 && snprintf(path, sizeof path, "%.*s%s/%s", (int)length, start, sub,
+                                 dlop__nvrtc_sonames[i]) < (int)sizeof path)
         hash_file(hash, path);
     if (end == NULL) break;
     start = end + 1;

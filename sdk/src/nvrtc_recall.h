@@ -4,6 +4,10 @@
 #ifndef DLOP_NVRTC_RECALL_H
 #define DLOP_NVRTC_RECALL_H
 
+/* The libraries dlop looks for when DLOP_NVRTC_LIBRARY is not set, newest first. */
+#define DLOP__NVRTC_SONAMES 2
+extern const char *const dlop__nvrtc_sonames[DLOP__NVRTC_SONAMES];
+
 /* What the compile cache's keys and the choice of target read of the compiler. */
 typedef struct dlop__nvrtc_facts {
   char identity[64]; /* "NVRTC 13.0" */

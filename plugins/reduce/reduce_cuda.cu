@@ -7,9 +7,10 @@
  *   block    a block per (output, part) in 16-byte vectors, finish combining the parts (every
  *            axis, a long last axis);
  *   columns  a block per strip of consecutive outputs: a warp reads 32 adjacent outputs (or
- *            pairs of outputs, one vector load each) of one row (coalesced), the block's thread
- *            groups take every 8th row (or more groups when outputs are few), 32 bytes of loads
- *            in flight per thread and output, float sums Kahan-compensated per thread, the
+ *            packs of 2 to 8 adjacent outputs, one vector load of up to 16 bytes each) of one
+ *            row (coalesced), the block's thread groups take every 8th row (up to every 32nd
+ *            for wide packs, more groups when outputs are few), 32 bytes of loads in flight
+ *            per thread and output (64 per pack), float sums Kahan-compensated per thread, the
  *            groups meet in a tree; columns_finish combines the parts of a
  *            reduction split further (a first or middle axis: sum over axis 0 of 8192 x 8192
  *            takes 256 strips in 4 parts). */
@@ -262,8 +263,9 @@ __device__ __forceinline__ A compensated(A acc, A compensation) {
   else return acc;
 }
 
-/* P adjacent elements of a row, in order: one vector load of P * sizeof(T) bytes when Vector
- * (the caller checked the alignment), else element by element. Read-only path (__ldg). */
+/* P adjacent elements of a row, in order: one vector load of P * sizeof(T) bytes (4, 8 or 16)
+ * when Vector (the caller checked the alignment), else element by element. Read-only path
+ * (__ldg). */
 template <typename T, int P>
 struct pack_of {
   T e[P];
@@ -272,15 +274,16 @@ struct pack_of {
 template <typename T, int P, bool Vector>
 __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
   pack_of<T, P> v;
-  if constexpr (P == 2 && Vector) {
-    if constexpr (sizeof(T) == 2) {
+  constexpr size_t bytes = P * sizeof(T);
+  if constexpr (P >= 2 && Vector) {
+    static_assert(bytes == 4 || bytes == 8 || bytes == 16, "packs of 4, 8 or 16 bytes");
+    if constexpr (bytes == 4) {
       const unsigned int raw = __ldg(reinterpret_cast<const unsigned int *>(p));
       memcpy(v.e, &raw, sizeof raw);
-    } else if constexpr (sizeof(T) == 4) {
+    } else if constexpr (bytes == 8) {
       const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(p));
       memcpy(v.e, &raw, sizeof raw);
     } else {
-      static_assert(sizeof(T) == 8, "packs of 2-, 4- and 8-byte elements");
       const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(p));
       memcpy(v.e, &raw, sizeof raw);
     }
@@ -294,14 +297,15 @@ __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
 /* One thread's rows of its P adjacent outputs of the columns kernel (result[j]: output j):
  * rows first, first + step, ... below end of the outputs' elements at x (element j of a row at
  * x + row offset + j). U loads in flight per thread, 32 bytes' worth for one output (at most
- * 16), twice that for a pair: the kernel holds 4 blocks per SM at its register count, and an
- * H200 needs about 30 KB in flight per SM to stream at full bandwidth. Each group of U is
+ * 16), 64 bytes' worth for a pack (at least 4 loads of 16 bytes): the kernel holds 4 blocks per
+ * SM at its register count, and an H200 needs about 30 KB in flight per SM to stream at full
+ * bandwidth; wider packs give the same bytes in fewer load instructions. Each group of U is
  * combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
  * more take reduced_offset's divisions, element by element. */
 template <int Op, typename T, typename A, int P, bool Vector>
 __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l, int64_t first,
                                              int64_t end, int64_t step, A *result) {
-  constexpr int U = sizeof(T) >= 8 ? 4 : sizeof(T) == 4 ? 8 : 16;
+  constexpr int U = P == 1 ? (sizeof(T) >= 8 ? 4 : sizeof(T) == 4 ? 8 : 16) : 64 / (P * sizeof(T));
   A acc[P], compensation[P];
 #pragma unroll
   for (int j = 0; j < P; j++) acc[j] = identity<Op, A>(), compensation[j] = (A)0;
@@ -342,10 +346,11 @@ __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l,
  * meet in a fixed tree (group g takes in group g + half), per output; with one part group 0
  * writes the outputs, otherwise partials[part * outputs + output] (columns_finish_body
  * combines them). Adjacent threads have adjacent packs, so every load of a warp reads
- * consecutive elements of a row. A pack's two outputs are neighbours in the input
- * (reduce_cuda_columns_pairs) and outputs o and o + 1 in the output's innermost kept dim; its
- * loads are vectors when the tensor's first element is aligned to the pair (every pair then
- * is), element by element in the same order otherwise, so alignment never changes a result. */
+ * consecutive elements of a row. A pack's P outputs are neighbours in the input
+ * (reduce_cuda_columns_packs) and outputs o .. o + P - 1 in the output's innermost kept dim;
+ * its loads are vectors when the tensor's first element is aligned to the pack (every pack
+ * then is), element by element in the same order otherwise, so alignment never changes a
+ * result. */
 template <int Op, typename T, int P>
 __device__ void columns_body(const T *in, void *out, void *partials, const reduce_layout &l,
                              int64_t parts, int32_t tile_columns, int mean) {
@@ -389,16 +394,19 @@ __device__ void columns_body(const T *in, void *out, void *partials, const reduc
   }
 }
 
-/* The columns kernel: pairs of outputs per thread where the plan says so (float dtypes only:
- * the thunk never asks for them otherwise). */
+/* The columns kernel: packs of outputs per thread where the plan says so, up to 16 bytes (float
+ * dtypes only: the thunk never asks for them otherwise). */
 template <int Op, typename T>
 __device__ void columns_kernel_body(const T *in, void *out, void *partials, const reduce_layout &l,
                                     int64_t parts, int32_t pack, int32_t tile_columns, int mean) {
   if constexpr (std::is_floating_point<typename acc_of<T>::type>::value) {
-    if (pack == 2) {
-      columns_body<Op, T, 2>(in, out, partials, l, parts, tile_columns, mean);
-      return;
+    if constexpr (sizeof(T) == 2) {
+      if (pack == 8) return columns_body<Op, T, 8>(in, out, partials, l, parts, tile_columns, mean);
     }
+    if constexpr (sizeof(T) <= 4) {
+      if (pack == 4) return columns_body<Op, T, 4>(in, out, partials, l, parts, tile_columns, mean);
+    }
+    if (pack == 2) return columns_body<Op, T, 2>(in, out, partials, l, parts, tile_columns, mean);
   }
   columns_body<Op, T, 1>(in, out, partials, l, parts, tile_columns, mean);
 }

@@ -14,7 +14,7 @@
  *            do not fill the GPU, over parts whose partials columns_finish combines (a first
  *            or middle axis: the kept dims step through memory more finely than the reduced
  *            ones); where the layout allows and the thunk asks for it, each thread takes a pack
- *            of two adjacent outputs, one vector load of two elements per row. */
+ *            of 2, 4 or 8 adjacent outputs, one vector load of up to 16 bytes per row. */
 #ifndef DLOP_REDUCE_CUDA_PLAN_H
 #define DLOP_REDUCE_CUDA_PLAN_H
 
@@ -48,6 +48,11 @@
 #define REDUCE_CUDA_COLUMNS_THREADS_PER_SM 2048
 #define REDUCE_CUDA_COLUMNS_MIN_ROWS 16
 #define REDUCE_CUDA_COLUMNS_MAX_GROUPS 8
+/* Bytes of a row that a strip's packs of one thread group span at least: one 128-byte line, so
+ * that narrower strips of wide packs (and more groups) still read whole lines. */
+#define REDUCE_CUDA_COLUMNS_LINE_BYTES 128
+/* The widest pack load, in bytes. */
+#define REDUCE_CUDA_COLUMNS_PACK_BYTES 16
 
 enum {
   REDUCE_CUDA_ROWS_KERNEL = 0,
@@ -61,7 +66,7 @@ enum {
 typedef struct reduce_cuda_plan {
   int kind;
   int64_t parts;          /* block and columns kernels: parts per output (partials when > 1) */
-  int32_t pack;           /* columns kernel: adjacent outputs per thread, 1 or 2 */
+  int32_t pack;           /* columns kernel: adjacent outputs per thread, 1, 2, 4 or 8 */
   int32_t tile_columns;   /* columns kernel: packs per block, a power of two dividing 256;
                            * the block's 256 / tile_columns thread groups split the rows */
   uint32_t blocks;        /* grid of the first kernel (grid-stride loops cover the rest) */
@@ -86,42 +91,58 @@ REDUCE_CUDA_PLAN_FN int reduce_cuda_use_columns(const reduce_layout *l) {
          reduce_cuda_magnitude(l->reduced_strides[l->reduced_ndim - 1]);
 }
 
-/* Whether the columns kernel can give a thread the two adjacent outputs 2q and 2q + 1: they
- * are neighbours in the input in every row (the innermost kept dim has stride 1 and an even
- * size, so a pair never straddles it), and every other kept stride and every reduced stride is
- * even, so each pair of every row starts at an even element (16-bit pairs are one 32-bit load,
- * float32 pairs 8 bytes, float64 pairs 16 bytes: aligned wherever the tensor's first element
- * is; the kernel checks that, and loads the two elements one by one, in the same order,
- * otherwise). Depends on the layout only. */
-REDUCE_CUDA_PLAN_FN int reduce_cuda_columns_pairs(const reduce_layout *l) {
+/* Whether the columns kernel can give a thread the `pack` adjacent outputs pack*q ..
+ * pack*q + pack - 1: they are neighbours in the input in every row (the innermost kept dim has
+ * stride 1 and a size that pack divides, so a pack never straddles it), and every other kept
+ * stride and every reduced stride is a multiple of pack, so each pack of every row starts at a
+ * multiple of pack elements (one load of pack * element bytes: aligned wherever the tensor's
+ * first element is; the kernel checks that, and loads the elements one by one, in the same
+ * order, otherwise). Depends on the layout only. */
+REDUCE_CUDA_PLAN_FN int reduce_cuda_columns_packs(const reduce_layout *l, int32_t pack) {
   const int32_t last = l->kept_ndim - 1;
-  if (l->outputs < 2 || l->kept_in_strides[last] != 1 || l->kept_shape[last] % 2 != 0) return 0;
+  if (pack < 2) return 1;
+  if (l->outputs < pack || l->kept_in_strides[last] != 1 || l->kept_shape[last] % pack != 0) return 0;
   for (int32_t d = 0; d < last; d++)
-    if (l->kept_in_strides[d] % 2 != 0) return 0;
+    if (l->kept_in_strides[d] % pack != 0) return 0;
   for (int32_t d = 0; d < l->reduced_ndim; d++)
-    if (l->reduced_strides[d] % 2 != 0) return 0;
+    if (l->reduced_strides[d] % pack != 0) return 0;
   return 1;
+}
+
+/* The widest pack of at most pack_limit outputs (a power of two) of element_bytes each, within
+ * REDUCE_CUDA_COLUMNS_PACK_BYTES, that the layout has. */
+REDUCE_CUDA_PLAN_FN int32_t reduce_cuda_columns_pack(const reduce_layout *l, int32_t element_bytes,
+                                                     int32_t pack_limit) {
+  int32_t pack = 1;
+  while (pack * 2 <= pack_limit && pack * 2 * element_bytes <= REDUCE_CUDA_COLUMNS_PACK_BYTES &&
+         reduce_cuda_columns_packs(l, pack * 2))
+    pack *= 2;
+  return pack;
 }
 
 /* Columns kernel: strips of tile_columns consecutive packs of outputs, each block thread group
  * taking every groups-th row of its part. The rows are split S ways (groups times parts) so that the
  * GPU holds REDUCE_CUDA_COLUMNS_THREADS_PER_SM threads per SM, no further than
- * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; up to 8 groups inside a block (a warp still
- * reads 32 consecutive outputs), the rest as parts, within the partials the workspace holds.
- * Fewer outputs than a strip: narrower strips and more groups, so no thread idles while rows
- * remain. pack_limit is what the thunk allows (2: pairs where the layout has them); the sizes
- * below count packs. */
+ * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; groups inside a block first (they meet in
+ * shared memory), as many as keep a group's packs across a 128-byte line of a row (8 groups for
+ * single outputs, whose warp reads 32 consecutive ones; up to 32 for 16-byte packs), the rest
+ * as parts, within the partials the workspace holds. Fewer outputs than a strip: narrower
+ * strips and more groups, so no thread idles while rows remain. pack_limit is what the thunk
+ * allows (packs where the layout has them); the sizes below count packs. */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const reduce_layout *l,
                                                   uint32_t max_blocks, uint32_t sm_count,
-                                                  int32_t pack_limit) {
-  const int32_t pack = pack_limit >= 2 && reduce_cuda_columns_pairs(l) ? 2 : 1;
+                                                  int32_t element_bytes, int32_t pack_limit) {
+  const int32_t pack = reduce_cuda_columns_pack(l, element_bytes, pack_limit);
   const int64_t m = l->outputs / pack, r = l->count;
   const int64_t threads = (int64_t)(sm_count > 0 ? sm_count : 1) * REDUCE_CUDA_COLUMNS_THREADS_PER_SM;
+  const int64_t line_packs = REDUCE_CUDA_COLUMNS_LINE_BYTES / ((int64_t)pack * element_bytes);
+  int64_t max_groups = REDUCE_CUDA_BLOCK / (line_packs > 1 ? line_packs : 1);
   int64_t splits = threads / m + (threads % m != 0), most = r / REDUCE_CUDA_COLUMNS_MIN_ROWS;
   int64_t groups = 1, columns, parts, tiles;
+  if (max_groups < REDUCE_CUDA_COLUMNS_MAX_GROUPS) max_groups = REDUCE_CUDA_COLUMNS_MAX_GROUPS;
   if (splits > most) splits = most;
   if (splits < 1) splits = 1;
-  while (groups < splits && groups < REDUCE_CUDA_COLUMNS_MAX_GROUPS) groups *= 2;
+  while (groups < splits && groups < max_groups) groups *= 2;
   columns = REDUCE_CUDA_BLOCK / groups;
   while (columns > 1 && columns / 2 >= m && groups * 2 <= r) {
     columns /= 2;
@@ -142,10 +163,11 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const 
 }
 
 /* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's;
- * pack_limit the columns kernel's outputs per thread the thunk allows (1 or 2). */
+ * element_bytes the input's element size; pack_limit the columns kernel's outputs per thread
+ * the thunk allows (1, 2, 4 or 8). */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
                                                uint32_t max_blocks, uint32_t sm_count,
-                                               int32_t pack_limit) {
+                                               int32_t element_bytes, int32_t pack_limit) {
   /* counts up to 2^63-1 (a zero-stride view): rounded up by division, never by adding */
   const int64_t m = l->outputs, r = l->count;
   const int warps = REDUCE_CUDA_BLOCK / 32;
@@ -154,7 +176,7 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const red
   plan->tile_columns = 0;
   plan->finish_blocks = 1;
   if (reduce_cuda_use_columns(l)) {
-    reduce_cuda_plan_columns(plan, l, max_blocks, sm_count, pack_limit);
+    reduce_cuda_plan_columns(plan, l, max_blocks, sm_count, element_bytes, pack_limit);
   } else if (r <= REDUCE_CUDA_ROWS_MAX_COUNT) {
     plan->kind = REDUCE_CUDA_ROWS_KERNEL;
     plan->blocks = reduce_cuda_blocks(m / warps + (m % warps != 0), max_blocks);

@@ -89,12 +89,13 @@ static int reduce_launch(const reduce_state *s, int kind, uint32_t blocks, void 
   return status;
 }
 
-/* The columns kernel's outputs per thread for this dtype (reduce_cuda_plan.h): pairs, one
- * vector load of two elements per row (half the load instructions, twice the bytes in flight
- * per thread), for every op of the float dtypes. A 16-bit sum's thread loaded 2 bytes per row
- * (64 bytes per warp instruction): 0.82x of PyTorch's time along a first axis on an H200. */
+/* The columns kernel's outputs per thread for this dtype (reduce_cuda_plan.h): packs of one
+ * 16-byte vector load per row (8 float16, 4 float32, 2 float64) where the layout has them, for
+ * every op of the float dtypes. A 16-bit sum's thread loaded 2 bytes per row (64 bytes per warp
+ * instruction): 0.82x of PyTorch's time along a first axis on an H200; in pairs, 4 bytes: 0.94x. */
 static int32_t reduce_cuda_pack_limit(const reduce_state *s) {
-  return dlop_dtype_is_float((dlop_dtype)s->input.dtype) ? 2 : 1;
+  const dlop_dtype dtype = (dlop_dtype)s->input.dtype;
+  return dlop_dtype_is_float(dtype) ? (int32_t)(16 / dlop_dtype_size(dtype)) : 1;
 }
 
 static int reduce_run_cuda(void *state, const dlop_run_args *args) {
@@ -113,7 +114,8 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
                    "%s: no CUDA stream given (thunks never use the default stream)", name);
     return DLOP_INVALID_ARGUMENT;
   }
-  reduce_cuda_plan_make(&plan, &layout, s->max_blocks, s->sm_count, reduce_cuda_pack_limit(s));
+  reduce_cuda_plan_make(&plan, &layout, s->max_blocks, s->sm_count,
+                        (int32_t)dlop_dtype_size((dlop_dtype)s->input.dtype), reduce_cuda_pack_limit(s));
   if (plan.parts > 1 && (args->workspace == NULL || args->workspace_bytes < REDUCE_CUDA_WORKSPACE_BYTES)) {
     dlop_set_error(args->error, args->error_size,
                    "%s: a two-pass reduction needs the thunk's %zu-byte workspace, got %zu bytes at %p",

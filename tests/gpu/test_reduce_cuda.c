@@ -4,8 +4,8 @@
  * columns kernel (first and middle axes) and the rows kernel's vector loads get every op and
  * dtype on integer-valued data, whose sums are exact in any order, so CUDA must equal the CPU
  * bit for bit (a lost or doubled element shows), with NaN and infinities mixed in, over odd,
- * tiny, empty, transposed, negative-stride, broadcast and misaligned layouts (pairs of outputs
- * per thread, vector loads and element by element); and long float32 columns
+ * tiny, empty, transposed, negative-stride, broadcast and misaligned layouts (packs of 2, 4
+ * and 8 outputs per thread, vector loads and element by element); and long float32 columns
  * against a double reference within a few ulps of their sum of magnitudes.
  * Without a usable GPU it prints why and exits 77 (skipped); DLOP_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -233,6 +233,11 @@ static const axis_layout COLUMN_LAYOUTS[] = {
     {2, {4096, 300}, {0}, 1, {0}, 0, 1},           /* first axis, pairs misaligned: one by one */
     {3, {64, 512, 256}, {0}, 1, {1}, 0, 3},        /* middle axis likewise */
     {2, {(1 << 16) + 1, 6}, {0}, 1, {0}, 0, 0},    /* three pairs, long: many groups and parts */
+    {2, {1000, 2048}, {0}, 1, {0}, 0, 0},          /* 16-byte packs, 32 groups, parts */
+    {2, {1000, 2048}, {0}, 1, {0}, 0, 2},          /* the same 4 (16-bit) or 8 bytes off a 16-byte line */
+    {3, {10, 77, 12}, {0}, 1, {1}, 0, 0},          /* kept dim of 12: packs of 4 */
+    {3, {64, 256, 64}, {0}, 1, {1}, 0, 0},         /* middle axis in one pass: 16 groups */
+    {2, {8192, 64}, {0}, 1, {0}, 0, 4},            /* 8 bytes off for 16-bit packs of 8 */
 };
 #define NUM_COLUMN_LAYOUTS ((int)(sizeof COLUMN_LAYOUTS / sizeof COLUMN_LAYOUTS[0]))
 

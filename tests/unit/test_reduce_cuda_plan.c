@@ -3,7 +3,9 @@
  * the columns kernel's split (strips, thread groups, parts) gives every (output, element) pair
  * to exactly one thread, keeps its partials inside the workspace and its tree well formed, for
  * first, middle, last and all axes, odd, tiny, empty, transposed, negative-stride and
- * broadcast layouts, with one output per thread and with pairs; and which layouts get pairs. The kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
+ * broadcast layouts, with one output per thread and with packs of 2, 4 and 8; which layouts get
+ * which packs, and that wide packs split rows over more thread groups instead of parts. The
+ * kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,8 @@ static void layout_of(const plan_case *c, reduce_layout *l) {
 /* Every (output, element) pair of a columns plan goes to exactly one thread of one block item;
  * the tree, the partials and the grid are within bounds. (Plain ifs in the loops: a Check
  * assertion that passes still reports to the parent process, far too slow per element.) */
-static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *p, const char *what) {
+static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *p,
+                                int32_t element_bytes, const char *what) {
   const int64_t packs = l->outputs / p->pack;
   const int64_t tiles = (packs + p->tile_columns - 1) / p->tile_columns;
   const int64_t groups = REDUCE_CUDA_BLOCK / p->tile_columns;
@@ -66,7 +69,8 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
                 "%s: %lld parts of %lld outputs overflow the workspace", what, (long long)p->parts,
                 (long long)l->outputs);
   ck_assert_msg(p->blocks >= 1 && p->blocks <= MAX_BLOCKS, "%s: %u blocks", what, p->blocks);
-  ck_assert_msg(p->pack == 1 || (p->pack == 2 && l->outputs % 2 == 0 && reduce_cuda_columns_pairs(l)),
+  ck_assert_msg(p->pack == 1 || (l->outputs % p->pack == 0 && reduce_cuda_columns_packs(l, p->pack) &&
+                                  p->pack * element_bytes <= REDUCE_CUDA_COLUMNS_PACK_BYTES),
                 "%s: pack %d of %lld outputs", what, (int)p->pack, (long long)l->outputs);
   for (int64_t item = 0; item < tiles * p->parts && !problem[0]; item++)
     for (int32_t t = 0; t < REDUCE_CUDA_BLOCK && !problem[0]; t++) {
@@ -102,15 +106,15 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
 }
 
 static reduce_cuda_plan plan_packed(const plan_case *c, reduce_layout *l, uint32_t sms,
-                                    int32_t pack_limit) {
+                                    int32_t element_bytes, int32_t pack_limit) {
   reduce_cuda_plan p;
   layout_of(c, l);
-  reduce_cuda_plan_make(&p, l, sms * 128u, sms, pack_limit);
+  reduce_cuda_plan_make(&p, l, sms * 128u, sms, element_bytes, pack_limit);
   return p;
 }
 
 static reduce_cuda_plan plan_of(const plan_case *c, reduce_layout *l, uint32_t sms) {
-  return plan_packed(c, l, sms, 1);
+  return plan_packed(c, l, sms, 4, 1);
 }
 
 /* The axis cases of the benchmark: a first or middle axis goes to the columns kernel, the
@@ -194,45 +198,87 @@ START_TEST(test_columns_split_covers_each_element_once) {
       {3, {256, 1024, 256}, {0}, 1u},      /* the benchmark's first axis: pairs */
       {3, {256, 1024, 256}, {0}, 2u},      /* its middle axis: pairs over two kept dims */
       {3, {6, 50, 4}, {200, 4, 1}, 2u},    /* middle axis, two kept dims, even strides: pairs */
+      {2, {1000, 2048}, {0}, 1u},          /* first axis: packs of 8, 32 groups */
+      {3, {10, 77, 12}, {0}, 2u},          /* middle axis, kept dim of 12: packs of 4 at most */
+      {3, {6, 50, 8}, {400, 8, 1}, 2u},    /* middle axis, strides of 8: packs of 8 */
+      {3, {64, 256, 64}, {0}, 2u},         /* the benchmark's middle axis at 2^20 */
   };
+  /* (element bytes, pack limit) as the thunk asks: integers, float64, float32, 16-bit floats */
+  static const int32_t packing[][2] = {{4, 1}, {8, 2}, {4, 4}, {2, 8}, {2, 2}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1)
-      for (int32_t pack_limit = 1; pack_limit <= 2; pack_limit++) {
+      for (size_t k = 0; k < sizeof packing / sizeof packing[0]; k++) {
         reduce_layout l;
-        char what[80];
-        reduce_cuda_plan p = plan_packed(&cases[i], &l, sms, pack_limit);
-        snprintf(what, sizeof what, "case %zu on %u SMs, pack %d", i, sms, (int)p.pack);
+        char what[96];
+        reduce_cuda_plan p = plan_packed(&cases[i], &l, sms, packing[k][0], packing[k][1]);
+        snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d", i, sms,
+                 (int)packing[k][0], (int)p.pack);
         if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
-        check_columns_split(&l, &p, what);
+        check_columns_split(&l, &p, packing[k][0], what);
       }
 }
 END_TEST
 
-/* Pairs of outputs per thread exactly where both neighbours lie side by side in every row and
- * every pair starts at an even element: an even, contiguous innermost kept dim, even other
- * strides; never where the thunk allows one output. */
-START_TEST(test_columns_pairs) {
-  static const struct { plan_case c; int32_t pack; } cases[] = {
-      {{2, {8192, 8192}, {0}, 1u}, 2},          /* first axis */
-      {{3, {256, 1024, 256}, {0}, 2u}, 2},      /* middle axis */
-      {{2, {7, 33}, {0}, 1u}, 1},               /* odd row: a pair would straddle it */
-      {{3, {5, 1001, 37}, {0}, 2u}, 1},         /* odd innermost kept dim */
-      {{3, {5, 1001, 38}, {38 * 1001 + 1, 38, 1}, 2u}, 1}, /* odd outer kept stride */
-      {{2, {40, 50}, {-100, 2}, 1u}, 1},        /* kept stride 2: not neighbours */
-      {{2, {40, 50}, {-101, 1}, 1u}, 1},        /* odd reduced stride */
-      {{2, {40, 50}, {-100, 1}, 1u}, 2},        /* negative even reduced stride */
-      {{2, {1000, 64}, {1, 0}, 1u}, 1},         /* broadcast outputs */
-      {{2, {700, 300}, {1, 700}, 2u}, 2},       /* transposed last axis: its kept dim is contiguous */
-      {{2, {701, 300}, {1, 701}, 2u}, 1},       /* the same, odd */
+/* Packs of P outputs per thread exactly where the P neighbours lie side by side in every row
+ * and every pack starts at a multiple of P elements: a contiguous innermost kept dim that P
+ * divides, other strides that P divides; the widest such pack of at most 16 bytes within the
+ * thunk's limit; never where the thunk allows one output. pack16 is for 16-bit elements
+ * (limit 8), pack32 for float32 (limit 4), pack64 for float64 (limit 2). */
+START_TEST(test_columns_packs) {
+  static const struct { plan_case c; int32_t pack16, pack32, pack64; } cases[] = {
+      {{2, {8192, 8192}, {0}, 1u}, 8, 4, 2},          /* first axis */
+      {{3, {256, 1024, 256}, {0}, 2u}, 8, 4, 2},      /* middle axis */
+      {{2, {7, 33}, {0}, 1u}, 1, 1, 1},               /* odd row: a pack would straddle it */
+      {{3, {5, 1001, 37}, {0}, 2u}, 1, 1, 1},         /* odd innermost kept dim */
+      {{3, {5, 1001, 38}, {38 * 1001 + 1, 38, 1}, 2u}, 1, 1, 1}, /* odd outer kept stride */
+      {{3, {10, 77, 12}, {0}, 2u}, 4, 4, 2},          /* kept dim of 12: 4 divides it, 8 not */
+      {{3, {10, 77, 12}, {77 * 12 + 2, 12, 1}, 2u}, 2, 2, 2}, /* outer kept stride 926: pairs */
+      {{2, {40, 50}, {-100, 2}, 1u}, 1, 1, 1},        /* kept stride 2: not neighbours */
+      {{2, {40, 50}, {-101, 1}, 1u}, 1, 1, 1},        /* odd reduced stride */
+      {{2, {40, 50}, {-100, 1}, 1u}, 2, 2, 2},        /* reduced stride -100, 50 columns: pairs */
+      {{2, {40, 64}, {-96, 1}, 1u}, 8, 4, 2},         /* reduced stride -96: packs of 8 */
+      {{2, {1000, 64}, {1, 0}, 1u}, 1, 1, 1},         /* broadcast outputs */
+      {{2, {700, 300}, {1, 700}, 2u}, 4, 4, 2},       /* transposed last axis: 700 = 4 * 175 */
+      {{2, {701, 300}, {1, 701}, 2u}, 1, 1, 1},       /* the same, odd */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     reduce_layout l;
-    reduce_cuda_plan p = plan_packed(&cases[i].c, &l, SMS, 2);
-    ck_assert_msg(p.kind == REDUCE_CUDA_COLUMNS_KERNEL, "case %zu: kind %d", i, p.kind);
-    ck_assert_msg(p.pack == cases[i].pack, "case %zu: pack %d, expected %d", i, (int)p.pack,
-                  (int)cases[i].pack);
-    ck_assert_int_eq(plan_packed(&cases[i].c, &l, SMS, 1).pack, 1);
+    const int32_t expected[3] = {cases[i].pack16, cases[i].pack32, cases[i].pack64};
+    const int32_t bytes[3] = {2, 4, 8};
+    for (int k = 0; k < 3; k++) {
+      reduce_cuda_plan p = plan_packed(&cases[i].c, &l, SMS, bytes[k], 16 / bytes[k]);
+      ck_assert_msg(p.kind == REDUCE_CUDA_COLUMNS_KERNEL, "case %zu: kind %d", i, p.kind);
+      ck_assert_msg(p.pack == expected[k], "case %zu, %d-byte elements: pack %d, expected %d", i,
+                    (int)bytes[k], (int)p.pack, (int)expected[k]);
+      ck_assert_int_eq(plan_packed(&cases[i].c, &l, SMS, bytes[k], 1).pack, 1);
+    }
   }
+}
+END_TEST
+
+/* Wide packs take more thread groups per strip (a group's packs still cover a 128-byte line
+ * of a row) before they split rows into parts, so the benchmark's middle axis at 2^20 runs in
+ * one pass, and 8192 columns keep as many blocks as one output per thread had. */
+START_TEST(test_columns_wide_packs_group_first) {
+  reduce_layout l;
+  const plan_case middle = {3, {64, 256, 64}, {0}, 2u};
+  reduce_cuda_plan p = plan_packed(&middle, &l, SMS, 4, 4);
+  ck_assert_int_eq(p.pack, 4);
+  ck_assert_int_eq(p.tile_columns, 16); /* 16 groups of 16 packs: 256 bytes of each row */
+  ck_assert_int_eq(p.parts, 1);
+  p = plan_packed(&middle, &l, SMS, 2, 8);
+  ck_assert_int_eq(p.pack, 8);
+  ck_assert_int_eq(p.parts, 1);
+  const plan_case first = {2, {8192, 8192}, {0}, 1u};
+  p = plan_packed(&first, &l, SMS, 2, 8);
+  ck_assert_int_eq(p.pack, 8);
+  ck_assert_int_eq(p.tile_columns, 8); /* 32 groups: each reads 128 bytes of a row */
+  ck_assert_int_eq(p.parts, 4);
+  ck_assert_uint_eq(p.blocks, 512);
+  /* a pack of 4 bytes keeps the single outputs' 8 groups */
+  p = plan_packed(&first, &l, SMS, 2, 2);
+  ck_assert_int_eq(p.pack, 2);
+  ck_assert_int_eq(p.tile_columns, 32);
 }
 END_TEST
 
@@ -258,7 +304,8 @@ int main(void) {
                       test_columns_shape_of_split,
                       test_columns_split_covers_each_element_once,
                       test_columns_cases_reach_columns,
-                      test_columns_pairs,
+                      test_columns_packs,
+                      test_columns_wide_packs_group_first,
                       NULL);
   return dlop_test_run_suite(suite);
 }

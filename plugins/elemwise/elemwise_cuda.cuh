@@ -4,7 +4,7 @@
  * specs in plugin.c name them for the SDK's elementwise thunk).
  *
  * Kernel choice (the SDK's launch picks among an op's kernels by layout): every op has a
- * contiguous kernel of 16-byte vector loads and stores (streaming, one step per thread on a
+ * contiguous kernel of 16-byte vector loads and stores (plain, one step per thread on a
  * grid that covers the tensor), the strided kernel for anything else, and the binary
  * arithmetic ops a 2-d rows kernel for a broadcast row, column or scalar. Ops whose element
  * function costs more than its loads (log, tanh, sigmoid, pow) load two vectors per step so
@@ -102,7 +102,7 @@ __device__ __forceinline__ void ew_cuda_unary16_contiguous(const uint16_t *__res
       int4 a[U];
 #pragma unroll
       for (int u = 0; u < U; u++)
-        if (i + u * step < vectors) a[u] = __ldcs(xv + i + u * step);
+        if (i + u * step < vectors) a[u] = xv[i + u * step];
 #pragma unroll
       for (int u = 0; u < U; u++) {
         if (i + u * step >= vectors) break;
@@ -112,7 +112,7 @@ __device__ __forceinline__ void ew_cuda_unary16_contiguous(const uint16_t *__res
           const float2 v = ew_cuda_widen_word<BF16>(w[k]);
           w[k] = ew_cuda_narrow_word<BF16>(f.math(v.x), f.math(v.y));
         }
-        __stcs(yv + i + u * step, make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]));
+        yv[i + u * step] = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
       }
     }
     const int64_t tail = vectors * 8;
@@ -138,7 +138,7 @@ __device__ __forceinline__ void ew_cuda_unary16_contiguous(const uint16_t *__res
     ew_cuda_unary16_contiguous<U, EW_CUDA_IS_BF16_##name>(x, y, n, f);                       \
   }
 
-/* Cheap binary ops: also the kit's contiguous kernel (streaming 16-byte vectors, one per
+/* Cheap binary ops: also the kit's contiguous kernel (plain 16-byte vectors, one per
  * thread: 99-100% of a device copy for multiply_them on an H200) and its 2-d rows kernel
  * (the operand kinds fixed at compile time: 96-99% of a copy for float16 on an H200, where the
  * 1-d rows kernel held 90-93%). */
@@ -160,8 +160,8 @@ __device__ __forceinline__ void ew_cuda_unary16_contiguous(const uint16_t *__res
  * touched 32 lines 128 bytes apart: the float64 comparisons ran at half of PyTorch's speed,
  * float32 ones at 0.73, on an H200.) Loads of a chunk above 16 bytes are split into 16-byte
  * vectors. When every pointer is 16-byte aligned so is each chunk of each operand (its offset
- * is a multiple of its size, up to 16); otherwise the kernel goes element by element. All loads
- * and stores stream (evict-first). */
+ * is a multiple of its size, up to 16); otherwise the kernel goes element by element. Loads
+ * and stores carry no cache hint (as the kit's, cuda_kernel_util.cuh says why). */
 template <typename TO, typename TI>
 __host__ __device__ constexpr int ew_cuda_chunk_elements() {
   constexpr int wide = sizeof(TI) > sizeof(TO) ? (int)sizeof(TI) : (int)sizeof(TO);
@@ -181,18 +181,18 @@ __device__ __forceinline__ ew_cuda_pack<T, W> ew_cuda_load_pack(const T *p) {
   if constexpr (bytes >= 16) {
 #pragma unroll
     for (int k = 0; k < bytes / 16; k++) {
-      const int4 raw = __ldcs(reinterpret_cast<const int4 *>(p) + k);
+      const int4 raw = reinterpret_cast<const int4 *>(p)[k];
       memcpy(reinterpret_cast<char *>(v.e) + 16 * k, &raw, 16);
     }
   } else if constexpr (bytes == 8) {
-    const unsigned long long raw = __ldcs(reinterpret_cast<const unsigned long long *>(p));
+    const unsigned long long raw = *reinterpret_cast<const unsigned long long *>(p);
     memcpy(v.e, &raw, 8);
   } else if constexpr (bytes == 4) {
-    const unsigned int raw = __ldcs(reinterpret_cast<const unsigned int *>(p));
+    const unsigned int raw = *reinterpret_cast<const unsigned int *>(p);
     memcpy(v.e, &raw, 4);
   } else {
     static_assert(bytes == 2, "a pack is 2 bytes or more (W >= 2)");
-    const unsigned short raw = __ldcs(reinterpret_cast<const unsigned short *>(p));
+    const unsigned short raw = *reinterpret_cast<const unsigned short *>(p);
     memcpy(v.e, &raw, 2);
   }
   return v;
@@ -205,16 +205,16 @@ __device__ __forceinline__ void ew_cuda_store_pack(T *p, const ew_cuda_pack<T, W
   if constexpr (bytes == 16) {
     int4 raw;
     memcpy(&raw, v.e, 16);
-    __stcs(reinterpret_cast<int4 *>(p), raw);
+    *reinterpret_cast<int4 *>(p) = raw;
   } else if constexpr (bytes == 8) {
     unsigned long long raw;
     memcpy(&raw, v.e, 8);
-    __stcs(reinterpret_cast<unsigned long long *>(p), raw);
+    *reinterpret_cast<unsigned long long *>(p) = raw;
   } else {
     static_assert(bytes == 4, "an output chunk is 4, 8 or 16 bytes");
     unsigned int raw;
     memcpy(&raw, v.e, 4);
-    __stcs(reinterpret_cast<unsigned int *>(p), raw);
+    *reinterpret_cast<unsigned int *>(p) = raw;
   }
 }
 

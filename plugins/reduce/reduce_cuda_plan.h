@@ -120,26 +120,20 @@ REDUCE_CUDA_PLAN_FN int32_t reduce_cuda_columns_pack(const reduce_layout *l, int
   return pack;
 }
 
-/* Columns kernel: strips of tile_columns consecutive packs of outputs, each block thread group
- * taking every groups-th row of its part. The rows are split S ways (groups times parts) so that the
- * GPU holds REDUCE_CUDA_COLUMNS_THREADS_PER_SM threads per SM, no further than
- * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; groups inside a block first (they meet in
- * shared memory), as many as keep a group's packs across a 128-byte line of a row (8 groups for
- * single outputs, whose warp reads 32 consecutive ones; up to 32 for 16-byte packs), the rest
- * as parts, within the partials the workspace holds. Fewer outputs than a strip: narrower
- * strips and more groups, so no thread idles while rows remain. pack_limit is what the thunk
- * allows (packs where the layout has them); the sizes below count packs. */
-REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const reduce_layout *l,
-                                                  uint32_t max_blocks, uint32_t sm_count,
-                                                  int32_t element_bytes, int32_t pack_limit) {
-  const int32_t pack = reduce_cuda_columns_pack(l, element_bytes, pack_limit);
+/* Columns kernel: strips of tile_columns consecutive packs of `pack` outputs, each block thread
+ * group taking every groups-th row of its part. The rows are split S ways (groups times parts) so
+ * that the GPU holds REDUCE_CUDA_COLUMNS_THREADS_PER_SM threads per SM, no further than
+ * REDUCE_CUDA_COLUMNS_MIN_ROWS rows per thread; up to max_groups inside a block (they meet in
+ * shared memory), the rest as parts, within the partials the workspace holds. Fewer outputs
+ * than a strip: narrower strips and more groups, so no thread idles while rows remain. The
+ * sizes below count packs. */
+REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns_as(reduce_cuda_plan *plan, const reduce_layout *l,
+                                                     uint32_t max_blocks, uint32_t sm_count,
+                                                     int32_t pack, int64_t max_groups) {
   const int64_t m = l->outputs / pack, r = l->count;
   const int64_t threads = (int64_t)(sm_count > 0 ? sm_count : 1) * REDUCE_CUDA_COLUMNS_THREADS_PER_SM;
-  const int64_t line_packs = REDUCE_CUDA_COLUMNS_LINE_BYTES / ((int64_t)pack * element_bytes);
-  int64_t max_groups = REDUCE_CUDA_BLOCK / (line_packs > 1 ? line_packs : 1);
   int64_t splits = threads / m + (threads % m != 0), most = r / REDUCE_CUDA_COLUMNS_MIN_ROWS;
   int64_t groups = 1, columns, parts, tiles;
-  if (max_groups < REDUCE_CUDA_COLUMNS_MAX_GROUPS) max_groups = REDUCE_CUDA_COLUMNS_MAX_GROUPS;
   if (splits > most) splits = most;
   if (splits < 1) splits = 1;
   while (groups < splits && groups < max_groups) groups *= 2;
@@ -160,6 +154,29 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const 
   plan->blocks = reduce_cuda_blocks(tiles * parts, max_blocks);
   plan->finish_blocks = reduce_cuda_blocks(l->outputs / REDUCE_CUDA_BLOCK + (l->outputs % REDUCE_CUDA_BLOCK != 0),
                                            max_blocks);
+}
+
+/* The columns plan: pairs of outputs per thread where the layout has them (one output
+ * otherwise) in up to 8 thread groups; and when that needs a second pass (parts), the widest
+ * pack within the thunk's pack_limit and 16 bytes, in as many groups as keep a group's packs
+ * across a 128-byte line of a row (up to 32 for 16-byte packs), if that needs none. Measured on
+ * an H200: 16-byte packs made a middle axis at 2^20 one pass (7.3 -> 4.6-5.7 us, every float
+ * dtype), but 16-bit ones in 16 groups cost 10-14 % where pairs already ran in one pass (2^26
+ * elements), and 32 groups cost 3-9 % where parts remain (8192 x 8192). */
+REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const reduce_layout *l,
+                                                  uint32_t max_blocks, uint32_t sm_count,
+                                                  int32_t element_bytes, int32_t pack_limit) {
+  const int32_t pairs = reduce_cuda_columns_pack(l, element_bytes, pack_limit < 2 ? pack_limit : 2);
+  reduce_cuda_plan_columns_as(plan, l, max_blocks, sm_count, pairs, REDUCE_CUDA_COLUMNS_MAX_GROUPS);
+  if (plan->parts > 1) {
+    const int32_t wide = reduce_cuda_columns_pack(l, element_bytes, pack_limit);
+    const int64_t line_packs = REDUCE_CUDA_COLUMNS_LINE_BYTES / ((int64_t)wide * element_bytes);
+    int64_t max_groups = REDUCE_CUDA_BLOCK / (line_packs > 1 ? line_packs : 1);
+    reduce_cuda_plan one_pass;
+    if (max_groups < REDUCE_CUDA_COLUMNS_MAX_GROUPS) max_groups = REDUCE_CUDA_COLUMNS_MAX_GROUPS;
+    reduce_cuda_plan_columns_as(&one_pass, l, max_blocks, sm_count, wide, max_groups);
+    if (one_pass.parts == 1) *plan = one_pass;
+  }
 }
 
 /* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's;

@@ -89,10 +89,11 @@ static int reduce_launch(const reduce_state *s, int kind, uint32_t blocks, void 
   return status;
 }
 
-/* The columns kernel's outputs per thread for this dtype (reduce_cuda_plan.h): packs of one
- * 16-byte vector load per row (8 float16, 4 float32, 2 float64) where the layout has them, for
- * every op of the float dtypes. A 16-bit sum's thread loaded 2 bytes per row (64 bytes per warp
- * instruction): 0.82x of PyTorch's time along a first axis on an H200; in pairs, 4 bytes: 0.94x. */
+/* The columns kernel's outputs per thread for this dtype at most (reduce_cuda_plan.h: pairs,
+ * and packs of one 16-byte load per row, 8 float16, 4 float32, 2 float64, where they save a
+ * second pass), for every op of the float dtypes. A 16-bit sum's thread loaded 2 bytes per row
+ * (64 bytes per warp instruction): 0.82x of PyTorch's time along a first axis on an H200; in
+ * pairs, 4 bytes: 0.94-1.01x. */
 static int32_t reduce_cuda_pack_limit(const reduce_state *s) {
   const dlop_dtype dtype = (dlop_dtype)s->input.dtype;
   return dlop_dtype_is_float(dtype) ? (int32_t)(16 / dlop_dtype_size(dtype)) : 1;

@@ -46,7 +46,7 @@ def test_an_input_on_another_device_is_refused(device):
 
 
 # Sizes around the vector kernel's steps: its packs (16 bytes), the packs a thread loads (up to 4
-# for a 16-bit float's body that calls functions, 2 for a 4-byte one, 1 for float64) times its
+# for a 16-bit float's body that calls functions, 2 for a 4-byte one and for float64) times its
 # 256 threads a block, and the scalar tail after the last whole pack.
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 2047, 2048, 2049, 8 * 256 * 4 + 3, 8 * 256 * 4 * 3 + 13, 1 << 20])
@@ -56,7 +56,7 @@ def test_vector_kernel_packs_and_tails_agree_with_cpu(device, dtype, n):
     cuda = to_numpy(softplus(to_dlop(xs, dtype, device)))
     tolerance = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 2e-6, "float64": 1e-15}[dtype]
     np.testing.assert_allclose(cuda, cpu, rtol=tolerance, atol=1e-300)
-    # two array inputs and a call: 2 packs per thread for the 16-bit floats, 1 otherwise
+    # two array inputs and a call: 2 packs per thread for the 16-bit floats and float64, 1 for float32
     x = dlop.vector("x", dtype)
     w = dlop.vector("w", dtype)
     ws = np.random.default_rng(n + 1).uniform(-2, 2, n)

@@ -3,8 +3,8 @@
  * the columns kernel's split (strips, thread groups, parts) gives every (output, element) pair
  * to exactly one thread, keeps its partials inside the workspace and its tree well formed, for
  * first, middle, last and all axes, odd, tiny, empty, transposed, negative-stride and
- * broadcast layouts, with one output per thread and with packs of 2, 4 and 8; which layouts get
- * which packs, and that wide packs split rows over more thread groups instead of parts. The
+ * broadcast layouts, with one output per thread and with packs of 2, 4 and 8; which layouts have
+ * which packs, and that the plan takes wide packs (in more groups) only to save a second pass. The
  * kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,38 +247,50 @@ START_TEST(test_columns_packs) {
     const int32_t bytes[3] = {2, 4, 8};
     for (int k = 0; k < 3; k++) {
       reduce_cuda_plan p = plan_packed(&cases[i].c, &l, SMS, bytes[k], 16 / bytes[k]);
+      const int32_t pack = reduce_cuda_columns_pack(&l, bytes[k], 16 / bytes[k]);
       ck_assert_msg(p.kind == REDUCE_CUDA_COLUMNS_KERNEL, "case %zu: kind %d", i, p.kind);
-      ck_assert_msg(p.pack == expected[k], "case %zu, %d-byte elements: pack %d, expected %d", i,
-                    (int)bytes[k], (int)p.pack, (int)expected[k]);
+      ck_assert_msg(pack == expected[k], "case %zu, %d-byte elements: pack %d, expected %d", i,
+                    (int)bytes[k], (int)pack, (int)expected[k]);
+      /* the plan takes pairs, or the widest pack where that saves a second pass */
+      ck_assert_msg(p.pack == (expected[k] < 2 ? expected[k] : 2) || p.pack == expected[k],
+                    "case %zu: the plan's pack %d", i, (int)p.pack);
+      ck_assert_int_eq(reduce_cuda_columns_pack(&l, bytes[k], 1), 1);
       ck_assert_int_eq(plan_packed(&cases[i].c, &l, SMS, bytes[k], 1).pack, 1);
     }
   }
 }
 END_TEST
 
-/* Wide packs take more thread groups per strip (a group's packs still cover a 128-byte line
- * of a row) before they split rows into parts, so the benchmark's middle axis at 2^20 runs in
- * one pass, and 8192 columns keep as many blocks as one output per thread had. */
-START_TEST(test_columns_wide_packs_group_first) {
+/* Pairs in up to 8 groups; 16-byte packs in up to 32 groups only where they turn two passes into
+ * one: the benchmark's middle axis at 2^20 (two passes in pairs) runs in one, its first axis at
+ * 2^26 (one pass in pairs) and 8192 columns (parts either way) keep pairs. */
+START_TEST(test_columns_wide_packs_only_for_one_pass) {
   reduce_layout l;
   const plan_case middle = {3, {64, 256, 64}, {0}, 2u};
-  reduce_cuda_plan p = plan_packed(&middle, &l, SMS, 4, 4);
+  reduce_cuda_plan p = plan_packed(&middle, &l, SMS, 4, 1);
+  ck_assert_int_gt(p.parts, 1); /* one output per thread: two passes */
+  p = plan_packed(&middle, &l, SMS, 4, 4);
   ck_assert_int_eq(p.pack, 4);
   ck_assert_int_eq(p.tile_columns, 16); /* 16 groups of 16 packs: 256 bytes of each row */
   ck_assert_int_eq(p.parts, 1);
   p = plan_packed(&middle, &l, SMS, 2, 8);
   ck_assert_int_eq(p.pack, 8);
   ck_assert_int_eq(p.parts, 1);
-  const plan_case first = {2, {8192, 8192}, {0}, 1u};
-  p = plan_packed(&first, &l, SMS, 2, 8);
-  ck_assert_int_eq(p.pack, 8);
-  ck_assert_int_eq(p.tile_columns, 8); /* 32 groups: each reads 128 bytes of a row */
-  ck_assert_int_eq(p.parts, 4);
-  ck_assert_uint_eq(p.blocks, 512);
-  /* a pack of 4 bytes keeps the single outputs' 8 groups */
-  p = plan_packed(&first, &l, SMS, 2, 2);
+  p = plan_packed(&middle, &l, SMS, 8, 2);
   ck_assert_int_eq(p.pack, 2);
-  ck_assert_int_eq(p.tile_columns, 32);
+  ck_assert_int_eq(p.parts, 1);
+  const plan_case first = {3, {256, 1024, 256}, {0}, 1u};
+  p = plan_packed(&first, &l, SMS, 2, 8);
+  ck_assert_int_eq(p.pack, 2);
+  ck_assert_int_eq(p.parts, 1);
+  const plan_case square = {2, {8192, 8192}, {0}, 1u};
+  for (int32_t bytes = 2; bytes <= 8; bytes *= 2) {
+    p = plan_packed(&square, &l, SMS, bytes, 16 / bytes);
+    ck_assert_int_eq(p.pack, 2);
+    ck_assert_int_eq(p.tile_columns, 32);
+    ck_assert_int_eq(p.parts, 4);
+    ck_assert_uint_eq(p.blocks, 512);
+  }
 }
 END_TEST
 
@@ -305,7 +317,7 @@ int main(void) {
                       test_columns_split_covers_each_element_once,
                       test_columns_cases_reach_columns,
                       test_columns_packs,
-                      test_columns_wide_packs_group_first,
+                      test_columns_wide_packs_only_for_one_pass,
                       NULL);
   return dlop_test_run_suite(suite);
 }

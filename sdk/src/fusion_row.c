@@ -145,14 +145,19 @@ static int fits(plan_state *s) {
   return operands <= DLOP__FUSION_MAX_OPERANDS && nodes <= DLOP__FUSION_MAX_MEMBERS;
 }
 
-/* Whether an elementwise member reads a member reduction's result: what makes the group. */
-static int reads_a_reduction(const plan_state *s) {
+/* Whether a member over the whole rows reads a per-row value of the group (a reduction's
+ * result, or what members compute from such results): a result broadcast back along the row,
+ * which is what makes a row group worth its kernel. */
+static int reads_a_result(const plan_state *s) {
   const dlop_function *f = s->function;
   for (int32_t n = 0; n < f->num_nodes; n++) {
-    if (!s->in[n] || s->reducible[n]) continue;
-    for (int32_t j = 0; j < f->nodes[n].num_inputs; j++) {
-      int32_t p = s->producer[f->nodes[n].input_slots[j]];
-      if (p >= 0 && s->in[p] && s->reducible[p]) return 1;
+    const dlop__function_node *node = &f->nodes[n];
+    if (!s->in[n] || s->reducible[n] || !over_rows(&node->output_types[0], s->rows, 1)) continue;
+    for (int32_t j = 0; j < node->num_inputs; j++) {
+      int32_t slot = node->input_slots[j], p = s->producer[slot];
+      const dlop_type *type = &f->slot_types[slot];
+      if (p >= 0 && s->in[p] && type->ndim == s->rows->ndim && type->shape[type->ndim - 1] == 1)
+        return 1;
     }
   }
   return 0;
@@ -353,7 +358,7 @@ int dlop__fusion_row_groups(dlop_function *function, const char *fusable,
     if (!reducible[r] || row_of[r] >= 0 || !is_row_reduction(node, &reductions[r])) continue;
     s.rows = &node->input_types[0];
     grow(&s, r);
-    if (!reads_a_reduction(&s)) continue;
+    if (!reads_a_result(&s)) continue;
     int64_t length = s.rows->shape[s.rows->ndim - 1];
     if (length > DLOP__FUSION_ROW_LIMIT || length == 0) {
       char line[512];

@@ -108,7 +108,14 @@ typedef struct dlop__fusion_row {
   int32_t *steps;      /* the schedule: a member m >= 0, or reduction -1 - r */
   char *value_per_row; /* per value */
   char *input_per_row; /* per input: its last dim is 1 (or it has fewer dims, or one element) */
+  /* CPU: values that more than one phase reads and whose body calls math functions are kept
+   * in a buffer of the row (computed once, as the unfused node's buffer would hold them):
+   * cached[v], and what they take per element of the row (each buffer 64-byte aligned) */
+  char *cached;
+  int32_t num_cached;
+  int64_t scratch_bytes;
 } dlop__fusion_row;
+#define DLOP__FUSION_ROW_MAX_VALUES 512 /* a row group's values: members' and reductions' */
 
 struct dlop__fusion_group {
   int32_t number; /* 0, 1, ... in the function: "group 0" in explain, dlop_fused_g0_* symbols */
@@ -265,6 +272,8 @@ void dlop__fusion_row_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
  * it, and dlop_fused_g<N>_row0, which reads rows longer than that again in every phase). */
 #define DLOP__FUSION_ROW_THREADS 512
 int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group);
+/* Chooses the values a CPU row kernel keeps in the row's buffers (fusion_row_source.c). */
+void dlop__fusion_row_plan_buffers(dlop__fusion_group *group);
 
 /* ---- source (fusion_source.c) ----------------------------------------------------------- */
 

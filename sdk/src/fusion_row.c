@@ -27,6 +27,7 @@ void dlop__fusion_row_free(dlop__fusion_row *row) {
   free(row->steps);
   free(row->value_per_row);
   free(row->input_per_row);
+  free(row->cached);
   free(row);
 }
 
@@ -232,9 +233,10 @@ static int build(const dlop_function *f, const int32_t *row_of, int32_t number,
     row->steps = malloc(sizeof(int32_t) * ((size_t)count + 1));
     row->value_per_row = calloc((size_t)writes + 1, 1);
     row->input_per_row = calloc((size_t)reads + 1, 1);
+    row->cached = calloc((size_t)writes + 1, 1);
   }
   if (!group || !value_of_slot || !row || !row->reductions || !row->steps || !row->value_per_row ||
-      !row->input_per_row) {
+      !row->input_per_row || !row->cached) {
     if (group == NULL) dlop__fusion_row_free(row);
     dlop__fusion_group_free(group);
     free(value_of_slot);
@@ -321,6 +323,7 @@ static int build(const dlop_function *f, const int32_t *row_of, int32_t number,
     return dlop__error(DLOP_INTERNAL, "fusion: row group %d has %d operands, more than the %d planned",
                        (int)number, (int)operands, DLOP__FUSION_MAX_OPERANDS);
   }
+  if (f->device.type == DLOP_DEVICE_CPU) dlop__fusion_row_plan_buffers(group);
   *result = group;
   return DLOP_OK;
 }

@@ -13,6 +13,7 @@
  *         (_row0); warps then the block meet in shuffle trees, in the same order either way. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fusion_source.h"
@@ -27,13 +28,20 @@ static void add(text *t, const char *format, ...) {
   va_end(args);
 }
 
-/* What one function covers: members, inputs and reduction results it reads, outputs. */
+/* What one function covers: members, inputs and reduction results it reads, values it reads
+ * from the row's buffers (cached_in) or writes into them (cached_out), outputs. */
 typedef struct part {
   char member[DLOP__FUSION_MAX_MEMBERS];
   char input[DLOP__FUSION_MAX_OPERANDS];
   char result[DLOP__FUSION_MAX_MEMBERS]; /* per reduction */
+  char cached_in[DLOP__FUSION_ROW_MAX_VALUES], cached_out[DLOP__FUSION_ROW_MAX_VALUES];
   char output[DLOP__FUSION_MAX_OPERANDS];
 } part;
+
+/* What marking reads: the values kept in buffers (NULL: none) and those already written. */
+typedef struct cache_state {
+  const char *cached, *available;
+} cache_state;
 
 static int32_t member_of_value(const dlop__fusion_group *group, int32_t v) {
   for (int32_t m = 0; m < group->num_members; m++)
@@ -48,35 +56,93 @@ static int32_t reduction_of_value(const dlop__fusion_group *group, int32_t v) {
   return -1;
 }
 
-static void mark_source(const dlop__fusion_group *group, part *p, const dlop__fusion_source *s);
+static void mark_source(const dlop__fusion_group *group, const cache_state *c, part *p,
+                        const dlop__fusion_source *s);
 
-static void mark_value(const dlop__fusion_group *group, part *p, int32_t v) {
+static void mark_value(const dlop__fusion_group *group, const cache_state *c, part *p, int32_t v) {
   int32_t m = member_of_value(group, v);
   if (m < 0) {
     int32_t r = reduction_of_value(group, v);
     if (r >= 0) p->result[r] = 1;
     return;
   }
+  if (c->available != NULL && c->available[v]) {
+    p->cached_in[v] = 1;
+    return;
+  }
   if (p->member[m]) return;
   p->member[m] = 1;
   for (int32_t j = 0; j < group->members[m].node.num_inputs; j++)
-    mark_source(group, p, &group->members[m].sources[j]);
+    mark_source(group, c, p, &group->members[m].sources[j]);
+  for (int32_t j = 0; c->cached != NULL && j < group->members[m].node.num_outputs; j++)
+    if (c->cached[group->members[m].values[j]]) p->cached_out[group->members[m].values[j]] = 1;
 }
 
-static void mark_source(const dlop__fusion_group *group, part *p, const dlop__fusion_source *s) {
-  if (s->kind == DLOP__FUSION_FROM_VALUE) mark_value(group, p, s->index);
+static void mark_source(const dlop__fusion_group *group, const cache_state *c, part *p,
+                        const dlop__fusion_source *s) {
+  if (s->kind == DLOP__FUSION_FROM_VALUE) mark_value(group, c, p, s->index);
   if (s->kind == DLOP__FUSION_FROM_INPUT) p->input[s->index] = 1;
 }
 
 /* The outputs of members of one kind (row-varying, per_row 0; per-row, 1). */
-static void make_output_part(const dlop__fusion_group *group, int per_row, part *p) {
+static void make_output_part(const dlop__fusion_group *group, const cache_state *c, int per_row,
+                             part *p) {
   memset(p, 0, sizeof *p);
   for (int32_t o = 0; o < group->num_outputs; o++) {
     int32_t v = group->output_values[o];
     if (member_of_value(group, v) < 0 || group->row->value_per_row[v] != per_row) continue;
     p->output[o] = 1;
-    mark_value(group, p, v);
+    mark_value(group, c, p, v);
   }
+}
+
+/* The parts of the kernel in the order it runs them: phase r (parts[r]), the row-varying
+ * outputs (parts[K]), the per-row ones (parts[K + 1]). With buffers (C), a value kept is
+ * written by the first part computing it and read by the later ones. */
+static void make_parts(const dlop__fusion_group *group, int buffers, part *parts) {
+  const dlop__fusion_row *row = group->row;
+  int32_t K = row->num_reductions;
+  char available[DLOP__FUSION_ROW_MAX_VALUES] = {0};
+  cache_state c = {buffers ? row->cached : NULL, buffers ? available : NULL};
+  for (int32_t r = 0; r <= K; r++) {
+    if (r < K) {
+      memset(&parts[r], 0, sizeof parts[r]);
+      mark_source(group, &c, &parts[r], &row->reductions[r].input);
+    } else {
+      make_output_part(group, &c, 0, &parts[r]);
+    }
+    for (int32_t v = 0; v < group->num_values; v++) available[v] |= parts[r].cached_out[v];
+  }
+  make_output_part(group, &c, 1, &parts[K + 1]);
+}
+
+void dlop__fusion_row_plan_buffers(dlop__fusion_group *group) {
+  dlop__fusion_row *row = group->row;
+  int32_t K = row->num_reductions, count[DLOP__FUSION_ROW_MAX_VALUES] = {0};
+  part *parts = calloc((size_t)K + 2, sizeof *parts);
+  row->num_cached = 0;
+  row->scratch_bytes = 0;
+  if (parts == NULL || group->num_values > DLOP__FUSION_ROW_MAX_VALUES) { /* no buffers */
+    free(parts);
+    return;
+  }
+  make_parts(group, 0, parts);
+  for (int32_t r = 0; r <= K; r++)
+    for (int32_t m = 0; m < group->num_members; m++)
+      for (int32_t j = 0; parts[r].member[m] && j < group->members[m].node.num_outputs; j++)
+        count[group->members[m].values[j]]++;
+  for (int32_t m = 0; m < group->num_members; m++) {
+    const dlop__fusion_member *member = &group->members[m];
+    for (int32_t j = 0; j < member->node.num_outputs; j++) {
+      int32_t v = member->values[j];
+      row->cached[v] = (char)(count[v] >= 2 && !row->value_per_row[v] &&
+                              !(member->body_flags & DLOP_SCALAR_BODY_EXACT));
+      if (!row->cached[v]) continue;
+      row->num_cached++;
+      row->scratch_bytes += (int64_t)dlop_dtype_size((dlop_dtype)member->node.output_types[j].dtype);
+    }
+  }
+  free(parts);
 }
 
 static int part_has_outputs(const dlop__fusion_group *group, const part *p) {
@@ -96,7 +162,16 @@ static void add_source(text *t, const dlop__fusion_group *group, const dlop__fus
     dlop__fusion_add_value(t, group->literals[s->index].dtype, group->literals[s->index].bits);
 }
 
-/* "(type x0, type v3, type *y1" : the parameters of a function of part p. */
+/* A member value's storage dtype. */
+static int32_t value_dtype(const dlop__fusion_group *group, int32_t v) {
+  int32_t m = member_of_value(group, v);
+  for (int32_t j = 0; m >= 0 && j < group->members[m].node.num_outputs; j++)
+    if (group->members[m].values[j] == v) return group->members[m].node.output_types[j].dtype;
+  return DLOP_FLOAT32; /* not reached: only members' values are kept */
+}
+
+/* "(type x0, type v3, type *z4, type *y1)": the parameters of a function of part p: inputs,
+ * reduction results, values read from buffers, values written into them, outputs. */
 static void add_parameters(text *t, const dlop__fusion_group *group, const part *p) {
   int first = 1;
   add(t, "(");
@@ -110,6 +185,16 @@ static void add_parameters(text *t, const dlop__fusion_group *group, const part 
     if (!p->result[r]) continue;
     add(t, "%s%s v%d", first ? "" : ", ",
         c_type(reduction->body.node.output_types[0].dtype), (int)reduction->value);
+    first = 0;
+  }
+  for (int32_t v = 0; v < group->num_values; v++) {
+    if (!p->cached_in[v]) continue;
+    add(t, "%s%s v%d", first ? "" : ", ", c_type(value_dtype(group, v)), (int)v);
+    first = 0;
+  }
+  for (int32_t v = 0; v < group->num_values; v++) {
+    if (!p->cached_out[v]) continue;
+    add(t, "%s%s *z%d", first ? "" : ", ", c_type(value_dtype(group, v)), (int)v);
     first = 0;
   }
   for (int32_t o = 0; o < group->num_outputs; o++) {
@@ -127,9 +212,9 @@ typedef enum access_kind {
   ACCESS_PACK     /* CUDA: x<k>[j].e[e] */
 } access_kind;
 
-/* The arguments of a call of a function of part p, without the outputs. */
-static void add_arguments(text *t, const dlop__fusion_group *group, const part *p,
-                          access_kind access) {
+/* The arguments of a call of a function of part p, without the outputs; returns how many. */
+static int add_arguments(text *t, const dlop__fusion_group *group, const part *p,
+                         access_kind access) {
   int first = 1;
   for (int32_t k = 0; k < group->num_inputs; k++) {
     int i = (int)k;
@@ -150,6 +235,34 @@ static void add_arguments(text *t, const dlop__fusion_group *group, const part *
     add(t, "%sv%d", first ? "" : ", ", (int)group->row->reductions[r].value);
     first = 0;
   }
+  for (int32_t v = 0; v < group->num_values; v++) { /* the row's buffers (C only) */
+    if (!p->cached_in[v]) continue;
+    add(t, "%sk%d[b + i]", first ? "" : ", ", (int)v);
+    first = 0;
+  }
+  for (int32_t v = 0; v < group->num_values; v++) {
+    if (!p->cached_out[v]) continue;
+    add(t, "%s&k%d[b + i]", first ? "" : ", ", (int)v);
+    first = 0;
+  }
+  return !first;
+}
+
+/* The outputs' arguments after `before` others: y<o> as `format` writes them. */
+static void add_output_arguments(text *t, const dlop__fusion_group *group, const part *p,
+                                 int before, const char *format) {
+  for (int32_t o = 0; o < group->num_outputs; o++) {
+    if (!p->output[o]) continue;
+    add(t, "%s", before ? ", " : "");
+    add(t, format, (int)o, (int)o);
+    before = 1;
+  }
+}
+
+/* A function's writes into the row's buffers. */
+static void add_cached_stores(text *t, const dlop__fusion_group *group, const part *p) {
+  for (int32_t v = 0; v < group->num_values; v++)
+    if (p->cached_out[v]) add(t, "  *z%d = v%d;\n", (int)v, (int)v);
 }
 
 static const char *to_accumulator(int32_t storage, int32_t accumulator) {
@@ -161,17 +274,16 @@ static const char *to_accumulator(int32_t storage, int32_t accumulator) {
 /* Per reduction r: its phase function dlop_fused_g<N>_phase<r>, combine, identity, finish. */
 static void add_reduction_functions(text *t, const dlop_function *function,
                                     const dlop__fusion_group *group, const char *g, int32_t r,
-                                    part *p) {
+                                    const part *p) {
   const dlop__fusion_row_reduction *reduction = &group->row->reductions[r];
   const dlop__fusion_reduction *body = &reduction->body;
   int32_t input = body->node.input_types[0].dtype, output = body->node.output_types[0].dtype;
-  memset(p, 0, sizeof *p);
-  mark_source(group, p, &reduction->input);
   add(t, "typedef %s %s_r%d_acc;\n", c_type(body->accumulator), g, (int)r);
   add(t, "DLOP_SCALAR_FN %s_r%d_acc %s_phase%d", g, (int)r, g, (int)r);
   add_parameters(t, group, p);
   add(t, " {\n");
   dlop__fusion_add_members(t, function, group, p->member);
+  add_cached_stores(t, group, p);
   add(t, "  return %s(", to_accumulator(input, body->accumulator));
   add_source(t, group, &reduction->input);
   add(t, ");\n}\n");
@@ -198,6 +310,7 @@ static void add_output_function(text *t, const dlop_function *function,
   add_parameters(t, group, p);
   add(t, " {\n");
   dlop__fusion_add_members(t, function, group, p->member);
+  add_cached_stores(t, group, p);
   for (int32_t o = 0; o < group->num_outputs; o++)
     if (p->output[o]) add(t, "  *y%d = v%d;\n", (int)o, (int)group->output_values[o]);
   add(t, "}\n");
@@ -222,7 +335,8 @@ static void add_c_leaf(text *t, const char *g, int32_t r) {
   add(t, "    int64_t i;\n    if (c < 8) {\n      x = %s_identity();\n", a);
   add(t, "      for (i = 0; i < c; i++) x = %s_combine(x, w[b + i]);\n    } else {\n", a);
   add(t, "      for (int k = 0; k < 8; k++) lane[k] = w[b + k];\n");
-  add(t, "      for (i = 8; i + 8 <= c; i += 8)\n");
+  /* the lanes as one vector: a combine that selects (max with NaN) then needs no branch */
+  add(t, "      for (i = 8; i + 8 <= c; i += 8)\n#pragma omp simd\n");
   add(t, "        for (int k = 0; k < 8; k++) lane[k] = %s_combine(lane[k], w[b + i + k]);\n", a);
   add(t, "      x = %s_combine(%s_combine(%s_combine(lane[0], lane[1]), %s_combine(lane[2], "
          "lane[3])),\n", a, a, a, a);
@@ -244,16 +358,27 @@ static void add_c_phase(text *t, const dlop__fusion_group *group, const char *g,
   snprintf(a, sizeof a, "%s_r%d", g, (int)r);
   add(t, "  %s v%d;\n  {\n", c_type(reduction->body.node.output_types[0].dtype),
       (int)reduction->value);
+  /* a reduction of an input as it is (no member, no conversion): the leaf reads the row */
+  int direct = reduction->input.kind == DLOP__FUSION_FROM_INPUT &&
+               !group->row->input_per_row[reduction->input.index] &&
+               group->input_types[reduction->input.index].dtype == reduction->body.accumulator;
   add(t, "    %s_acc w[1024], level[64], x;\n    uint64_t occupied = 0;\n    int have = 0;\n", a);
   add(t, "    for (int64_t b = 0; b < n; b += 1024) {\n");
   add(t, "      const int64_t m = n - b < 1024 ? n - b : 1024;\n      int64_t i;\n");
-  add(t, "      if (unit) {\n#pragma omp simd\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g,
-      (int)r);
-  add_arguments(t, group, p, ACCESS_UNIT);
-  add(t, ");\n      } else {\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
+  add(t, "      if (unit) {\n");
+  if (!direct) {
+    add(t, "#pragma omp simd\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
+    add_arguments(t, group, p, ACCESS_UNIT);
+    add(t, ");\n");
+  }
+  add(t, "      } else {\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
   add_arguments(t, group, p, ACCESS_STRIDED);
   add(t, ");\n      }\n");
-  add(t, "      x = %s_leaf(w, m);\n      int l = 0;\n", a);
+  if (direct)
+    add(t, "      x = %s_leaf(unit ? a%d + b : w, m);\n      int l = 0;\n", a,
+        (int)reduction->input.index);
+  else
+    add(t, "      x = %s_leaf(w, m);\n      int l = 0;\n", a);
   add(t, "      while ((occupied >> l) & 1u) {\n        x = %s_combine(level[l], x);\n", a);
   add(t, "        occupied &= ~(1ull << l);\n        l++;\n      }\n");
   add(t, "      level[l] = x;\n      occupied |= 1ull << l;\n");
@@ -266,26 +391,24 @@ static void add_c_phase(text *t, const dlop__fusion_group *group, const char *g,
                        (int)output, (int)reduction->value);
 }
 
-static void add_c(text *t, const dlop_function *function, const dlop__fusion_group *group,
-                  const char *g) {
-  part p, rows, per_row;
-  int32_t O = group->num_outputs, k, o, r;
-  (void)function;
-  for (r = 0; r < group->row->num_reductions; r++) add_c_leaf(t, g, r);
-  make_output_part(group, 0, &rows);
-  make_output_part(group, 1, &per_row);
-  add(t, "DLOP_FUSED_EXPORT void %s_row(char *const *p, const int64_t *s, int64_t n) {\n", g);
-  add(t, "  int unit = 1;\n");
+static void add_c(text *t, const dlop__fusion_group *group, const char *g, const part *parts) {
+  const dlop__fusion_row *row = group->row;
+  int32_t O = group->num_outputs, K = row->num_reductions, k, o, r;
+  const part *rows = &parts[K], *per_row = &parts[K + 1];
+  for (r = 0; r < K; r++) add_c_leaf(t, g, r);
+  add(t, "DLOP_FUSED_EXPORT void %s_row(char *const *p, const int64_t *s, int64_t n, "
+         "char *scratch) {\n", g);
+  add(t, "  int unit = 1;\n  (void)scratch;\n");
   for (o = 0; o < O; o++) {
     add(t, "  %s *o%d = (%s *)p[%d];\n  const int64_t so%d = s[%d];\n",
         c_type(group->output_types[o].dtype), (int)o, c_type(group->output_types[o].dtype),
         (int)o, (int)o, (int)o);
-    if (rows.output[o]) add(t, "  unit = unit && so%d == 1;\n", (int)o);
+    if (rows->output[o]) add(t, "  unit = unit && so%d == 1;\n", (int)o);
     add(t, "  (void)o%d;\n  (void)so%d;\n", (int)o, (int)o);
   }
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
-    if (group->row->input_per_row[k]) {
+    if (row->input_per_row[k]) {
       add(t, "  const %s c%d = *(const %s *)p[%d];\n", type, (int)k, type, (int)(O + k));
     } else {
       add(t, "  const %s *a%d = (const %s *)p[%d];\n  const int64_t s%d = s[%d];\n", type, (int)k,
@@ -293,35 +416,27 @@ static void add_c(text *t, const dlop_function *function, const dlop__fusion_gro
       add(t, "  unit = unit && s%d == 1;\n", (int)k);
     }
   }
-  for (r = 0; r < group->row->num_reductions; r++) {
-    memset(&p, 0, sizeof p);
-    mark_source(group, &p, &group->row->reductions[r].input);
-    add_c_phase(t, group, g, r, &p);
+  /* the values kept for later phases: a buffer of n each, 64-byte aligned apart */
+  for (int32_t v = 0; v < group->num_values; v++) {
+    const char *type = c_type(value_dtype(group, v));
+    if (!row->cached[v]) continue;
+    add(t, "  %s *k%d = (%s *)scratch;\n", type, (int)v, type);
+    add(t, "  scratch += (n * (int64_t)sizeof(%s) + 63) / 64 * 64;\n", type);
   }
-  if (part_has_outputs(group, &rows)) {
+  for (r = 0; r < K; r++) add_c_phase(t, group, g, r, &parts[r]);
+  if (part_has_outputs(group, rows)) {
     add(t, "  if (unit) {\n    const int64_t b = 0;\n#pragma omp simd\n");
     add(t, "    for (int64_t i = 0; i < n; i++) %s_out(", g);
-    add_arguments(t, group, &rows, ACCESS_UNIT);
-    for (o = 0; o < O; o++)
-      if (rows.output[o]) add(t, ", &o%d[i]", (int)o);
+    add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_UNIT), "&o%d[i]");
     add(t, ");\n  } else {\n    const int64_t b = 0;\n    for (int64_t i = 0; i < n; i++) %s_out(", g);
-    add_arguments(t, group, &rows, ACCESS_STRIDED);
-    for (o = 0; o < O; o++)
-      if (rows.output[o]) add(t, ", &o%d[i * so%d]", (int)o, (int)o);
+    add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_STRIDED),
+                         "&o%d[i * so%d]");
     add(t, ");\n  }\n");
   }
-  if (part_has_outputs(group, &per_row)) {
-    add(t, "  %s_perrow(", g);
-    add_arguments(t, group, &per_row, ACCESS_UNIT);
-    int first = 1;
-    for (k = 0; k < group->num_inputs; k++) first &= !per_row.input[k];
-    for (r = 0; r < group->row->num_reductions; r++) first &= !per_row.result[r];
-    for (o = 0; o < O; o++)
-      if (per_row.output[o]) {
-        add(t, "%so%d", first ? "" : ", ", (int)o);
-        first = 0;
-      }
-    add(t, ");\n");
+  if (part_has_outputs(group, per_row)) {
+    add(t, "  {\n    const int64_t b = 0, i = 0;\n    (void)b;\n    (void)i;\n    %s_perrow(", g);
+    add_output_arguments(t, group, per_row, add_arguments(t, group, per_row, ACCESS_UNIT), "o%d");
+    add(t, ");\n  }\n");
   }
   add(t, "}\n\n");
 }
@@ -335,14 +450,11 @@ int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group) {
 }
 
 static void add_cuda_reduction(text *t, const dlop__fusion_group *group, const char *g,
-                               int32_t r) {
+                               int32_t r, const part *p) {
   char a[64];
-  part p;
   const dlop__fusion_row_reduction *reduction = &group->row->reductions[r];
   int32_t output = output_of_value(group, reduction->value), w = group->vector_width;
   snprintf(a, sizeof a, "%s_r%d", g, (int)r);
-  memset(&p, 0, sizeof p);
-  mark_source(group, &p, &reduction->input);
   add(t, "  %s v%d;\n  {\n    %s_acc acc = %s_identity();\n",
       c_type(reduction->body.node.output_types[0].dtype), (int)reduction->value, a, a);
   add(t, "    if (R > 0) {\n#pragma unroll\n      for (int j = 0; j < (R > 0 ? R : 1); j++)\n");
@@ -350,13 +462,13 @@ static void add_cuda_reduction(text *t, const dlop__fusion_group *group, const c
   add(t, "          const int64_t i = ((int64_t)j * %d + t) * %d + e;\n",
       DLOP__FUSION_ROW_THREADS, (int)w);
   add(t, "          if (i < n) acc = %s_combine(acc, %s_phase%d(", a, g, (int)r);
-  add_arguments(t, group, &p, ACCESS_PACK);
+  add_arguments(t, group, p, ACCESS_PACK);
   add(t, "));\n        }\n    } else {\n");
   add(t, "      for (int64_t q = t; q * %d < n; q += %d)\n", (int)w, DLOP__FUSION_ROW_THREADS);
   add(t, "        for (int e = 0; e < %d; e++) {\n          const int64_t i = q * %d + e;\n",
       (int)w, (int)w);
   add(t, "          if (i < n) acc = %s_combine(acc, %s_phase%d(", a, g, (int)r);
-  add_arguments(t, group, &p, ACCESS_STRIDED);
+  add_arguments(t, group, p, ACCESS_STRIDED);
   add(t, "));\n        }\n    }\n");
   add(t, "    v%d = %s_finish(%s_block(acc), n);\n  }\n", (int)reduction->value, a, a);
   if (output >= 0) add(t, "  if (t == 0) y%d[0] = v%d;\n", (int)output, (int)reduction->value);
@@ -380,12 +492,10 @@ static void add_cuda_block_combine(text *t, const char *g, int32_t r) {
   add(t, "  __syncthreads(); /* the slots are free for the next phase */\n  return v;\n}\n");
 }
 
-static void add_cuda(text *t, const dlop__fusion_group *group, const char *g) {
-  part rows, per_row;
-  int32_t O = group->num_outputs, k, o, r, w = group->vector_width;
+static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, const part *parts) {
+  int32_t O = group->num_outputs, k, o, r, w = group->vector_width, K = group->row->num_reductions;
   int32_t operands = O + group->num_inputs, T = DLOP__FUSION_ROW_THREADS;
-  make_output_part(group, 0, &rows);
-  make_output_part(group, 1, &per_row);
+  const part *rows = &parts[K], *per_row = &parts[K + 1];
   for (r = 0; r < group->row->num_reductions; r++) add_cuda_block_combine(t, g, r);
   /* the thunk's int64 array: pointers, rows, n, ndim, shape[16], strides[operands][16],
    * last[operands] (the strides along the row) */
@@ -406,20 +516,20 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g) {
     const char *type = c_type(group->output_types[o].dtype);
     add(t, "  %s *y%d = (%s *)a.p[%d] + off[%d];\n  const int64_t ys%d = a.last[%d];\n", type,
         (int)o, type, (int)o, (int)o, (int)o, (int)o);
-    if (rows.output[o])
+    if (rows->output[o])
       add(t, "  aligned = aligned && ys%d == 1 && reinterpret_cast<unsigned long long>(y%d) %% "
              "(%d * sizeof(%s)) == 0;\n", (int)o, (int)o, (int)w, type);
     add(t, "  (void)ys%d;\n", (int)o);
   }
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
-    int K = (int)(O + k);
+    int at = (int)(O + k);
     if (group->row->input_per_row[k]) {
-      add(t, "  const %s c%d = *((const %s *)a.p[%d] + off[%d]);\n", type, (int)k, type, K, K);
+      add(t, "  const %s c%d = *((const %s *)a.p[%d] + off[%d]);\n", type, (int)k, type, at, at);
       continue;
     }
     add(t, "  const %s *a%d = (const %s *)a.p[%d] + off[%d];\n  const int64_t s%d = a.last[%d];\n",
-        type, (int)k, type, K, K, (int)k, K);
+        type, (int)k, type, at, at, (int)k, at);
     add(t, "  aligned = aligned && (s%d == 0 || (s%d == 1 && reinterpret_cast<unsigned long long>"
            "(a%d) %% (%d * sizeof(%s)) == 0));\n", (int)k, (int)k, (int)k, (int)w, type);
     add(t, "  dlop_fused_pack<%s, %d> x%d[R > 0 ? R : 1];\n", type, (int)w, (int)k);
@@ -439,50 +549,39 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g) {
         (int)w, (int)k, type);
   }
   add(t, "    }\n  }\n");
-  for (r = 0; r < group->row->num_reductions; r++) add_cuda_reduction(t, group, g, r);
-  if (part_has_outputs(group, &rows)) {
+  for (r = 0; r < group->row->num_reductions; r++) add_cuda_reduction(t, group, g, r, &parts[r]);
+  if (part_has_outputs(group, rows)) {
     add(t, "  if (R > 0) {\n#pragma unroll\n    for (int j = 0; j < (R > 0 ? R : 1); j++) {\n");
     add(t, "      const int64_t q = (int64_t)j * %d + t;\n", (int)T);
     add(t, "      if (q * %d >= n) continue;\n", (int)w);
     for (o = 0; o < O; o++)
-      if (rows.output[o])
+      if (rows->output[o])
         add(t, "      dlop_fused_pack<%s, %d> r%d;\n", c_type(group->output_types[o].dtype),
             (int)w, (int)o);
     add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
     add(t, "        const int64_t i = q * %d + e;\n        if (i < n) %s_out(", (int)w, g);
-    add_arguments(t, group, &rows, ACCESS_PACK);
-    for (o = 0; o < O; o++)
-      if (rows.output[o]) add(t, ", &r%d.e[e]", (int)o);
+    add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_PACK), "&r%d.e[e]");
     add(t, ");\n      }\n      if (aligned && (q + 1) * %d <= n) {\n", (int)w);
     for (o = 0; o < O; o++)
-      if (rows.output[o])
+      if (rows->output[o])
         add(t, "        dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(y%d + q * "
                "%d), r%d);\n", c_type(group->output_types[o].dtype), (int)w, (int)o, (int)w,
             (int)o);
     add(t, "      } else {\n        for (int e = 0; e < %d && q * %d + e < n; e++) {\n", (int)w,
         (int)w);
     for (o = 0; o < O; o++)
-      if (rows.output[o]) add(t, "          y%d[(q * %d + e) * ys%d] = r%d.e[e];\n", (int)o,
+      if (rows->output[o]) add(t, "          y%d[(q * %d + e) * ys%d] = r%d.e[e];\n", (int)o,
                               (int)w, (int)o, (int)o);
     add(t, "        }\n      }\n    }\n  } else {\n");
     add(t, "    for (int64_t i = t; i < n; i += %d) %s_out(", (int)T, g);
-    add_arguments(t, group, &rows, ACCESS_STRIDED);
-    for (o = 0; o < O; o++)
-      if (rows.output[o]) add(t, ", &y%d[i * ys%d]", (int)o, (int)o);
+    add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_STRIDED),
+                         "&y%d[i * ys%d]");
     add(t, ");\n  }\n");
   }
-  if (part_has_outputs(group, &per_row)) {
-    int first = 1;
-    add(t, "  if (t == 0) %s_perrow(", g);
-    add_arguments(t, group, &per_row, ACCESS_STRIDED);
-    for (k = 0; k < group->num_inputs; k++) first &= !per_row.input[k];
-    for (r = 0; r < group->row->num_reductions; r++) first &= !per_row.result[r];
-    for (o = 0; o < O; o++)
-      if (per_row.output[o]) {
-        add(t, "%sy%d", first ? "" : ", ", (int)o);
-        first = 0;
-      }
-    add(t, ");\n");
+  if (part_has_outputs(group, per_row)) {
+    add(t, "  if (t == 0) {\n    const int64_t i = 0;\n    (void)i;\n    %s_perrow(", g);
+    add_output_arguments(t, group, per_row, add_arguments(t, group, per_row, ACCESS_STRIDED), "y%d");
+    add(t, ");\n  }\n");
   }
   add(t, "}\n");
   for (int32_t packs = 0; packs <= dlop__fusion_row_max_packs(group); packs = packs ? packs * 2 : 1)
@@ -495,7 +594,13 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g) {
 void dlop__fusion_add_row_group(text *t, const dlop_function *function,
                                 const dlop__fusion_group *group, dlop__fusion_target target) {
   char g[32];
-  part p, rows, per_row;
+  int32_t K = group->row->num_reductions;
+  part *parts = calloc((size_t)K + 2, sizeof *parts);
+  if (parts == NULL) {
+    t->failed = 1; /* reported as out of memory */
+    return;
+  }
+  make_parts(group, target == DLOP__FUSION_TARGET_C, parts);
   snprintf(g, sizeof g, "dlop_fused_g%d", (int)group->number);
   add(t, "/* ---- fused row group %d: %d nodes:", (int)group->number,
       (int)(group->num_members + group->row->num_reductions));
@@ -506,15 +611,14 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
     add(t, " #%d %s", (int)node->index, node->op->name);
   }
   add(t, " ---- */\n");
-  for (int32_t r = 0; r < group->row->num_reductions; r++)
-    add_reduction_functions(t, function, group, g, r, &p);
-  make_output_part(group, 0, &rows);
-  make_output_part(group, 1, &per_row);
-  if (part_has_outputs(group, &rows)) add_output_function(t, function, group, g, "out", &rows);
-  if (part_has_outputs(group, &per_row))
-    add_output_function(t, function, group, g, "perrow", &per_row);
+  for (int32_t r = 0; r < K; r++) add_reduction_functions(t, function, group, g, r, &parts[r]);
+  if (part_has_outputs(group, &parts[K]))
+    add_output_function(t, function, group, g, "out", &parts[K]);
+  if (part_has_outputs(group, &parts[K + 1]))
+    add_output_function(t, function, group, g, "perrow", &parts[K + 1]);
   if (target == DLOP__FUSION_TARGET_C)
-    add_c(t, function, group, g);
+    add_c(t, group, g, parts);
   else
-    add_cuda(t, group, g);
+    add_cuda(t, group, g, parts);
+  free(parts);
 }

@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlop/kit/checked_size.h>
+
 #include "fusion.h"
 #include "jit.h"
 
-typedef void (*row_fn)(char *const *pointers, const int64_t *strides, int64_t n);
+typedef void (*row_fn)(char *const *pointers, const int64_t *strides, int64_t n, char *scratch);
 
 typedef struct row_layout {
   int32_t ndim, operands; /* outputs, then inputs */
@@ -103,12 +105,19 @@ static int layout_init(const dlop__fusion_group *group, const dlop_run_args *arg
 typedef struct cpu_rows {
   const row_layout *layout;
   row_fn run;
+  size_t scratch_bytes; /* per row: the buffers of the values kept (fusion_row_source.c) */
+  volatile int failed;
 } cpu_rows;
 
 static void rows_body(void *context, int64_t begin, int64_t end) {
-  const cpu_rows *c = (const cpu_rows *)context;
+  cpu_rows *c = (cpu_rows *)context;
   const row_layout *l = c->layout;
   char *pointers[DLOP__FUSION_MAX_OPERANDS];
+  char *scratch = c->scratch_bytes > 0 ? malloc(c->scratch_bytes) : NULL;
+  if (c->scratch_bytes > 0 && scratch == NULL) {
+    c->failed = 1;
+    return;
+  }
   for (int64_t m = begin; m < end; m++) {
     int64_t rest = m;
     for (int32_t k = 0; k < l->operands; k++) pointers[k] = l->base[k];
@@ -118,15 +127,33 @@ static void rows_body(void *context, int64_t begin, int64_t end) {
       for (int32_t k = 0; k < l->operands; k++)
         pointers[k] += at * l->strides[k][d] * l->element_size[k];
     }
-    c->run(pointers, l->last, l->n);
+    c->run(pointers, l->last, l->n, scratch);
   }
+  free(scratch);
 }
 
 static int cpu_run(const dlop__fusion_group *group, const row_layout *l,
                    const dlop_run_args *args) {
-  cpu_rows c = {l, (row_fn)group->functions[0]};
-  int64_t grain = 16384 / (l->n > 1 ? l->n : 1);
+  const dlop__fusion_row *row = group->row;
+  cpu_rows c = {l, (row_fn)group->functions[0], 0, 0};
+  int64_t grain = 16384 / (l->n > 1 ? l->n : 1), bytes;
+  if (row->num_cached > 0) {
+    if (dlop_mul_overflow(l->n, row->scratch_bytes, &bytes) ||
+        dlop_add_overflow(bytes, 64 * (int64_t)row->num_cached, &bytes) ||
+        (uint64_t)bytes > SIZE_MAX) {
+      dlop__format(args->error, args->error_size,
+                   "row group: rows of %lld elements need more buffer than memory holds",
+                   (long long)l->n);
+      return DLOP_OUT_OF_MEMORY;
+    }
+    c.scratch_bytes = (size_t)bytes;
+  }
   int status = dlop__host_api()->parallel_for(l->rows, grain > 1 ? grain : 1, rows_body, &c);
+  if (status == DLOP_OK && c.failed) {
+    dlop__format(args->error, args->error_size,
+                 "row group: out of memory for a row's buffers (%zu bytes)", c.scratch_bytes);
+    return DLOP_OUT_OF_MEMORY;
+  }
   if (status != DLOP_OK)
     dlop__format(args->error, args->error_size, "row group: the host's parallel_for failed (%d)",
                  status);

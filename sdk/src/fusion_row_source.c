@@ -5,8 +5,9 @@
  * each a fixed tree, each result (stored to its dtype, as the unfused buffer would be) then
  * readable by the later phases, and the outputs written last.
  *   C:    one row per call (fusion_row_thunk.c runs the rows in parallel): a phase computes
- *         leaves of up to 1024 values in a loop gcc vectorizes, reduced in blocks of 128 over 8
- *         lanes, leaves joined by a binary cascade; the row stays in cache between phases.
+ *         leaves of up to 1024 values in a loop gcc vectorizes, each reduced as a pairwise tree,
+ *         leaves joined by a binary cascade; the row stays in cache between phases, and a value
+ *         that calls math functions and that later phases read is kept in a buffer of the row.
  *   CUDA: a block of 512 threads per row; thread t holds packs t, t + 512, ... of each
  *         row-varying input (16-byte loads where aligned) in registers, R packs of them
  *         (dlop_fused_g<N>_row<R>), or reads them again per phase when the row is longer
@@ -325,29 +326,19 @@ static int32_t output_of_value(const dlop__fusion_group *group, int32_t v) {
 
 /* ---- C --------------------------------------------------------------------------------------- */
 
+/* A leaf of up to 1024 values reduced as a pairwise tree, a level at a time: value k joins
+ * value k + rest (rest = m - m / 2, the middle one of an odd count moving up alone), each level a
+ * loop gcc vectorizes whatever the combine (a max's NaN test is a select). The tree depends only
+ * on m. src may be the row itself (a reduction of an input as it is): w takes the levels. */
 static void add_c_leaf(text *t, const char *g, int32_t r) {
   char a[64];
   snprintf(a, sizeof a, "%s_r%d", g, (int)r);
-  add(t, "static %s_acc %s_leaf(const %s_acc *w, int64_t m) {\n", a, a, a);
-  add(t, "  %s_acc part[8];\n  int64_t blocks = 0;\n", a);
-  add(t, "  for (int64_t b = 0; b < m; b += 128) {\n");
-  add(t, "    const int64_t c = m - b < 128 ? m - b : 128;\n    %s_acc lane[8], x;\n", a);
-  add(t, "    int64_t i;\n    if (c < 8) {\n      x = %s_identity();\n", a);
-  add(t, "      for (i = 0; i < c; i++) x = %s_combine(x, w[b + i]);\n    } else {\n", a);
-  add(t, "      for (int k = 0; k < 8; k++) lane[k] = w[b + k];\n");
-  /* the lanes as one vector: a combine that selects (max with NaN) then needs no branch */
-  add(t, "      for (i = 8; i + 8 <= c; i += 8)\n#pragma omp simd\n");
-  add(t, "        for (int k = 0; k < 8; k++) lane[k] = %s_combine(lane[k], w[b + i + k]);\n", a);
-  add(t, "      x = %s_combine(%s_combine(%s_combine(lane[0], lane[1]), %s_combine(lane[2], "
-         "lane[3])),\n", a, a, a, a);
-  add(t, "          %s_combine(%s_combine(lane[4], lane[5]), %s_combine(lane[6], lane[7])));\n", a,
-      a, a);
-  add(t, "      for (; i < c; i++) x = %s_combine(x, w[b + i]);\n    }\n", a);
-  add(t, "    part[blocks++] = x;\n  }\n");
-  add(t, "  for (int64_t width = 1; width < blocks; width *= 2)\n");
-  add(t, "    for (int64_t k = 0; k + width < blocks; k += 2 * width)\n");
-  add(t, "      part[k] = %s_combine(part[k], part[k + width]);\n", a);
-  add(t, "  return part[0];\n}\n");
+  add(t, "static %s_acc %s_leaf(const %s_acc *src, %s_acc *w, int64_t m) {\n", a, a, a, a);
+  add(t, "  while (m > 1) {\n    const int64_t half = m / 2, rest = m - half;\n");
+  add(t, "#pragma omp simd\n    for (int64_t k = 0; k < half; k++) w[k] = %s_combine(src[k], "
+         "src[k + rest]);\n", a);
+  add(t, "    if (rest > half) w[half] = src[half];\n    src = w;\n    m = rest;\n  }\n");
+  add(t, "  return src[0];\n}\n");
 }
 
 static void add_c_phase(text *t, const dlop__fusion_group *group, const char *g, int32_t r,
@@ -375,10 +366,10 @@ static void add_c_phase(text *t, const dlop__fusion_group *group, const char *g,
   add_arguments(t, group, p, ACCESS_STRIDED);
   add(t, ");\n      }\n");
   if (direct)
-    add(t, "      x = %s_leaf(unit ? a%d + b : w, m);\n      int l = 0;\n", a,
+    add(t, "      x = %s_leaf(unit ? a%d + b : w, w, m);\n      int l = 0;\n", a,
         (int)reduction->input.index);
   else
-    add(t, "      x = %s_leaf(w, m);\n      int l = 0;\n", a);
+    add(t, "      x = %s_leaf(w, w, m);\n      int l = 0;\n", a);
   add(t, "      while ((occupied >> l) & 1u) {\n        x = %s_combine(level[l], x);\n", a);
   add(t, "        occupied &= ~(1ull << l);\n        l++;\n      }\n");
   add(t, "      level[l] = x;\n      occupied |= 1ull << l;\n");

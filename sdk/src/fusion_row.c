@@ -39,15 +39,15 @@ static int is_row_reduction(const dlop__function_node *node, const dlop__fusion_
   return ndim >= 1 && ndim <= 32 && body->axes == (1u << (ndim - 1)) && body->keepdims == 1;
 }
 
-static int dims_match(int64_t a, int64_t b) { return a == b; }
-
-/* A type over the rows of `rows`: the same rank and leading dims, the row's length or 1 last. */
+/* A type over the rows of `rows`: the same rank and leading dims, the row's length or 1 last
+ * (dims equal as static dims: unknown only where the rows' is unknown; the run checks the rest,
+ * dlop__fusion_row_infer_shape and fusion_row_thunk.c). */
 static int over_rows(const dlop_type *type, const dlop_type *rows, int full_only) {
   int32_t d = rows->ndim;
   if (type->ndim != d) return 0;
   for (int32_t k = 0; k + 1 < d; k++)
-    if (!dims_match(type->shape[k], rows->shape[k])) return 0;
-  if (dims_match(type->shape[d - 1], rows->shape[d - 1])) return 1;
+    if (type->shape[k] != rows->shape[k]) return 0;
+  if (type->shape[d - 1] == rows->shape[d - 1]) return 1;
   return !full_only && type->shape[d - 1] == 1;
 }
 
@@ -66,7 +66,8 @@ static int candidate(const plan_state *s, int32_t n) {
   const dlop__function_node *node = &s->function->nodes[n];
   if (s->row_of[n] >= 0) return 0;
   if (s->reducible[n])
-    return is_row_reduction(node, &s->reductions[n]) && over_rows(&node->input_types[0], s->rows, 1);
+    return is_row_reduction(node, &s->reductions[n]) &&
+           over_rows(&node->input_types[0], s->rows, 1);
   if (!s->fusable[n]) return 0;
   for (int32_t j = 0; j < node->num_outputs; j++)
     if (!over_rows(&node->output_types[j], s->rows, 0)) return 0;
@@ -310,7 +311,8 @@ static int build(const dlop_function *f, const int32_t *row_of, int32_t number,
       if (source->kind == DLOP__FUSION_FROM_INPUT) per_row &= row->input_per_row[source->index];
       if (source->kind == DLOP__FUSION_FROM_VALUE) per_row &= row->value_per_row[source->index];
     }
-    for (j = 0; j < member->node.num_outputs; j++) row->value_per_row[member->values[j]] = (char)per_row;
+    for (j = 0; j < member->node.num_outputs; j++)
+      row->value_per_row[member->values[j]] = (char)per_row;
   }
   for (int32_t v = 0; v < group->num_values; v++) {
     int inside = 0;
@@ -320,7 +322,8 @@ static int build(const dlop_function *f, const int32_t *row_of, int32_t number,
   if (group->num_inputs + group->num_outputs > DLOP__FUSION_MAX_OPERANDS) {
     int32_t operands = group->num_inputs + group->num_outputs;
     dlop__fusion_group_free(group);
-    return dlop__error(DLOP_INTERNAL, "fusion: row group %d has %d operands, more than the %d planned",
+    return dlop__error(DLOP_INTERNAL,
+                       "fusion: row group %d has %d operands, more than the %d planned",
                        (int)number, (int)operands, DLOP__FUSION_MAX_OPERANDS);
   }
   if (f->device.type == DLOP_DEVICE_CPU) dlop__fusion_row_plan_buffers(group);

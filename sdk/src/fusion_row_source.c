@@ -140,7 +140,8 @@ void dlop__fusion_row_plan_buffers(dlop__fusion_group *group) {
                               !(member->body_flags & DLOP_SCALAR_BODY_EXACT));
       if (!row->cached[v]) continue;
       row->num_cached++;
-      row->scratch_bytes += (int64_t)dlop_dtype_size((dlop_dtype)member->node.output_types[j].dtype);
+      row->scratch_bytes +=
+          (int64_t)dlop_dtype_size((dlop_dtype)member->node.output_types[j].dtype);
     }
   }
   free(parts);
@@ -419,7 +420,8 @@ static void add_c(text *t, const dlop__fusion_group *group, const char *g, const
     add(t, "  if (unit) {\n    const int64_t b = 0;\n#pragma omp simd\n");
     add(t, "    for (int64_t i = 0; i < n; i++) %s_out(", g);
     add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_UNIT), "&o%d[i]");
-    add(t, ");\n  } else {\n    const int64_t b = 0;\n    for (int64_t i = 0; i < n; i++) %s_out(", g);
+    add(t, ");\n  } else {\n    const int64_t b = 0;\n");
+    add(t, "    for (int64_t i = 0; i < n; i++) %s_out(", g);
     add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_STRIDED),
                          "&o%d[i * so%d]");
     add(t, ");\n  }\n");
@@ -571,7 +573,8 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   }
   if (part_has_outputs(group, per_row)) {
     add(t, "  if (t == 0) {\n    const int64_t i = 0;\n    (void)i;\n    %s_perrow(", g);
-    add_output_arguments(t, group, per_row, add_arguments(t, group, per_row, ACCESS_STRIDED), "y%d");
+    add_output_arguments(t, group, per_row, add_arguments(t, group, per_row, ACCESS_STRIDED),
+                         "y%d");
     add(t, ");\n  }\n");
   }
   add(t, "}\n");

@@ -194,7 +194,7 @@ static int cuda_run(const dlop__fusion_group *group, const row_layout *l,
                                        kernel_args, args->error, args->error_size);
 }
 
-/* ---- the thunk -------------------------------------------------------------------------------- */
+/* ---- the thunk ------------------------------------------------------------------------------ */
 
 static int row_run(void *state, const dlop_run_args *args) {
   const dlop__fusion_group *group = (const dlop__fusion_group *)state;

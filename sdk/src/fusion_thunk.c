@@ -214,7 +214,8 @@ int dlop__fusion_row_infer_shape(const dlop__fusion_group *group, const dlop_nod
   int64_t length = DLOP_DIM_UNKNOWN; /* the rows' length: the broadcast of the inputs' last dims */
   for (i = 0; i < group->num_inputs; i++) {
     const dlop_type *t = &args->inputs[i];
-    if (t->ndim > 0 && t->shape[t->ndim - 1] != 1 && !row->input_per_row[i]) length = t->shape[t->ndim - 1];
+    if (t->ndim > 0 && t->shape[t->ndim - 1] != 1 && !row->input_per_row[i])
+      length = t->shape[t->ndim - 1];
   }
   for (i = 0; i < row->num_steps && status == DLOP_OK; i++) {
     int32_t step = row->steps[i];

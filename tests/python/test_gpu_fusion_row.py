@@ -22,5 +22,6 @@ def test_cuda_matches_the_cpu():
             arrays = values_for(graph, "float32", 9, n)
             cpu, _, _ = functions(graph, "float32", "cpu")
             cuda, _, _ = functions(graph, "float32", "cuda")
-            assert_close(run(cuda, arrays, "float32", "cuda")[0], run(cpu, arrays, "float32", "cpu")[0],
-                         "float32", "%s, rows of %d" % (graph, n))
+            assert_close(run(cuda, arrays, "float32", "cuda")[0],
+                         run(cpu, arrays, "float32", "cpu")[0], "float32",
+                         "%s, rows of %d" % (graph, n))

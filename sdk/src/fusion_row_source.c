@@ -214,9 +214,10 @@ typedef enum access_kind {
   ACCESS_PACK     /* CUDA: x<k>[j].e[e] */
 } access_kind;
 
-/* The arguments of a call of a function of part p, without the outputs; returns how many. */
-static int add_arguments(text *t, const dlop__fusion_group *group, const part *p,
-                         access_kind access) {
+/* The arguments of a call of a function of part p for element `at` of the row (C; CUDA's
+ * elements are b + i), without the outputs; returns how many. */
+static int add_arguments_at(text *t, const dlop__fusion_group *group, const part *p,
+                            access_kind access, const char *at) {
   int first = 1;
   for (int32_t k = 0; k < group->num_inputs; k++) {
     int i = (int)k;
@@ -226,9 +227,9 @@ static int add_arguments(text *t, const dlop__fusion_group *group, const part *p
     if (group->row->input_per_row[k])
       add(t, "c%d", i);
     else if (access == ACCESS_UNIT)
-      add(t, "a%d[b + i]", i);
+      add(t, "a%d[%s]", i, at);
     else if (access == ACCESS_STRIDED)
-      add(t, "a%d[(b + i) * s%d]", i, i);
+      add(t, "a%d[(%s) * s%d]", i, at, i);
     else
       add(t, "x%d[j].e[e]", i);
   }
@@ -239,15 +240,20 @@ static int add_arguments(text *t, const dlop__fusion_group *group, const part *p
   }
   for (int32_t v = 0; v < group->num_values; v++) { /* the row's buffers (C only) */
     if (!p->cached_in[v]) continue;
-    add(t, "%sk%d[b + i]", first ? "" : ", ", (int)v);
+    add(t, "%sk%d[%s]", first ? "" : ", ", (int)v, at);
     first = 0;
   }
   for (int32_t v = 0; v < group->num_values; v++) {
     if (!p->cached_out[v]) continue;
-    add(t, "%s&k%d[b + i]", first ? "" : ", ", (int)v);
+    add(t, "%s&k%d[%s]", first ? "" : ", ", (int)v, at);
     first = 0;
   }
   return !first;
+}
+
+static int add_arguments(text *t, const dlop__fusion_group *group, const part *p,
+                         access_kind access) {
+  return add_arguments_at(t, group, p, access, "b + i");
 }
 
 /* The outputs' arguments after `before` others: y<o> as `format` writes them. */
@@ -357,20 +363,31 @@ static void add_c_phase(text *t, const dlop__fusion_group *group, const char *g,
   add(t, "    %s_acc w[1024], level[64], x;\n    uint64_t occupied = 0;\n    int have = 0;\n", a);
   add(t, "    for (int64_t b = 0; b < n; b += 1024) {\n");
   add(t, "      const int64_t m = n - b < 1024 ? n - b : 1024;\n      int64_t i;\n");
-  add(t, "      if (unit) {\n");
+  /* the tree's first level in the value loop: values k and k + rest, computed side by side,
+   * go into w[k] combined (the leaf then reduces the rest of the levels) */
   if (!direct) {
-    add(t, "#pragma omp simd\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
-    add_arguments(t, group, p, ACCESS_UNIT);
+    add(t, "      const int64_t half = m / 2, rest = m - half;\n");
+    for (int unit = 1; unit >= 0; unit--) {
+      access_kind access = unit ? ACCESS_UNIT : ACCESS_STRIDED;
+      add(t, unit ? "      if (unit) {\n" : "      } else {\n");
+      if (unit) add(t, "#pragma omp simd\n");
+      add(t, "        for (i = 0; i < half; i++) w[i] = %s_combine(%s_phase%d(", a, g, (int)r);
+      add_arguments_at(t, group, p, access, "b + i");
+      add(t, "), %s_phase%d(", g, (int)r);
+      add_arguments_at(t, group, p, access, "b + i + rest");
+      add(t, "));\n        if (rest > half) w[half] = %s_phase%d(", g, (int)r);
+      add_arguments_at(t, group, p, access, "b + half");
+      add(t, ");\n");
+    }
+    add(t, "      }\n      x = %s_leaf(w, w, rest);\n      int l = 0;\n", a);
+  } else {
+    add(t, "      if (!unit)\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
+    add_arguments(t, group, p, ACCESS_STRIDED);
     add(t, ");\n");
   }
-  add(t, "      } else {\n        for (i = 0; i < m; i++) w[i] = %s_phase%d(", g, (int)r);
-  add_arguments(t, group, p, ACCESS_STRIDED);
-  add(t, ");\n      }\n");
   if (direct)
     add(t, "      x = %s_leaf(unit ? a%d + b : w, w, m);\n      int l = 0;\n", a,
         (int)reduction->input.index);
-  else
-    add(t, "      x = %s_leaf(w, w, m);\n      int l = 0;\n", a);
   add(t, "      while ((occupied >> l) & 1u) {\n        x = %s_combine(level[l], x);\n", a);
   add(t, "        occupied &= ~(1ull << l);\n        l++;\n      }\n");
   add(t, "      level[l] = x;\n      occupied |= 1ull << l;\n");

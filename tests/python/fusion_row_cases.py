@@ -220,3 +220,17 @@ def test_one_group_per_connected_set_of_rows(device):
         got, want = run(fused, arrays, "float32", device), run(unfused, arrays, "float32", device)
         for k in range(len(outputs)):
             assert_close(got[k], want[k], "float32", "output %d" % k)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8"])
+def test_integer_rows_are_exact(device, dtype):
+    """x - max(x) + sum(x) over integer rows (the sum in int64): the unfused values exactly."""
+    x = dlop.matrix("x", dtype)
+    y = x - dlop.max(x, axis=-1, keepdims=True) + dlop.sum(x, axis=-1, keepdims=True)
+    fused = dlop.function([x], y, device=device)
+    unfused = dlop.function([x], y, device=device, fuse=False)
+    assert "(row group 0: " in fused.explain(), fused.explain()
+    for n in (1, 33, 5000):
+        values = np.random.default_rng(n).integers(0, 20, (7, n)).astype(dtype)
+        xs = dlop.asarray(values, device=device)
+        np.testing.assert_array_equal(to_numpy(fused(xs)), to_numpy(unfused(xs)))

@@ -234,3 +234,17 @@ def test_integer_rows_are_exact(device, dtype):
         values = np.random.default_rng(n).integers(0, 20, (7, n)).astype(dtype)
         xs = dlop.asarray(values, device=device)
         np.testing.assert_array_equal(to_numpy(fused(xs)), to_numpy(unfused(xs)))
+
+
+def test_per_row_and_scalar_inputs(device):
+    """A per-row input ([rows, 1]: read once per row) and a scalar one beside the rows."""
+    x, c = dlop.matrix("x", "float64"), dlop.matrix("c", "float64", shape=(None, 1))
+    t = dlop.vector("t", "float64", shape=(1,))
+    outputs = softmax((x - c) * t)
+    fused = dlop.function([x, c, t], outputs, device=device)
+    unfused = dlop.function([x, c, t], outputs, device=device, fuse=False)
+    assert "(row group 0: 7 nodes" in fused.explain(), fused.explain()
+    rng = np.random.default_rng(6)
+    arrays = [rng.uniform(-4, 4, (5, 700)), rng.uniform(-1, 1, (5, 1)), np.array([0.75])]
+    assert_close(run(fused, arrays, "float64", device)[0],
+                 run(unfused, arrays, "float64", device)[0], "float64", "per-row inputs")

@@ -4,7 +4,8 @@ test_fusion_row.py (CPU) and test_gpu_fusion_row.py (CUDA), which import them an
 `device` fixture. Softmax, log-softmax and a layer norm's mean, variance and normalize, in
 float16, bfloat16, float32 and float64, rows of 1, 3, 17, 1000 and 8192 elements and none, rows
 longer than a row kernel keeps (static: not a row group, explain says so; known only at run
-time: read again per phase on CUDA), NaN and -inf rows, strided rows, several outputs; fused
+time: read again per phase on CUDA), empty rows, NaN and -inf rows, strided rows, per-row and
+one-element inputs, integer rows, several outputs and groups; fused
 against fuse=False on the same inputs: within the reduce tests' tolerance (the summation order
 differs), max exactly, NaN where NaN."""
 import numpy as np
@@ -248,3 +249,20 @@ def test_per_row_and_scalar_inputs(device):
     arrays = [rng.uniform(-4, 4, (5, 700)), rng.uniform(-1, 1, (5, 1)), np.array([0.75])]
     assert_close(run(fused, arrays, "float64", device)[0],
                  run(unfused, arrays, "float64", device)[0], "float64", "per-row inputs")
+
+
+def test_empty_rows_fail_or_run_as_unfused(device):
+    """Rows of no element: a max has no identity, so the run fails as the unfused one does;
+    a sum of each is 0 and what reads it back is empty."""
+    fused, unfused, _ = functions("softmax", "float32", device)
+    empty = [np.zeros((3, 0))]
+    for f in (fused, unfused):
+        with pytest.raises(dlop.DlopError, match="cannot reduce an empty axis"):
+            run(f, empty, "float32", device)
+    x = dlop.matrix("x", "float32")
+    s = dlop.sum(x, axis=-1, keepdims=True)
+    outputs = [x - s, s]
+    fused = dlop.function([x], outputs, device=device)
+    got = run(fused, empty, "float32", device)
+    assert "(row group 0: " in fused.explain()
+    assert got[0].shape == (3, 0) and np.array_equal(got[1], np.zeros((3, 1)))

@@ -91,9 +91,72 @@ static void append_axes(text_buffer *text, const dlop__fusion_reduction *reducti
     append(text, "the last %d axes", (int)reduced);
 }
 
+/* One member's line: its inputs by name and its outputs with where they live. */
+static void append_member(text_buffer *text, const dlop_function *function,
+                          const dlop__fusion_group *group, const dlop__fusion_member *member) {
+  const dlop__function_node *node = &member->node;
+  append(text, "    %s(", node->op->name);
+  for (int32_t j = 0; j < node->num_inputs; j++) {
+    if (j > 0) append(text, ", ");
+    append_slot(text, function, node->input_slots[j], 1);
+    if (member->sources[j].kind == DLOP__FUSION_FROM_LITERAL) append(text, " (in the code)");
+  }
+  append(text, ") -> ");
+  for (int32_t j = 0; j < node->num_outputs; j++) {
+    int32_t output = -1;
+    if (j > 0) append(text, ", ");
+    append_slot(text, function, node->output_slots[j], 1);
+    for (int32_t o = 0; o < group->num_outputs; o++)
+      if (group->output_values[o] == member->values[j]) output = o;
+    if (output >= 0)
+      append(text, " (output %d)", (int)output);
+    else
+      append(text, " (in the kernel)");
+  }
+}
+
+/* A row group: its nodes in schedule order, each reduction with the phase it runs in. */
+static void append_row_group(text_buffer *text, const dlop_function *function,
+                             const dlop__fusion_group *group) {
+  const dlop__fusion_row *row = group->row;
+  append(text,
+         " (row group %d: %d nodes in one kernel, dlop_fused_g%d; %d reduction%s over the last "
+         "axis, each row of the inputs read once",
+         (int)group->number, (int)(group->num_members + row->num_reductions), (int)group->number,
+         (int)row->num_reductions, row->num_reductions == 1 ? "" : "s");
+  if (group->target == DLOP__FUSION_TARGET_CUDA)
+    append(text, ", kept in registers for rows of up to %d elements", DLOP__FUSION_ROW_LIMIT);
+  append(text, ")\n");
+  for (int32_t i = 0; i < row->num_steps; i++) {
+    int32_t step = row->steps[i];
+    if (step >= 0) {
+      append_member(text, function, group, &group->members[step]);
+    } else {
+      const dlop__fusion_row_reduction *r = &row->reductions[-1 - step];
+      int32_t output = -1;
+      for (int32_t o = 0; o < group->num_outputs; o++)
+        if (group->output_values[o] == r->value) output = o;
+      append(text, "    %s(", r->body.node.op->name);
+      append_slot(text, function, r->body.node.input_slots[0], 1);
+      append(text, ") -> ");
+      append_slot(text, function, r->body.node.output_slots[0], 1);
+      if (output >= 0)
+        append(text, " (output %d", (int)output);
+      else
+        append(text, " (in the kernel");
+      append(text, ", phase %d of the row)", (int)(-step));
+    }
+    append(text, "%s", i + 1 < row->num_steps ? "\n" : "");
+  }
+}
+
 static void append_group(text_buffer *text, const dlop_function *function,
                          const dlop__fusion_group *group) {
   const dlop__fusion_reduction *reduction = group->reduction;
+  if (group->row != NULL) {
+    append_row_group(text, function, group);
+    return;
+  }
   append(text, " (group %d: %d nodes in one kernel, dlop_fused_g%d", (int)group->number,
          (int)group->num_members + (reduction != NULL), (int)group->number);
   if (reduction != NULL) {
@@ -103,26 +166,7 @@ static void append_group(text_buffer *text, const dlop_function *function,
   }
   append(text, ")\n");
   for (int32_t m = 0; m < group->num_members; m++) {
-    const dlop__fusion_member *member = &group->members[m];
-    const dlop__function_node *node = &member->node;
-    append(text, "    %s(", node->op->name);
-    for (int32_t j = 0; j < node->num_inputs; j++) {
-      if (j > 0) append(text, ", ");
-      append_slot(text, function, node->input_slots[j], 1);
-      if (member->sources[j].kind == DLOP__FUSION_FROM_LITERAL) append(text, " (in the code)");
-    }
-    append(text, ") -> ");
-    for (int32_t j = 0; j < node->num_outputs; j++) {
-      int32_t output = -1;
-      if (j > 0) append(text, ", ");
-      append_slot(text, function, node->output_slots[j], 1);
-      for (int32_t o = 0; o < group->num_outputs; o++)
-        if (group->output_values[o] == member->values[j]) output = o;
-      if (output >= 0)
-        append(text, " (output %d)", (int)output);
-      else
-        append(text, " (in the kernel)");
-    }
+    append_member(text, function, group, &group->members[m]);
     append(text, "%s", m + 1 < group->num_members || reduction != NULL ? "\n" : "");
   }
   if (reduction != NULL) {

@@ -174,8 +174,16 @@ int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *con
     group->module = function->fusion_module;
     group->max_blocks = max_blocks;
     if (group->reduction != NULL) wanted = cuda ? 3 : 4;
+    if (group->row != NULL) /* row0, row1, row2, row4, ... (fusion_row_thunk.c's order) */
+      for (wanted = 2; cuda && (1 << (wanted - 1)) <= dlop__fusion_row_max_packs(group);) wanted++;
+    if (group->row != NULL && !cuda) wanted = 1;
     for (int32_t k = 0; k < wanted + (group->per_output ? group->num_outputs : 0); k++) {
-      if (group->reduction != NULL)
+      if (group->row != NULL && cuda)
+        snprintf(name, sizeof name, "dlop_fused_g%d_row%d", (int)group->number,
+                 k == 0 ? 0 : 1 << (k - 1));
+      else if (group->row != NULL)
+        snprintf(name, sizeof name, "dlop_fused_g%d_row", (int)group->number);
+      else if (group->reduction != NULL)
         snprintf(name, sizeof name, "dlop_fused_g%d_%s", (int)group->number,
                  cuda ? reduce_cuda[k] : reduce_c[k]);
       else if (k < wanted && cuda)

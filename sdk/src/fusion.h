@@ -86,6 +86,37 @@ typedef struct dlop__fusion_reduction {
   int32_t value;            /* the group's value that is the reduction's input */
 } dlop__fusion_reduction;
 
+/* A row group (fusion_row.c): reductions over the last axis with keepdims and the elementwise
+ * nodes around them over the same rows, in one kernel that reads each row of its inputs once.
+ * Rows are the last axis of `ndim`-dimensional values; a value is either row-varying (it steps
+ * along the row) or per-row (one element per row: a reduction's result, what is computed from
+ * such results alone). The kernel runs the reductions one after another over the row (each a
+ * fixed tree), then writes the outputs. */
+#define DLOP__FUSION_ROW_LIMIT 16384 /* a row kept on chip: CUDA keeps up to this many elements */
+typedef struct dlop__fusion_row_reduction {
+  dlop__fusion_reduction body; /* a copy of the node, its reduction body (value unused) */
+  dlop__fusion_source input;   /* where its input comes from (an input or a member's value) */
+  int32_t value;               /* the group's value that is its result */
+} dlop__fusion_row_reduction;
+
+typedef struct dlop__fusion_row {
+  int32_t ndim;          /* rank of the rows' values */
+  int64_t length;        /* the row's static length, or DLOP_DIM_UNKNOWN */
+  int32_t num_reductions;
+  dlop__fusion_row_reduction *reductions; /* in schedule order */
+  int32_t num_steps;
+  int32_t *steps;      /* the schedule: a member m >= 0, or reduction -1 - r */
+  char *value_per_row; /* per value */
+  char *input_per_row; /* per input: its last dim is 1 (or it has fewer dims, or one element) */
+  /* CPU: values that more than one phase reads and whose body calls math functions are kept
+   * in a buffer of the row (computed once, as the unfused node's buffer would hold them):
+   * cached[v], and what they take per element of the row (each buffer 64-byte aligned) */
+  char *cached;
+  int32_t num_cached;
+  int64_t scratch_bytes;
+} dlop__fusion_row;
+#define DLOP__FUSION_ROW_MAX_VALUES 512 /* a row group's values: members' and reductions' */
+
 struct dlop__fusion_group {
   int32_t number; /* 0, 1, ... in the function: "group 0" in explain, dlop_fused_g0_* symbols */
   int32_t num_members;
@@ -119,6 +150,9 @@ struct dlop__fusion_group {
    * its input and reduced without an intermediate buffer; its one output is the reduction's
    * (output_values[0] is -1: no member's value is written). NULL for an elementwise group. */
   dlop__fusion_reduction *reduction;
+  /* A row group: members are its elementwise nodes, row->reductions its reductions, values
+   * both's results; NULL for any other group. */
+  dlop__fusion_row *row;
   /* what the kernel became (function_fuse.c): the node's op and its thunk state */
   dlop_op_desc op;
   char op_name[32];
@@ -201,6 +235,45 @@ int dlop__fusion_reduction_group_build(const dlop_function *function, const char
                                        const dlop__fusion_member *bodies, int32_t r,
                                        dlop__fusion_reduction *reduction, int32_t number,
                                        dlop__fusion_group **group);
+
+/* A deep copy of a compiled node's description (op, params, slots, static types; no thunk),
+ * and of a member's body (its code and compute dtypes; sources and values are the group's, its
+ * run-time parameters written into the code). DLOP_OUT_OF_MEMORY leaves what was copied to
+ * free. */
+int dlop__fusion_copy_node(const dlop__function_node *from, dlop__function_node *to);
+int dlop__fusion_copy_body(const dlop__fusion_member *from, const dlop__function_node *node,
+                           dlop__fusion_member *to);
+/* The group's input reading slot (added when new), and the literal of a one-element constant
+ * slot (read now); fusion_group.c. */
+int32_t dlop__fusion_group_add_input(const dlop_function *function, dlop__fusion_group *group,
+                                     int32_t slot);
+int dlop__fusion_group_add_literal(const dlop_function *function, dlop__fusion_group *group,
+                                   int32_t slot, int32_t *index);
+
+/* ---- row groups (fusion_row.c) --------------------------------------------------------- */
+
+/* Chooses the row groups of the schedule and builds them (copies of their nodes and bodies:
+ * bodies[n] for fusable node n, reductions[n] for a reduction node whose body was queried,
+ * reducible[n]), numbered from 0: row_of[n] is the group of node n or -1; *groups gets
+ * *num_groups groups (malloc'ed array). Reductions that could lead a row group but do not get a
+ * fusion_note saying why. DLOP_OUT_OF_MEMORY is the only error. */
+int dlop__fusion_row_groups(dlop_function *function, const char *fusable,
+                            const dlop__fusion_member *bodies, const char *reducible,
+                            const dlop__fusion_reduction *reductions, int32_t *row_of,
+                            dlop__fusion_group ***groups, int32_t *num_groups);
+void dlop__fusion_row_free(dlop__fusion_row *row);
+/* The row group's output shapes for its inputs' (every value's shape from its members' and
+ * reductions' own rules, checked to be the rows' full shape or its per-row one). */
+int dlop__fusion_row_infer_shape(const dlop__fusion_group *group, const dlop_node_args *args);
+/* The thunk of a row group (fusion_row_thunk.c). */
+void dlop__fusion_row_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
+/* CUDA: the row kernels' threads per block, and how many packs of the vector width a thread
+ * keeps per row input at most (the kernels dlop_fused_g<N>_row<R> for R = 1, 2, 4, ... up to
+ * it, and dlop_fused_g<N>_row0, which reads rows longer than that again in every phase). */
+#define DLOP__FUSION_ROW_THREADS 512
+int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group);
+/* Chooses the values a CPU row kernel keeps in the row's buffers (fusion_row_source.c). */
+void dlop__fusion_row_plan_buffers(dlop__fusion_group *group);
 
 /* ---- source (fusion_source.c) ----------------------------------------------------------- */
 

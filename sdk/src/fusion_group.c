@@ -132,6 +132,7 @@ void dlop__fusion_group_free(dlop__fusion_group *group) {
   free(group->output_types);
   free(group->output_values);
   dlop__fusion_reduction_free(group->reduction);
+  dlop__fusion_row_free(group->row);
   free(group);
 }
 
@@ -176,6 +177,11 @@ static int add_literal(const dlop_function *function, dlop__fusion_group *group,
   return DLOP_OK;
 }
 
+int dlop__fusion_group_add_literal(const dlop_function *function, dlop__fusion_group *group,
+                                   int32_t slot, int32_t *index) {
+  return add_literal(function, group, slot, index);
+}
+
 static int32_t add_input(const dlop_function *function, dlop__fusion_group *group, int32_t slot) {
   for (int32_t k = 0; k < group->num_inputs; k++)
     if (group->input_slots[k] == slot) return k;
@@ -184,6 +190,11 @@ static int32_t add_input(const dlop_function *function, dlop__fusion_group *grou
   group->input_types[k] = function->slot_types[slot];
   group->input_scalar[k] = (char)one_element(&function->slot_types[slot]);
   return k;
+}
+
+int32_t dlop__fusion_group_add_input(const dlop_function *function, dlop__fusion_group *group,
+                                     int32_t slot) {
+  return add_input(function, group, slot);
 }
 
 /* Whether value slot is read by a node outside the group or after the run. */

@@ -344,7 +344,7 @@ int dlop__fusion_reduction_stage(const dlop_function *function, const char *fusa
 /* ---- the group ------------------------------------------------------------------------------ */
 
 /* A deep copy of a compiled node's description (op, params, slots, static types); no thunk. */
-static int copy_node(const dlop__function_node *from, dlop__function_node *to) {
+int dlop__fusion_copy_node(const dlop__function_node *from, dlop__function_node *to) {
   memset(to, 0, sizeof *to);
   to->op = from->op;
   to->index = from->index;
@@ -367,12 +367,14 @@ static int copy_node(const dlop__function_node *from, dlop__function_node *to) {
 }
 
 /* A copy of a member's body (its code and compute dtypes; sources and values are the group's). */
-static int copy_body(const dlop__fusion_member *from, const dlop__function_node *node,
-                     dlop__fusion_member *to) {
+int dlop__fusion_copy_body(const dlop__fusion_member *from, const dlop__function_node *node,
+                           dlop__fusion_member *to) {
   to->code = strdup(from->code);
   to->prelude = from->prelude;
   to->prelude_name = from->prelude_name;
   to->body_flags = from->body_flags;
+  to->runtime_params = from->runtime_params;
+  to->param_base = -1; /* the values are written into the code */
   to->input_compute = malloc(sizeof(int32_t) * ((size_t)node->num_inputs + 1));
   to->output_compute = malloc(sizeof(int32_t) * ((size_t)node->num_outputs + 1));
   to->sources = calloc((size_t)node->num_inputs + 1, sizeof(dlop__fusion_source));
@@ -409,8 +411,8 @@ int dlop__fusion_reduction_group_build(const dlop_function *function, const char
   for (n = 0; n < function->num_nodes && status == DLOP_OK; n++) {
     if (!in_stage[n]) continue;
     dlop__fusion_member *member = &group->members[group->num_members++];
-    status = copy_node(&function->nodes[n], &member->node);
-    if (status == DLOP_OK) status = copy_body(&bodies[n], &function->nodes[n], member);
+    status = dlop__fusion_copy_node(&function->nodes[n], &member->node);
+    if (status == DLOP_OK) status = dlop__fusion_copy_body(&bodies[n], &function->nodes[n], member);
   }
   if (status != DLOP_OK) {
     free(value_of_slot);

@@ -587,6 +587,12 @@ static int32_t prelude_uses(dlop__fusion_group *const *groups, int32_t count, pr
         uses[found] = (prelude_use){member->prelude, member->prelude_name, member->node.op->name};
       found++;
     }
+    for (int32_t r = 0; groups[g]->row != NULL && r < groups[g]->row->num_reductions; r++) {
+      const dlop__fusion_reduction *body = &groups[g]->row->reductions[r].body;
+      if (body->prelude == NULL) continue;
+      if (uses != NULL) uses[found] = (prelude_use){body->prelude, body->prelude_name, body->node.op->name};
+      found++;
+    }
     const dlop__fusion_reduction *reduction = groups[g]->reduction;
     if (reduction == NULL || reduction->prelude == NULL) continue;
     if (uses != NULL)
@@ -679,7 +685,9 @@ int dlop__fusion_generate(const dlop_function *function, dlop__fusion_group *con
   else
     add(&t, "%s", dlop__fusion_cuda_support);
   for (int32_t g = 0; g < count; g++) {
-    if (groups[g]->reduction != NULL)
+    if (groups[g]->row != NULL)
+      dlop__fusion_add_row_group(&t, function, groups[g], target);
+    else if (groups[g]->reduction != NULL)
       dlop__fusion_add_reduction_group(&t, function, groups[g], target);
     else
       add_group(&t, function, groups[g], target);

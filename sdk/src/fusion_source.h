@@ -39,4 +39,11 @@ extern const char dlop__fusion_cuda_support[];
 void dlop__fusion_add_reduction_group(dlop__fusion_text *t, const dlop_function *function,
                                       const dlop__fusion_group *group, dlop__fusion_target target);
 
+/* A row group's functions and entry points (fusion_row_source.c). C:
+ * dlop_fused_g<N>_row(char *const *p, const int64_t *s, int64_t n), one row: p its operands'
+ * first elements (outputs, then inputs), s their strides along the row, n its length. CUDA:
+ * dlop_fused_g<N>_row<R> (fusion_row_thunk.c launches them). */
+void dlop__fusion_add_row_group(dlop__fusion_text *t, const dlop_function *function,
+                                const dlop__fusion_group *group, dlop__fusion_target target);
+
 #endif

@@ -66,10 +66,8 @@ static int broadcast_holds(const dlop_type *inputs, int32_t count, const dlop_ty
 /* A reduction group's output: the reduction's own shape rule on its input's shape, held to the
  * reduction body (the reduced axes dropped, or kept as 1 with keepdims), which is what its
  * kernel writes. */
-static int reduction_shape(const dlop__fusion_group *group, const dlop_type *input,
-                           const dlop_node_args *args) {
-  const dlop__fusion_reduction *r = group->reduction;
-  dlop_type *output = &args->outputs[0];
+static int reduction_shape(const dlop__fusion_reduction *r, const dlop_type *input,
+                           dlop_type *output, const dlop_node_args *args) {
   int32_t d, o = 0, fits = 1;
   memset(output, 0, sizeof *output);
   output->dtype = r->node.output_types[0].dtype;
@@ -103,6 +101,7 @@ static int reduction_shape(const dlop__fusion_group *group, const dlop_type *inp
 static int fused_infer_shape(const dlop_node_args *args) {
   const dlop__fusion_group *group = (const dlop__fusion_group *)args->op->op_data;
   int32_t most = 1, m, j;
+  if (group->row != NULL) return dlop__fusion_row_infer_shape(group, args);
   for (m = 0; m < group->num_members; m++) {
     if (group->members[m].node.num_inputs > most) most = group->members[m].node.num_inputs;
     if (group->members[m].node.num_outputs > most) most = group->members[m].node.num_outputs;
@@ -150,8 +149,104 @@ static int fused_infer_shape(const dlop_node_args *args) {
     }
   }
   if (group->reduction != NULL && status == DLOP_OK)
-    status = reduction_shape(group, &values[group->reduction->value], args);
+    status = reduction_shape(group->reduction, &values[group->reduction->value], &args->outputs[0],
+                             args);
   for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK && group->reduction == NULL; o++)
+    args->outputs[o] = values[group->output_values[o]];
+  free(values);
+  return status;
+}
+
+/* A member's output shapes from its own rule, held to the scalar-body contract. */
+static int member_shape(const dlop__fusion_group *group, const dlop__fusion_member *member,
+                        const dlop_type *values, const dlop_node_args *args, dlop_type *inputs,
+                        dlop_type *outputs) {
+  const dlop__function_node *node = &member->node;
+  int32_t j;
+  for (j = 0; j < node->num_inputs; j++) {
+    const dlop__fusion_source *source = &member->sources[j];
+    inputs[j] = source->kind == DLOP__FUSION_FROM_INPUT   ? args->inputs[source->index]
+                : source->kind == DLOP__FUSION_FROM_VALUE ? values[source->index]
+                                                          : group->literals[source->index].type;
+  }
+  for (j = 0; j < node->num_outputs; j++) {
+    memset(&outputs[j], 0, sizeof outputs[j]);
+    outputs[j].dtype = node->output_types[j].dtype;
+    outputs[j].ndim = node->output_types[j].ndim;
+    for (int32_t d = 0; d < outputs[j].ndim; d++) outputs[j].shape[d] = DLOP_DIM_UNKNOWN;
+  }
+  dlop__stage_node stage = dlop__function_stage_node(node, -1);
+  int status = dlop__stage_infer_shape(&stage, inputs, outputs);
+  if (status != DLOP_OK) {
+    dlop__format(args->error, args->error_size, "group member %s: %s", node->op->name,
+                 dlop_last_error());
+    return status;
+  }
+  for (j = 0; j < node->num_outputs; j++)
+    if (!broadcast_holds(inputs, node->num_inputs, &outputs[j])) {
+      char have[96];
+      dlop__format(args->error, args->error_size,
+                   "group member %s: it declares a scalar body (elementwise with broadcasting) "
+                   "but infer_shape gave output %d as %s, which is not the broadcast of its "
+                   "inputs' shapes",
+                   node->op->name, (int)j, dlop__type_format(&outputs[j], have, sizeof have));
+      return DLOP_PLUGIN_ERROR;
+    }
+  return DLOP_OK;
+}
+
+/* Every value's shape in schedule order; each reduction's input then runs along the whole row
+ * (its last dim is the rows' when known), which is what the kernel reduces. */
+int dlop__fusion_row_infer_shape(const dlop__fusion_group *group, const dlop_node_args *args) {
+  const dlop__fusion_row *row = group->row;
+  int32_t most = 1, i, j;
+  for (i = 0; i < group->num_members; i++) {
+    if (group->members[i].node.num_inputs > most) most = group->members[i].node.num_inputs;
+    if (group->members[i].node.num_outputs > most) most = group->members[i].node.num_outputs;
+  }
+  dlop_type *values = malloc(sizeof(dlop_type) * ((size_t)group->num_values + 2 * (size_t)most));
+  if (values == NULL) {
+    dlop__format(args->error, args->error_size, "fused: out of memory inferring shapes");
+    return DLOP_OUT_OF_MEMORY;
+  }
+  dlop_type *inputs = values + group->num_values, *outputs = inputs + most;
+  int status = DLOP_OK;
+  int64_t length = DLOP_DIM_UNKNOWN; /* the rows' length: the broadcast of the inputs' last dims */
+  for (i = 0; i < group->num_inputs; i++) {
+    const dlop_type *t = &args->inputs[i];
+    if (t->ndim > 0 && t->shape[t->ndim - 1] != 1 && !row->input_per_row[i])
+      length = t->shape[t->ndim - 1];
+  }
+  for (i = 0; i < row->num_steps && status == DLOP_OK; i++) {
+    int32_t step = row->steps[i];
+    if (step >= 0) {
+      const dlop__fusion_member *member = &group->members[step];
+      status = member_shape(group, member, values, args, inputs, outputs);
+      for (j = 0; j < member->node.num_outputs && status == DLOP_OK; j++)
+        values[member->values[j]] = outputs[j];
+      continue;
+    }
+    const dlop__fusion_row_reduction *r = &row->reductions[-1 - step];
+    const dlop__fusion_source *source = &r->input;
+    const dlop_type *input = source->kind == DLOP__FUSION_FROM_INPUT ? &args->inputs[source->index]
+                             : source->kind == DLOP__FUSION_FROM_VALUE
+                                 ? &values[source->index]
+                                 : &group->literals[source->index].type;
+    int64_t last = input->ndim > 0 ? input->shape[input->ndim - 1] : 1;
+    if (last != DLOP_DIM_UNKNOWN && length != DLOP_DIM_UNKNOWN && last != length) {
+      char have[96];
+      dlop__format(args->error, args->error_size,
+                   "row group %d: %s reduces a value of shape %s, whose rows are not the "
+                   "group's (%lld elements): these shapes broadcast in a way a row group does "
+                   "not cover; compile the function with fuse=False",
+                   (int)group->number, r->body.node.op->name,
+                   dlop__type_format(input, have, sizeof have), (long long)length);
+      status = DLOP_SHAPE_ERROR;
+      break;
+    }
+    status = reduction_shape(&r->body, input, &values[r->value], args);
+  }
+  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK; o++)
     args->outputs[o] = values[group->output_values[o]];
   free(values);
   return status;
@@ -161,6 +256,8 @@ void dlop__fusion_group_describe(dlop__fusion_group *group) {
   uint32_t flags = DLOP_OP_DETERMINISTIC | DLOP_OP_CUDA_GRAPH_SAFE;
   for (int32_t m = 0; m < group->num_members; m++) flags &= group->members[m].node.op->flags;
   if (group->reduction != NULL) flags &= group->reduction->node.op->flags;
+  for (int32_t r = 0; group->row != NULL && r < group->row->num_reductions; r++)
+    flags &= group->row->reductions[r].body.node.op->flags;
   dlop__format(group->op_name, sizeof group->op_name, "fused");
   memset(&group->op, 0, sizeof group->op);
   group->op.struct_size = sizeof(dlop_op_desc);
@@ -168,7 +265,10 @@ void dlop__fusion_group_describe(dlop__fusion_group *group) {
    * and deterministic as its members are */
   group->op.flags = flags;
   group->op.name = group->op_name;
-  group->op.doc = group->reduction != NULL
+  group->op.doc = group->row != NULL
+                      ? "reductions over the last axis and the elementwise nodes reading them, "
+                        "run as one generated kernel that reads each row once"
+                  : group->reduction != NULL
                       ? "a reduction fed by a fused group of elementwise nodes, run as one "
                         "generated kernel"
                       : "a fused group of elementwise nodes, run as one generated kernel";
@@ -377,6 +477,10 @@ static int fused_run(void *state, const dlop_run_args *args) {
 void dlop__fusion_group_thunk(dlop__fusion_group *group, dlop_thunk *thunk) {
   if (group->reduction != NULL) {
     dlop__fusion_reduction_thunk(group, thunk);
+    return;
+  }
+  if (group->row != NULL) {
+    dlop__fusion_row_thunk(group, thunk);
     return;
   }
   memset(thunk, 0, sizeof *thunk);

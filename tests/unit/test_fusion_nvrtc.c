@@ -5,7 +5,9 @@
  * a cubin for sm_90 (the H200) for float32 and bfloat16 (ptxas too, three times as long), and
  * for sm_75 (before hardware bfloat16 conversions: the prelude's software path) for the 16-bit
  * floats; and so does a group with per-output kernels (outputs whose shapes may differ at run
- * time); and so do reductions fed by groups, for every dtype the reduce ops declare.
+ * time); and so do reductions fed by groups, for every dtype the reduce ops declare; and so does
+ * a row group (a softmax and a log-softmax of one input, the row's max an output too) for the
+ * float dtypes.
  * gpu_test_fusion_cuda and test_gpu_fusion_reduce.py run them. With DLOP_TEST_SCALE below 1 (the
  * sanitizer tree) every source is still generated and checked for its kernels, but NVRTC
  * compiles only float32's groups and reductions and the per-output group, to PTX: NVRTC itself
@@ -41,7 +43,7 @@ static char *cuda_source(const dlop_function *function, const char *what,
   DLOP_CK_OK(dlop__function_fused_source(function, DLOP__FUSION_TARGET_CUDA, &source));
   for (size_t k = 0; kernels[k] != NULL; k++) {
     char definition[96];
-    snprintf(definition, sizeof definition, "__global__ void __launch_bounds__(256) %s(", kernels[k]);
+    snprintf(definition, sizeof definition, ") %s(", kernels[k]); /* after __launch_bounds__(N) */
     ck_assert_msg(strstr(source, definition) != NULL, "%s: %s is not defined in the source", what,
                   kernels[k]);
   }
@@ -201,6 +203,47 @@ START_TEST(reductions_compile_for_cuda) {
 }
 END_TEST
 
+/* A row group: max, sub, exp, sum, div, log and sub over the rows of x, its outputs the softmax,
+ * the log-softmax and the max (a per-row output). PTX for every float dtype, a cubin for sm_90
+ * for float32 and float16, sm_75 for bfloat16. test_gpu_fusion_row.py runs them. */
+static const dlop_dtype row_dtypes[] = {DLOP_FLOAT16, DLOP_BFLOAT16, DLOP_FLOAT32, DLOP_FLOAT64};
+
+static dlop_var *apply2(dlop_graph *graph, const char *op, dlop_var *a, dlop_var *b) {
+  dlop_var *pair[2] = {a, b}, *y;
+  DLOP_CK_OK(dlop_graph_apply(graph, op, pair, b != NULL ? 2 : 1, NULL, 0, &y, 1));
+  return y;
+}
+
+START_TEST(row_groups_compile_for_cuda) {
+  dlop_dtype dtype = row_dtypes[_i];
+  dlop_graph *graph = dlop_test_new_graph();
+  int64_t unknown[2] = {DLOP_DIM_UNKNOWN, DLOP_DIM_UNKNOWN};
+  dlop_var *x;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", dtype, 2, unknown, &x));
+  dlop_var *m = reduce(graph, "max", x, -1, 1), *d = apply2(graph, "sub", x, m);
+  dlop_var *e = apply2(graph, "exp", d, NULL), *s = reduce(graph, "sum", e, -1, 1);
+  dlop_var *outputs[3] = {apply2(graph, "div", e, s),
+                          apply2(graph, "sub", d, apply2(graph, "log", s, NULL)), m};
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_function_compile(graph, &x, 1, outputs, 3, CPU, &function));
+  ck_assert_int_eq(dlop_function_node_count(function), 1);
+  static const char *const kernels[] = {"dlop_fused_g0_row0", "dlop_fused_g0_row1",
+                                        "dlop_fused_g0_row2", "dlop_fused_g0_row4", NULL};
+  char what[64];
+  snprintf(what, sizeof what, "the %s row group", dlop_dtype_name(dtype));
+  if (!every_compile && dtype != DLOP_FLOAT32) {
+    free(cuda_source(function, what, kernels));
+  } else {
+    compile_cuda_kernels(function, 0, what, kernels);
+    if (every_compile && (dtype == DLOP_FLOAT32 || dtype == DLOP_FLOAT16))
+      compile_cuda_kernels(function, 90, what, kernels);
+    if (every_compile && dtype == DLOP_BFLOAT16) compile_cuda_kernels(function, 75, what, kernels);
+  }
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 int main(void) {
   char why[2048];
   if (!dlop__nvrtc_available(why, sizeof why) && !DLOP_TEST_WITH_CUDA) {
@@ -214,5 +257,7 @@ int main(void) {
   dlop_test_add_tests(tcase, per_output_kernels_compile_for_cuda, NULL);
   tcase_add_loop_test(tcase, reductions_compile_for_cuda, 0,
                       (int)(sizeof reduce_dtypes / sizeof reduce_dtypes[0]));
+  tcase_add_loop_test(tcase, row_groups_compile_for_cuda, 0,
+                      (int)(sizeof row_dtypes / sizeof row_dtypes[0]));
   return dlop_test_run_suite(suite);
 }

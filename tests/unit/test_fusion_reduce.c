@@ -1,6 +1,7 @@
 /* test_fusion_reduce.c — reductions that take the group computing their input as their kernel's
  * input stage, on the CPU, through the C API: what explain() says of such a group, the
- * intermediate buffer gone, two reductions in a chain, a third-party reduction taking a group of
+ * intermediate buffer gone, two reductions in a chain, a softmax as one row group (and run unfused
+ * without a compiler: the row group undone), a third-party reduction taking a group of
  * the bundled ops, and the errors and fallbacks of reduction bodies that are wrong or missing
  * (tests/fixtures/fusion_reduce_ops.c) or of a missing compiler. The dtype, axes, size and
  * stride cases are tests/python/test_fusion_reduce.py's. */
@@ -202,6 +203,44 @@ START_TEST(without_a_compiler_the_reduction_reads_its_input) {
 }
 END_TEST
 
+/* A softmax of a vector is a row group (one row); without a compiler it runs unfused: the
+ * pass puts the schedule back and frees the group (the sanitizer tree checks the frees). */
+START_TEST(without_a_compiler_a_row_group_runs_unfused) {
+  setenv("DLOP_CC", "/nonexistent/cc", 1); /* this test's own process: read at first use */
+  int64_t n = 1000;
+  dlop_var *x = input("x", DLOP_FLOAT64, n), *m = reduce("max", x, 1);
+  dlop_var *e = apply1("exp", apply2("sub", x, m)), *s = reduce("sum", e, 1);
+  dlop_var *y = reduce("sum", apply2("div", e, s), 0); /* 1 up to rounding */
+  dlop_function *function = compile(&x, 1, y);
+  ck_assert_int_eq(dlop_function_node_count(function), 6);
+  explain_has(function, "\nfusion: unavailable, the function runs unfused: ");
+  dlop_array *in = values(DLOP_FLOAT64, n, -1, 1);
+  double got = run_to_double(function, &in, 1);
+  ck_assert_msg(fabs(got - 1.0) <= 1e-13, "got %.17g, want 1", got);
+  dlop_array_release(in);
+  dlop_function_destroy(function);
+}
+END_TEST
+
+/* The same softmax with the compiler: one row group, then the sum over every axis. */
+START_TEST(a_softmax_is_one_row_group) {
+  int64_t n = 1000;
+  dlop_var *x = input("x", DLOP_FLOAT64, n), *m = reduce("max", x, 1);
+  dlop_var *e = apply1("exp", apply2("sub", x, m)), *s = reduce("sum", e, 1);
+  dlop_var *y = reduce("sum", apply2("div", e, s), 0);
+  dlop_function *function = compile(&x, 1, y);
+  ck_assert_int_eq(dlop_function_node_count(function), 2);
+  explain_has(function, "\n#0 fused(x: float64[1000]) -> float64[1000] on cpu (row group 0: 5 "
+                        "nodes in one kernel, dlop_fused_g0; 2 reductions over the last axis, "
+                        "each row of the inputs read once)\n");
+  dlop_array *in = values(DLOP_FLOAT64, n, -1, 1);
+  double got = run_to_double(function, &in, 1);
+  ck_assert_msg(fabs(got - 1.0) <= 1e-13, "got %.17g, want 1", got);
+  dlop_array_release(in);
+  dlop_function_destroy(function);
+}
+END_TEST
+
 /* ---- a reduction of another plugin ------------------------------------------------------- */
 
 /* fixture_prod (another plugin, its own body) takes the bundled exp as its input stage. */
@@ -298,7 +337,9 @@ int main(void) {
   Suite *suite = suite_create("fusion_reduce");
   TCase *groups = dlop_test_tcase(suite, "groups", 0, graph_setup, graph_teardown);
   dlop_test_add_tests(groups, group_is_the_reduction_input, intermediate_buffer_disappears,
-                      reductions_in_a_chain, without_a_compiler_the_reduction_reads_its_input, NULL);
+                      reductions_in_a_chain, a_softmax_is_one_row_group,
+                      without_a_compiler_the_reduction_reads_its_input,
+                      without_a_compiler_a_row_group_runs_unfused, NULL);
   TCase *plugins = dlop_test_tcase(suite, "plugins", 0, graph_setup, graph_teardown);
   dlop_test_add_tests(plugins, third_party_reduction_takes_a_group,
                       body_without_combine_is_a_plugin_error,

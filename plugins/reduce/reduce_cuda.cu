@@ -165,6 +165,7 @@ template <int Op, typename T, typename A>
 __device__ __forceinline__ A contiguous_share(const T *x, int64_t n, A acc, int thread, int threads) {
   typedef dlop_cuda_vec16<T> V;
   const int64_t groups = n / V::width;
+  /* evict-first loads here, unlike the elementwise kernels: not measured without them yet */
   if (dlop_cuda_aligned16(x)) {
     const V *xv = reinterpret_cast<const V *>(x);
 #pragma unroll 4
@@ -297,7 +298,7 @@ __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
 /* One thread's rows of its P adjacent outputs of the columns kernel (result[j]: output j):
  * rows first, first + step, ... below end of the outputs' elements at x (element j of a row at
  * x + row offset + j). U loads in flight per thread, 32 bytes' worth for one output (at most
- * 16), 64 bytes' worth for a pack (at least 4 loads of 16 bytes): the kernel holds 4 blocks per
+ * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): the kernel holds 4 blocks per
  * SM at its register count, and an H200 needs about 30 KB in flight per SM to stream at full
  * bandwidth; wider packs give the same bytes in fewer load instructions. Each group of U is
  * combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;

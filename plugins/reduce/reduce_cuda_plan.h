@@ -158,8 +158,9 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns_as(reduce_cuda_plan *plan, con
 
 /* The columns plan: pairs of outputs per thread where the layout has them (one output
  * otherwise) in up to 8 thread groups; and when that needs a second pass (parts), the widest
- * pack within the thunk's pack_limit and 16 bytes, in as many groups as keep a group's packs
- * across a 128-byte line of a row (up to 32 for 16-byte packs), if that needs none. Measured on
+ * pack within the thunk's pack_limit and 16 bytes (which may still be pairs: float64, or a
+ * layout without wider packs), in as many groups as keep a group's packs across a 128-byte line
+ * of a row (16 for 8-byte packs, 32 for 16-byte ones), if that needs none. Measured on
  * an H200: 16-byte packs made a middle axis at 2^20 one pass (7.3 -> 4.6-5.7 us, every float
  * dtype), but 16-bit ones in 16 groups cost 10-14 % where pairs already ran in one pass (2^26
  * elements), and 32 groups cost 3-9 % where parts remain (8192 x 8192). */

@@ -212,11 +212,11 @@ typedef struct axis_layout {
 
 static const axis_layout COLUMN_LAYOUTS[] = {
     {2, {4096, 300}, {0}, 1, {0}, 0, 0},           /* first axis: strips in 32 parts */
-    {2, {1000, 2048}, {0}, 1, {0}, 0, 0},          /* first axis, wide: 64 strips in 16 parts */
+    {2, {1000, 2048}, {0}, 1, {0}, 0, 0},          /* first axis, wide: pairs in 8 parts */
     {2, {(1 << 18) + 3, 3}, {0}, 1, {0}, 0, 0},    /* three long columns: 4-wide strips, 64 groups */
     {2, {7, 33}, {0}, 1, {0}, 1, 0},               /* odd and tiny, keepdims */
     {3, {5, 1001, 37}, {0}, 1, {1}, 0, 0},         /* middle axis, odd sizes */
-    {3, {64, 512, 256}, {0}, 1, {1}, 0, 0},        /* middle axis: 512 strips in 3 parts */
+    {3, {64, 512, 256}, {0}, 1, {1}, 0, 0},        /* middle axis: 16-byte packs in 32 groups, one pass */
     {3, {300, 3, 4}, {0}, 1, {1}, 0, 0},           /* middle axis, short: a thread per output */
     {3, {9, 4099, 3}, {0}, 1, {1}, 1, 0},          /* middle axis, narrow, keepdims */
     {3, {40, 60, 50}, {0}, 2, {0, 1}, 0, 0},       /* first two axes */
@@ -233,11 +233,10 @@ static const axis_layout COLUMN_LAYOUTS[] = {
     {2, {4096, 300}, {0}, 1, {0}, 0, 1},           /* first axis, pairs misaligned: one by one */
     {3, {64, 512, 256}, {0}, 1, {1}, 0, 3},        /* middle axis likewise */
     {2, {(1 << 16) + 1, 6}, {0}, 1, {0}, 0, 0},    /* three pairs, long: many groups and parts */
-    {2, {1000, 2048}, {0}, 1, {0}, 0, 0},          /* 16-byte packs, 32 groups, parts */
-    {2, {1000, 2048}, {0}, 1, {0}, 0, 2},          /* the same 4 (16-bit) or 8 bytes off a 16-byte line */
-    {3, {10, 77, 12}, {0}, 1, {1}, 0, 0},          /* kept dim of 12: packs of 4 */
+    {2, {1000, 2048}, {0}, 1, {0}, 0, 2},          /* first axis, pairs 4 (16-bit) or 8 bytes off a line */
+    {3, {64, 256, 68}, {0}, 1, {1}, 0, 0},         /* kept dim of 68: 16-bit packs of 4, 16 groups */
+    {3, {64, 256, 68}, {0}, 1, {1}, 0, 2},         /* the same, 4 bytes off: element by element */
     {3, {64, 256, 64}, {0}, 1, {1}, 0, 0},         /* middle axis in one pass: 16 groups */
-    {2, {8192, 64}, {0}, 1, {0}, 0, 4},            /* 8 bytes off for 16-bit packs of 8 */
 };
 #define NUM_COLUMN_LAYOUTS ((int)(sizeof COLUMN_LAYOUTS / sizeof COLUMN_LAYOUTS[0]))
 

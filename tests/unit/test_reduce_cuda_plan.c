@@ -198,9 +198,10 @@ START_TEST(test_columns_split_covers_each_element_once) {
       {3, {256, 1024, 256}, {0}, 1u},      /* the benchmark's first axis: pairs */
       {3, {256, 1024, 256}, {0}, 2u},      /* its middle axis: pairs over two kept dims */
       {3, {6, 50, 4}, {200, 4, 1}, 2u},    /* middle axis, two kept dims, even strides: pairs */
-      {2, {1000, 2048}, {0}, 1u},          /* first axis: packs of 8, 32 groups */
-      {3, {10, 77, 12}, {0}, 2u},          /* middle axis, kept dim of 12: packs of 4 at most */
-      {3, {6, 50, 8}, {400, 8, 1}, 2u},    /* middle axis, strides of 8: packs of 8 */
+      {2, {1000, 2048}, {0}, 1u},          /* first axis, wide: pairs in parts */
+      {3, {10, 77, 12}, {0}, 2u},          /* middle axis, kept dim of 12 (packs of 4 at most) */
+      {3, {6, 50, 8}, {400, 8, 1}, 2u},    /* middle axis, strides of 8 (packs of 8 allowed) */
+      {3, {64, 256, 68}, {0}, 2u},         /* 16-bit packs of 4 in one pass */
       {3, {64, 256, 64}, {0}, 2u},         /* the benchmark's middle axis at 2^20 */
   };
   /* (element bytes, pack limit) as the thunk asks: integers, float64, float32, 16-bit floats */
@@ -215,6 +216,17 @@ START_TEST(test_columns_split_covers_each_element_once) {
                  (int)packing[k][0], (int)p.pack);
         if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
         check_columns_split(&l, &p, packing[k][0], what);
+        /* every pack the layout allows, in 8 and in 32 groups, whatever the plan would pick */
+        for (int32_t pack = 1; pack <= 8; pack *= 2)
+          for (int64_t groups = 8; groups <= 32; groups *= 4) {
+            if (pack * packing[k][0] > REDUCE_CUDA_COLUMNS_PACK_BYTES || !reduce_cuda_columns_packs(&l, pack))
+              continue;
+            reduce_cuda_plan forced;
+            reduce_cuda_plan_columns_as(&forced, &l, sms * 128u, sms, pack, groups);
+            snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d in %d groups",
+                     i, sms, (int)packing[k][0], (int)pack, (int)groups);
+            check_columns_split(&l, &forced, packing[k][0], what);
+          }
       }
 }
 END_TEST
@@ -261,8 +273,8 @@ START_TEST(test_columns_packs) {
 }
 END_TEST
 
-/* Pairs in up to 8 groups; 16-byte packs in up to 32 groups only where they turn two passes into
- * one: the benchmark's middle axis at 2^20 (two passes in pairs) runs in one, its first axis at
+/* Pairs in up to 8 groups; the widest pack in as many groups as span a 128-byte line (up to 32)
+ * only where that turns two passes into one: the benchmark's middle axis at 2^20 (two passes in pairs) runs in one, its first axis at
  * 2^26 (one pass in pairs) and 8192 columns (parts either way) keep pairs. */
 START_TEST(test_columns_wide_packs_only_for_one_pass) {
   reduce_layout l;

@@ -62,7 +62,8 @@ __device__ __forceinline__ void dlop_cuda_store16(dlop_cuda_vec16<T> *p, const d
 }
 
 /* Loads and stores of data touched once, evict-first (.cs), for a kernel that must not push
- * other data out of L2 (the elementwise bodies above do not use them). */
+ * other data out of L2 (the elementwise bodies above do not use them; the reduce plugin's row
+ * and block kernels and the dot kernel still do). */
 template <typename T>
 __device__ __forceinline__ dlop_cuda_vec16<T> dlop_cuda_load_streaming(const dlop_cuda_vec16<T> *p) {
   return dlop_cuda_vec16_from_bits<T>(__ldcs(reinterpret_cast<const int4 *>(p)));

@@ -98,69 +98,10 @@ static int reduction_shape(const dlop__fusion_reduction *r, const dlop_type *inp
   return DLOP_PLUGIN_ERROR;
 }
 
-static int fused_infer_shape(const dlop_node_args *args) {
-  const dlop__fusion_group *group = (const dlop__fusion_group *)args->op->op_data;
-  int32_t most = 1, m, j;
-  if (group->row != NULL) return dlop__fusion_row_infer_shape(group, args);
-  for (m = 0; m < group->num_members; m++) {
-    if (group->members[m].node.num_inputs > most) most = group->members[m].node.num_inputs;
-    if (group->members[m].node.num_outputs > most) most = group->members[m].node.num_outputs;
-  }
-  dlop_type *values = malloc(sizeof(dlop_type) * ((size_t)group->num_values + 2 * (size_t)most));
-  if (values == NULL) {
-    dlop__format(args->error, args->error_size, "fused: out of memory inferring shapes");
-    return DLOP_OUT_OF_MEMORY;
-  }
-  dlop_type *inputs = values + group->num_values, *outputs = inputs + most;
-  int status = DLOP_OK;
-  for (m = 0; m < group->num_members && status == DLOP_OK; m++) {
-    const dlop__fusion_member *member = &group->members[m];
-    const dlop__function_node *node = &member->node;
-    for (j = 0; j < node->num_inputs; j++) {
-      const dlop__fusion_source *source = &member->sources[j];
-      inputs[j] = source->kind == DLOP__FUSION_FROM_INPUT   ? args->inputs[source->index]
-                  : source->kind == DLOP__FUSION_FROM_VALUE ? values[source->index]
-                                                            : group->literals[source->index].type;
-    }
-    for (j = 0; j < node->num_outputs; j++) {
-      memset(&outputs[j], 0, sizeof outputs[j]);
-      outputs[j].dtype = node->output_types[j].dtype;
-      outputs[j].ndim = node->output_types[j].ndim;
-      for (int32_t d = 0; d < outputs[j].ndim; d++) outputs[j].shape[d] = DLOP_DIM_UNKNOWN;
-    }
-    dlop__stage_node stage = dlop__function_stage_node(node, -1);
-    status = dlop__stage_infer_shape(&stage, inputs, outputs);
-    if (status != DLOP_OK) {
-      dlop__format(args->error, args->error_size, "group member %d: %s", (int)m, dlop_last_error());
-      break;
-    }
-    for (j = 0; j < node->num_outputs && status == DLOP_OK; j++) {
-      if (!broadcast_holds(inputs, node->num_inputs, &outputs[j])) {
-        char have[96];
-        dlop__format(args->error, args->error_size,
-                     "group member %d: op '%s' declares a scalar body (elementwise with "
-                     "broadcasting) but infer_shape gave output %d as %s, which is not the "
-                     "broadcast of its inputs' shapes",
-                     (int)m, node->op->name, (int)j,
-                     dlop__type_format(&outputs[j], have, sizeof have));
-        status = DLOP_PLUGIN_ERROR;
-      }
-      values[member->values[j]] = outputs[j];
-    }
-  }
-  if (group->reduction != NULL && status == DLOP_OK)
-    status = reduction_shape(group->reduction, &values[group->reduction->value], &args->outputs[0],
-                             args);
-  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK && group->reduction == NULL; o++)
-    args->outputs[o] = values[group->output_values[o]];
-  free(values);
-  return status;
-}
-
 /* A member's output shapes from its own rule, held to the scalar-body contract. */
-static int member_shape(const dlop__fusion_group *group, const dlop__fusion_member *member,
-                        const dlop_type *values, const dlop_node_args *args, dlop_type *inputs,
-                        dlop_type *outputs) {
+static int member_shape(const dlop__fusion_group *group, int32_t m, const dlop_type *values,
+                        const dlop_node_args *args, dlop_type *inputs, dlop_type *outputs) {
+  const dlop__fusion_member *member = &group->members[m];
   const dlop__function_node *node = &member->node;
   int32_t j;
   for (j = 0; j < node->num_inputs; j++) {
@@ -178,22 +119,52 @@ static int member_shape(const dlop__fusion_group *group, const dlop__fusion_memb
   dlop__stage_node stage = dlop__function_stage_node(node, -1);
   int status = dlop__stage_infer_shape(&stage, inputs, outputs);
   if (status != DLOP_OK) {
-    dlop__format(args->error, args->error_size, "group member %s: %s", node->op->name,
-                 dlop_last_error());
+    dlop__format(args->error, args->error_size, "group member %d: %s", (int)m, dlop_last_error());
     return status;
   }
   for (j = 0; j < node->num_outputs; j++)
     if (!broadcast_holds(inputs, node->num_inputs, &outputs[j])) {
       char have[96];
       dlop__format(args->error, args->error_size,
-                   "group member %s: it declares a scalar body (elementwise with broadcasting) "
-                   "but infer_shape gave output %d as %s, which is not the broadcast of its "
-                   "inputs' shapes",
-                   node->op->name, (int)j, dlop__type_format(&outputs[j], have, sizeof have));
+                   "group member %d: op '%s' declares a scalar body (elementwise with "
+                   "broadcasting) but infer_shape gave output %d as %s, which is not the "
+                   "broadcast of its inputs' shapes",
+                   (int)m, node->op->name, (int)j, dlop__type_format(&outputs[j], have, sizeof have));
       return DLOP_PLUGIN_ERROR;
     }
   return DLOP_OK;
 }
+
+static int fused_infer_shape(const dlop_node_args *args) {
+  const dlop__fusion_group *group = (const dlop__fusion_group *)args->op->op_data;
+  int32_t most = 1, m, j;
+  if (group->row != NULL) return dlop__fusion_row_infer_shape(group, args);
+  for (m = 0; m < group->num_members; m++) {
+    if (group->members[m].node.num_inputs > most) most = group->members[m].node.num_inputs;
+    if (group->members[m].node.num_outputs > most) most = group->members[m].node.num_outputs;
+  }
+  dlop_type *values = malloc(sizeof(dlop_type) * ((size_t)group->num_values + 2 * (size_t)most));
+  if (values == NULL) {
+    dlop__format(args->error, args->error_size, "fused: out of memory inferring shapes");
+    return DLOP_OUT_OF_MEMORY;
+  }
+  dlop_type *inputs = values + group->num_values, *outputs = inputs + most;
+  int status = DLOP_OK;
+  for (m = 0; m < group->num_members && status == DLOP_OK; m++) {
+    const dlop__fusion_member *member = &group->members[m];
+    status = member_shape(group, m, values, args, inputs, outputs);
+    for (j = 0; j < member->node.num_outputs && status == DLOP_OK; j++)
+      values[member->values[j]] = outputs[j];
+  }
+  if (group->reduction != NULL && status == DLOP_OK)
+    status = reduction_shape(group->reduction, &values[group->reduction->value], &args->outputs[0],
+                             args);
+  for (int32_t o = 0; o < group->num_outputs && status == DLOP_OK && group->reduction == NULL; o++)
+    args->outputs[o] = values[group->output_values[o]];
+  free(values);
+  return status;
+}
+
 
 /* Every value's shape in schedule order; each reduction's input then runs along the whole row
  * (its last dim is the rows' when known), which is what the kernel reduces. */
@@ -221,7 +192,7 @@ int dlop__fusion_row_infer_shape(const dlop__fusion_group *group, const dlop_nod
     int32_t step = row->steps[i];
     if (step >= 0) {
       const dlop__fusion_member *member = &group->members[step];
-      status = member_shape(group, member, values, args, inputs, outputs);
+      status = member_shape(group, step, values, args, inputs, outputs);
       for (j = 0; j < member->node.num_outputs && status == DLOP_OK; j++)
         values[member->values[j]] = outputs[j];
       continue;

@@ -44,13 +44,6 @@ typedef struct cache_state {
   const char *cached, *available;
 } cache_state;
 
-static int32_t member_of_value(const dlop__fusion_group *group, int32_t v) {
-  for (int32_t m = 0; m < group->num_members; m++)
-    for (int32_t o = 0; o < group->members[m].node.num_outputs; o++)
-      if (group->members[m].values[o] == v) return m;
-  return -1;
-}
-
 static int32_t reduction_of_value(const dlop__fusion_group *group, int32_t v) {
   for (int32_t r = 0; r < group->row->num_reductions; r++)
     if (group->row->reductions[r].value == v) return r;
@@ -61,7 +54,7 @@ static void mark_source(const dlop__fusion_group *group, const cache_state *c, p
                         const dlop__fusion_source *s);
 
 static void mark_value(const dlop__fusion_group *group, const cache_state *c, part *p, int32_t v) {
-  int32_t m = member_of_value(group, v);
+  int32_t m = dlop__fusion_member_of_value(group, v);
   if (m < 0) {
     int32_t r = reduction_of_value(group, v);
     if (r >= 0) p->result[r] = 1;
@@ -91,7 +84,7 @@ static void make_output_part(const dlop__fusion_group *group, const cache_state 
   memset(p, 0, sizeof *p);
   for (int32_t o = 0; o < group->num_outputs; o++) {
     int32_t v = group->output_values[o];
-    if (member_of_value(group, v) < 0 || group->row->value_per_row[v] != per_row) continue;
+    if (dlop__fusion_member_of_value(group, v) < 0 || group->row->value_per_row[v] != per_row) continue;
     p->output[o] = 1;
     mark_value(group, c, p, v);
   }
@@ -166,7 +159,7 @@ static void add_source(text *t, const dlop__fusion_group *group, const dlop__fus
 
 /* A member value's storage dtype. */
 static int32_t value_dtype(const dlop__fusion_group *group, int32_t v) {
-  int32_t m = member_of_value(group, v);
+  int32_t m = dlop__fusion_member_of_value(group, v);
   for (int32_t j = 0; m >= 0 && j < group->members[m].node.num_outputs; j++)
     if (group->members[m].values[j] == v) return group->members[m].node.output_types[j].dtype;
   return DLOP_FLOAT32; /* not reached: only members' values are kept */

@@ -141,8 +141,8 @@ typedef struct part {
   char output[DLOP__FUSION_MAX_OPERANDS];
 } part;
 
-/* The member computing value v. */
-static int32_t member_of_value(const dlop__fusion_group *group, int32_t v) {
+/* The member computing value v (-1: none). */
+int32_t dlop__fusion_member_of_value(const dlop__fusion_group *group, int32_t v) {
   for (int32_t m = 0; m < group->num_members; m++)
     for (int32_t o = 0; o < group->members[m].node.num_outputs; o++)
       if (group->members[m].values[o] == v) return m;
@@ -156,7 +156,7 @@ static void mark_member(const dlop__fusion_group *group, part *p, int32_t m) {
   for (int32_t j = 0; j < member->node.num_inputs; j++) {
     const dlop__fusion_source *source = &member->sources[j];
     if (source->kind == DLOP__FUSION_FROM_VALUE)
-      mark_member(group, p, member_of_value(group, source->index));
+      mark_member(group, p, dlop__fusion_member_of_value(group, source->index));
     else if (source->kind == DLOP__FUSION_FROM_INPUT)
       p->input[source->index] = 1;
   }
@@ -168,7 +168,7 @@ static void make_part(const dlop__fusion_group *group, int32_t output, part *p) 
   for (int32_t o = 0; o < group->num_outputs; o++) {
     if (output >= 0 && o != output) continue;
     p->output[o] = 1;
-    mark_member(group, p, member_of_value(group, group->output_values[o]));
+    mark_member(group, p, dlop__fusion_member_of_value(group, group->output_values[o]));
   }
   if (output < 0)
     for (int32_t m = 0; m < group->num_members; m++) mark_member(group, p, m);

@@ -30,6 +30,8 @@ void dlop__fusion_add_value(dlop__fusion_text *t, int32_t dtype, uint64_t bits);
  * it; only the members whose flag in member[] is set (all when member is NULL). */
 void dlop__fusion_add_members(dlop__fusion_text *t, const dlop_function *function,
                               const dlop__fusion_group *group, const char *member);
+/* The member of group computing value v, or -1. */
+int32_t dlop__fusion_member_of_value(const dlop__fusion_group *group, int32_t v);
 /* The CUDA support the module holds once: 16-byte packs, plain loads and stores, thread indices. */
 extern const char dlop__fusion_cuda_support[];
 

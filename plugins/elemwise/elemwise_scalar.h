@@ -190,11 +190,15 @@ EW_FN double ew_sqrtd(double x) { return sqrt(x); }
 EW_FN float ew_tanhf(float x) { return tanhf(x); }
 EW_FN double ew_tanhd(double x) { return tanh(x); }
 EW_FN float ew_sigmoidf(float x) {
-  float e = expf(x >= -87.0f ? -x : x);
+  /* -x as a sign flip chosen by an integer select: from a float select gcc makes two exps,
+   * one of each side (the vectorized loop then costs twice as much) */
+  uint32_t flip = x >= -87.0f ? 0x80000000u : 0u;
+  float e = expf(ew_f32_from_bits(ew_f32_bits(x) ^ flip));
   return x >= -87.0f ? 1.0f / (1.0f + e) : e;
 }
 EW_FN double ew_sigmoidd(double x) {
-  double e = exp(x >= -708.0 ? -x : x);
+  uint64_t flip = x >= -708.0 ? 1ull << 63 : 0u;
+  double e = exp(ew_f64_from_bits(ew_f64_bits(x) ^ flip));
   return x >= -708.0 ? 1.0 / (1.0 + e) : e;
 }
 

@@ -20,8 +20,14 @@ extern "C" {
 #endif
 
 /* Put on hot contiguous CPU loops: gcc builds an AVX-512, an AVX2 and a baseline copy and
- * picks one at load time, so one plugin binary uses the widest vectors the CPU has. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__CUDACC__)
+ * picks one at load time, so one plugin binary uses the widest vectors the CPU has. The
+ * AVX-512 copy is x86-64-v4 (F, BW, DQ, VL, CD: every AVX-512 CPU since Skylake-SP) where gcc
+ * knows that level (12 and newer): BW packs comparisons into bytes and DQ converts floats to
+ * 64-bit integers in vectors, which AVX-512F alone does element by element. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && \
+    defined(__ELF__) && !defined(__CUDACC__)
+#define DLOP_CPU_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#elif defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__CUDACC__)
 #define DLOP_CPU_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DLOP_CPU_MULTIVERSION

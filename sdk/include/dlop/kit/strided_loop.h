@@ -24,11 +24,14 @@ extern "C" {
  * AVX-512 copy is x86-64-v4 (F, BW, DQ, VL, CD: every AVX-512 CPU since Skylake-SP) where gcc
  * knows that level (12 and newer): BW packs comparisons into bytes and DQ converts floats to
  * 64-bit integers in vectors, which AVX-512F alone does element by element. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) && \
-    defined(__ELF__) && !defined(__CUDACC__)
-#define DLOP_CPU_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#elif defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__CUDACC__)
-#define DLOP_CPU_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__CUDACC__)
+#if !defined(__clang__) && __GNUC__ >= 12
+#define DLOP__CPU_AVX512_CLONE "arch=x86-64-v4"
+#else
+#define DLOP__CPU_AVX512_CLONE "avx512f"
+#endif
+#define DLOP_CPU_MULTIVERSION \
+  __attribute__((target_clones(DLOP__CPU_AVX512_CLONE, "avx2", "default")))
 #else
 #define DLOP_CPU_MULTIVERSION
 #endif

@@ -176,58 +176,61 @@ START_TEST(test_columns_shape_of_split) {
 END_TEST
 
 /* Exhaustive coverage of the split over layouts of every kind, on a large GPU and on one SM
- * (where the grid-stride loop over items and a single strip matter). */
+ * (where the grid-stride loop over items and a single strip matter). A loop test: each layout
+ * runs in its own process with its own timeout, since the largest take seconds each. */
+static const plan_case split_cases[] = {
+    {2, {4096, 300}, {0}, 1u},           /* first axis, parts > 1 */
+    {2, {1000, 8192}, {0}, 1u},          /* first axis, wide */
+    {2, {100003, 2}, {0}, 1u},           /* two columns, long */
+    {2, {7, 33}, {0}, 1u},               /* odd and tiny */
+    {2, {1, 77}, {0}, 1u},               /* one row: a copy */
+    {2, {0, 77}, {0}, 1u},               /* empty reduction */
+    {3, {5, 1001, 37}, {0}, 2u},         /* middle axis, odd */
+    {3, {300, 3, 4}, {0}, 2u},           /* middle axis, short */
+    {3, {9, 4099, 3}, {0}, 2u},          /* middle axis, narrow */
+    {3, {40, 60, 50}, {0}, 3u},          /* first two axes */
+    {3, {17, 23, 64}, {0}, 5u},          /* axes 0 and 2 */
+    {2, {40, 50}, {-100, 2}, 1u},        /* negative and gapped strides */
+    {2, {64, 1000}, {0, 1}, 1u},         /* a sum over a broadcast axis (stride 0) */
+    {2, {1000, 64}, {1, 0}, 1u},         /* broadcast outputs (stride 0) */
+    {2, {700, 300}, {1, 700}, 2u},       /* transposed last axis */
+    {4, {3, 70, 5, 40}, {0}, 5u},        /* two reduced dims that do not merge */
+    {3, {256, 1024, 256}, {0}, 1u},      /* the benchmark's first axis: pairs */
+    {3, {256, 1024, 256}, {0}, 2u},      /* its middle axis: pairs over two kept dims */
+    {3, {6, 50, 4}, {200, 4, 1}, 2u},    /* middle axis, two kept dims, even strides: pairs */
+    {2, {1000, 2048}, {0}, 1u},          /* first axis, wide: pairs in parts */
+    {3, {10, 77, 12}, {0}, 2u},          /* middle axis, kept dim of 12 (packs of 4 at most) */
+    {3, {6, 50, 8}, {400, 8, 1}, 2u},    /* middle axis, strides of 8 (packs of 8 allowed) */
+    {3, {64, 256, 68}, {0}, 2u},         /* 16-bit packs of 4 in one pass */
+    {3, {64, 256, 64}, {0}, 2u},         /* the benchmark's middle axis at 2^20 */
+};
+#define SPLIT_CASES ((int)(sizeof split_cases / sizeof split_cases[0]))
+
 START_TEST(test_columns_split_covers_each_element_once) {
-  static const plan_case cases[] = {
-      {2, {4096, 300}, {0}, 1u},           /* first axis, parts > 1 */
-      {2, {1000, 8192}, {0}, 1u},          /* first axis, wide */
-      {2, {100003, 2}, {0}, 1u},           /* two columns, long */
-      {2, {7, 33}, {0}, 1u},               /* odd and tiny */
-      {2, {1, 77}, {0}, 1u},               /* one row: a copy */
-      {2, {0, 77}, {0}, 1u},               /* empty reduction */
-      {3, {5, 1001, 37}, {0}, 2u},         /* middle axis, odd */
-      {3, {300, 3, 4}, {0}, 2u},           /* middle axis, short */
-      {3, {9, 4099, 3}, {0}, 2u},          /* middle axis, narrow */
-      {3, {40, 60, 50}, {0}, 3u},          /* first two axes */
-      {3, {17, 23, 64}, {0}, 5u},          /* axes 0 and 2 */
-      {2, {40, 50}, {-100, 2}, 1u},        /* negative and gapped strides */
-      {2, {64, 1000}, {0, 1}, 1u},         /* a sum over a broadcast axis (stride 0) */
-      {2, {1000, 64}, {1, 0}, 1u},         /* broadcast outputs (stride 0) */
-      {2, {700, 300}, {1, 700}, 2u},       /* transposed last axis */
-      {4, {3, 70, 5, 40}, {0}, 5u},        /* two reduced dims that do not merge */
-      {3, {256, 1024, 256}, {0}, 1u},      /* the benchmark's first axis: pairs */
-      {3, {256, 1024, 256}, {0}, 2u},      /* its middle axis: pairs over two kept dims */
-      {3, {6, 50, 4}, {200, 4, 1}, 2u},    /* middle axis, two kept dims, even strides: pairs */
-      {2, {1000, 2048}, {0}, 1u},          /* first axis, wide: pairs in parts */
-      {3, {10, 77, 12}, {0}, 2u},          /* middle axis, kept dim of 12 (packs of 4 at most) */
-      {3, {6, 50, 8}, {400, 8, 1}, 2u},    /* middle axis, strides of 8 (packs of 8 allowed) */
-      {3, {64, 256, 68}, {0}, 2u},         /* 16-bit packs of 4 in one pass */
-      {3, {64, 256, 64}, {0}, 2u},         /* the benchmark's middle axis at 2^20 */
-  };
+  const size_t i = (size_t)_i;
   /* (element bytes, pack limit) as the thunk asks: integers, float64, float32, 16-bit floats */
   static const int32_t packing[][2] = {{4, 1}, {8, 2}, {4, 4}, {2, 8}, {2, 2}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1)
-      for (size_t k = 0; k < sizeof packing / sizeof packing[0]; k++) {
-        reduce_layout l;
-        char what[96];
-        reduce_cuda_plan p = plan_packed(&cases[i], &l, sms, packing[k][0], packing[k][1]);
-        snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d", i, sms,
-                 (int)packing[k][0], (int)p.pack);
-        if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
-        check_columns_split(&l, &p, packing[k][0], what);
-        /* every pack the layout allows, in 8 and in 32 groups, whatever the plan would pick */
-        for (int32_t pack = 1; pack <= 8; pack *= 2)
-          for (int64_t groups = 8; groups <= 32; groups *= 4) {
-            if (pack * packing[k][0] > REDUCE_CUDA_COLUMNS_PACK_BYTES || !reduce_cuda_columns_packs(&l, pack))
-              continue;
-            reduce_cuda_plan forced;
-            reduce_cuda_plan_columns_as(&forced, &l, sms * 128u, sms, pack, groups);
-            snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d in %d groups",
-                     i, sms, (int)packing[k][0], (int)pack, (int)groups);
-            check_columns_split(&l, &forced, packing[k][0], what);
-          }
-      }
+  for (uint32_t sms = 1; sms <= SMS; sms += SMS - 1)
+    for (size_t k = 0; k < sizeof packing / sizeof packing[0]; k++) {
+      reduce_layout l;
+      char what[96];
+      reduce_cuda_plan p = plan_packed(&split_cases[i], &l, sms, packing[k][0], packing[k][1]);
+      snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d", i, sms,
+               (int)packing[k][0], (int)p.pack);
+      if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
+      check_columns_split(&l, &p, packing[k][0], what);
+      /* every pack the layout allows, in 8 and in 32 groups, whatever the plan would pick */
+      for (int32_t pack = 1; pack <= 8; pack *= 2)
+        for (int64_t groups = 8; groups <= 32; groups *= 4) {
+          if (pack * packing[k][0] > REDUCE_CUDA_COLUMNS_PACK_BYTES || !reduce_cuda_columns_packs(&l, pack))
+            continue;
+          reduce_cuda_plan forced;
+          reduce_cuda_plan_columns_as(&forced, &l, sms * 128u, sms, pack, groups);
+          snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d in %d groups",
+                   i, sms, (int)packing[k][0], (int)pack, (int)groups);
+          check_columns_split(&l, &forced, packing[k][0], what);
+        }
+    }
 }
 END_TEST
 
@@ -326,10 +329,10 @@ int main(void) {
   dlop_test_add_tests(tc,
                       test_kernel_by_axis,
                       test_columns_shape_of_split,
-                      test_columns_split_covers_each_element_once,
                       test_columns_cases_reach_columns,
                       test_columns_packs,
                       test_columns_wide_packs_only_for_one_pass,
                       NULL);
+  tcase_add_loop_test(tc, test_columns_split_covers_each_element_once, 0, SPLIT_CASES);
   return dlop_test_run_suite(suite);
 }

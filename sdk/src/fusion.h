@@ -108,9 +108,10 @@ typedef struct dlop__fusion_row {
   int32_t *steps;      /* the schedule: a member m >= 0, or reduction -1 - r */
   char *value_per_row; /* per value */
   char *input_per_row; /* per input: its last dim is 1 (or it has fewer dims, or one element) */
-  /* CPU: values that more than one phase reads and whose body calls math functions are kept
-   * in a buffer of the row (computed once, as the unfused node's buffer would hold them):
-   * cached[v], and what they take per element of the row (each buffer 64-byte aligned) */
+  /* Values that more than one phase reads and whose body calls math functions are kept
+   * (computed once, as the unfused node's buffer would hold them): cached[v]; on the CPU in a
+   * buffer of the row, with what they take per element of it (each buffer 64-byte aligned), on
+   * CUDA in registers where they fit */
   char *cached;
   int32_t num_cached;
   int64_t scratch_bytes;
@@ -272,7 +273,13 @@ void dlop__fusion_row_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
  * it, and dlop_fused_g<N>_row0, which reads rows longer than that again in every phase). */
 #define DLOP__FUSION_ROW_THREADS 512
 int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group);
-/* Chooses the values a CPU row kernel keeps in the row's buffers (fusion_row_source.c). */
+/* CUDA: the registers' bytes per thread (16-bit values counted as 4) that the values a row
+ * kernel keeps (below) may take; kernels of more packs compute them again in each phase. The
+ * kernels are built for two blocks per SM (64 registers a thread): ptxas fits a float32 row of
+ * 8192 (16 inputs and 16 kept values a thread) in them without spilling, not one of 16384. */
+#define DLOP__FUSION_ROW_KEPT_BYTES 64
+/* Chooses the values a row kernel keeps instead of computing them again in a later phase: the
+ * CPU's in the row's buffers, CUDA's in registers (fusion_row_source.c). */
 void dlop__fusion_row_plan_buffers(dlop__fusion_group *group);
 
 /* ---- source (fusion_source.c) ----------------------------------------------------------- */

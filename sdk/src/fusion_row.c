@@ -326,7 +326,7 @@ static int build(const dlop_function *f, const int32_t *row_of, int32_t number,
                        "fusion: row group %d has %d operands, more than the %d planned",
                        (int)number, (int)operands, DLOP__FUSION_MAX_OPERANDS);
   }
-  if (f->device.type == DLOP_DEVICE_CPU) dlop__fusion_row_plan_buffers(group);
+  dlop__fusion_row_plan_buffers(group);
   *result = group;
   return DLOP_OK;
 }

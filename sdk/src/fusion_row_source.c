@@ -11,7 +11,9 @@
  *   CUDA: a block of 512 threads per row; thread t holds packs t, t + 512, ... of each
  *         row-varying input (16-byte loads where aligned) in registers, R packs of them
  *         (dlop_fused_g<N>_row<R>), or reads them again per phase when the row is longer
- *         (_row0); warps then the block meet in shuffle trees, in the same order either way. */
+ *         (_row0); the values the CPU keeps it keeps in registers too where R packs of them
+ *         fit (the _k_ functions; `keep` in the kernel), else computes them again per phase;
+ *         warps then the block meet in shuffle trees, in the same order either way. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,14 +233,21 @@ static int add_arguments_at(text *t, const dlop__fusion_group *group, const part
     add(t, "%sv%d", first ? "" : ", ", (int)group->row->reductions[r].value);
     first = 0;
   }
-  for (int32_t v = 0; v < group->num_values; v++) { /* the row's buffers (C only) */
+  /* the values kept: C's row buffers, CUDA's packs in registers (like the inputs') */
+  for (int32_t v = 0; v < group->num_values; v++) {
     if (!p->cached_in[v]) continue;
-    add(t, "%sk%d[%s]", first ? "" : ", ", (int)v, at);
+    if (access == ACCESS_PACK)
+      add(t, "%sk%d[j].e[e]", first ? "" : ", ", (int)v);
+    else
+      add(t, "%sk%d[%s]", first ? "" : ", ", (int)v, at);
     first = 0;
   }
   for (int32_t v = 0; v < group->num_values; v++) {
     if (!p->cached_out[v]) continue;
-    add(t, "%s&k%d[%s]", first ? "" : ", ", (int)v, at);
+    if (access == ACCESS_PACK)
+      add(t, "%s&k%d[j].e[e]", first ? "" : ", ", (int)v);
+    else
+      add(t, "%s&k%d[%s]", first ? "" : ", ", (int)v, at);
     first = 0;
   }
   return !first;
@@ -272,22 +281,32 @@ static const char *to_accumulator(int32_t storage, int32_t accumulator) {
   return "(int64_t)";
 }
 
+/* Phase r's function dlop_fused_g<N><kind>_phase<r>: the value reduction r takes for one
+ * element, in its accumulator's type (kind "" for part p without kept values, "_k" with). */
+static void add_phase_function(text *t, const dlop_function *function,
+                               const dlop__fusion_group *group, const char *g, const char *kind,
+                               int32_t r, const part *p) {
+  const dlop__fusion_row_reduction *reduction = &group->row->reductions[r];
+  int32_t input = reduction->body.node.input_types[0].dtype;
+  add(t, "DLOP_SCALAR_FN %s_r%d_acc %s%s_phase%d", g, (int)r, g, kind, (int)r);
+  add_parameters(t, group, p);
+  add(t, " {\n");
+  dlop__fusion_add_members(t, function, group, p->member);
+  add_cached_stores(t, group, p);
+  add(t, "  return %s(", to_accumulator(input, reduction->body.accumulator));
+  add_source(t, group, &reduction->input);
+  add(t, ");\n}\n");
+}
+
 /* Per reduction r: its phase function dlop_fused_g<N>_phase<r>, combine, identity, finish. */
 static void add_reduction_functions(text *t, const dlop_function *function,
                                     const dlop__fusion_group *group, const char *g, int32_t r,
                                     const part *p) {
   const dlop__fusion_row_reduction *reduction = &group->row->reductions[r];
   const dlop__fusion_reduction *body = &reduction->body;
-  int32_t input = body->node.input_types[0].dtype, output = body->node.output_types[0].dtype;
+  int32_t output = body->node.output_types[0].dtype;
   add(t, "typedef %s %s_r%d_acc;\n", c_type(body->accumulator), g, (int)r);
-  add(t, "DLOP_SCALAR_FN %s_r%d_acc %s_phase%d", g, (int)r, g, (int)r);
-  add_parameters(t, group, p);
-  add(t, " {\n");
-  dlop__fusion_add_members(t, function, group, p->member);
-  add_cached_stores(t, group, p);
-  add(t, "  return %s(", to_accumulator(input, body->accumulator));
-  add_source(t, group, &reduction->input);
-  add(t, ");\n}\n");
+  add_phase_function(t, function, group, g, "", r, p);
   add(t, "DLOP_SCALAR_FN %s_r%d_acc %s_r%d_combine(%s_r%d_acc in0, %s_r%d_acc in1) {\n", g,
       (int)r, g, (int)r, g, (int)r, g, (int)r);
   add(t, "  %s_r%d_acc out0;\n  { /* #%d %s: combine */\n%s\n  }\n  return out0;\n}\n", g, (int)r,
@@ -452,8 +471,10 @@ int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group) {
   return packs;
 }
 
+/* Reduction r's phase in the kernel; kp: the phase's part with kept values (NULL: none kept),
+ * called where the template's `keep` holds. */
 static void add_cuda_reduction(text *t, const dlop__fusion_group *group, const char *g,
-                               int32_t r, const part *p) {
+                               int32_t r, const part *p, const part *kp) {
   char a[64];
   const dlop__fusion_row_reduction *reduction = &group->row->reductions[r];
   int32_t output = output_of_value(group, reduction->value), w = group->vector_width;
@@ -464,6 +485,11 @@ static void add_cuda_reduction(text *t, const dlop__fusion_group *group, const c
   add(t, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n", (int)w);
   add(t, "          const int64_t i = ((int64_t)j * %d + t) * %d + e;\n",
       DLOP__FUSION_ROW_THREADS, (int)w);
+  if (kp != NULL) {
+    add(t, "          if (i < n && keep) acc = %s_combine(acc, %s_k_phase%d(", a, g, (int)r);
+    add_arguments(t, group, kp, ACCESS_PACK);
+    add(t, "));\n          else\n");
+  }
   add(t, "          if (i < n) acc = %s_combine(acc, %s_phase%d(", a, g, (int)r);
   add_arguments(t, group, p, ACCESS_PACK);
   add(t, "));\n        }\n    } else {\n");
@@ -495,9 +521,12 @@ static void add_cuda_block_combine(text *t, const char *g, int32_t r) {
   add(t, "  __syncthreads(); /* the slots are free for the next phase */\n  return v;\n}\n");
 }
 
-static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, const part *parts) {
+/* kept: the parts with the values kept in registers (NULL: none kept), used by the kernels whose
+ * R packs of them fit DLOP__FUSION_ROW_KEPT_BYTES per thread (`keep`). */
+static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, const part *parts,
+                     const part *kept) {
   int32_t O = group->num_outputs, k, o, r, w = group->vector_width, K = group->row->num_reductions;
-  int32_t operands = O + group->num_inputs, T = DLOP__FUSION_ROW_THREADS;
+  int32_t operands = O + group->num_inputs, T = DLOP__FUSION_ROW_THREADS, kept_bytes = 0;
   const part *rows = &parts[K], *per_row = &parts[K + 1];
   for (r = 0; r < group->row->num_reductions; r++) add_cuda_block_combine(t, g, r);
   /* the thunk's int64 array: pointers, rows, n, ndim, shape[16], strides[operands][16],
@@ -509,6 +538,18 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   add(t, "template <int R>\n__device__ __forceinline__ void %s_one_row(const %s_rowargs &a, "
          "int64_t m) {\n", g, g);
   add(t, "  const int t = threadIdx.x;\n  const int64_t n = a.n, b = 0;\n  (void)b;\n");
+  /* the kept values: a pack per pack of input, each element in a register of its own */
+  for (int32_t v = 0; kept != NULL && v < group->num_values; v++) {
+    int32_t bytes = (int32_t)dlop_dtype_size((dlop_dtype)value_dtype(group, v));
+    if (!group->row->cached[v]) continue;
+    kept_bytes += bytes < 4 ? 4 : bytes;
+    add(t, "  dlop_fused_pack<%s, %d> k%d[R > 0 ? R : 1];\n", c_type(value_dtype(group, v)),
+        (int)w, (int)v);
+  }
+  if (kept != NULL)
+    add(t, "  constexpr bool keep = R > 0 && R * %d * %d <= %d;\n", (int)w, (int)kept_bytes,
+        DLOP__FUSION_ROW_KEPT_BYTES);
+
   add(t, "  int64_t off[%d] = {0};\n  {\n    int64_t rest = m;\n", (int)operands);
   add(t, "    for (int d = (int)a.ndim - 2; d >= 0; d--) {\n");
   add(t, "      const int64_t size = a.shape[d], q = rest / size, at = rest - q * size;\n");
@@ -552,7 +593,8 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
         (int)w, (int)k, type);
   }
   add(t, "    }\n  }\n");
-  for (r = 0; r < group->row->num_reductions; r++) add_cuda_reduction(t, group, g, r, &parts[r]);
+  for (r = 0; r < group->row->num_reductions; r++)
+    add_cuda_reduction(t, group, g, r, &parts[r], kept != NULL ? &kept[r] : NULL);
   if (part_has_outputs(group, rows)) {
     add(t, "  if (R > 0) {\n#pragma unroll\n    for (int j = 0; j < (R > 0 ? R : 1); j++) {\n");
     add(t, "      const int64_t q = (int64_t)j * %d + t;\n", (int)T);
@@ -562,7 +604,14 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
         add(t, "      dlop_fused_pack<%s, %d> r%d;\n", c_type(group->output_types[o].dtype),
             (int)w, (int)o);
     add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
-    add(t, "        const int64_t i = q * %d + e;\n        if (i < n) %s_out(", (int)w, g);
+    add(t, "        const int64_t i = q * %d + e;\n", (int)w);
+    if (kept != NULL) {
+      add(t, "        if (i < n && keep) %s_k_out(", g);
+      add_output_arguments(t, group, &kept[K], add_arguments(t, group, &kept[K], ACCESS_PACK),
+                           "&r%d.e[e]");
+      add(t, ");\n        else\n");
+    }
+    add(t, "        if (i < n) %s_out(", g);
     add_output_arguments(t, group, rows, add_arguments(t, group, rows, ACCESS_PACK), "&r%d.e[e]");
     add(t, ");\n      }\n      if (aligned && (q + 1) * %d <= n) {\n", (int)w);
     for (o = 0; o < O; o++)
@@ -589,7 +638,7 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   }
   add(t, "}\n");
   for (int32_t packs = 0; packs <= dlop__fusion_row_max_packs(group); packs = packs ? packs * 2 : 1)
-    add(t, "extern \"C\" __global__ void __launch_bounds__(%d) %s_row%d(%s_rowargs a) {\n"
+    add(t, "extern \"C\" __global__ void __launch_bounds__(%d, 2) %s_row%d(%s_rowargs a) {\n"
            "  for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) %s_one_row<%d>(a, m);\n"
            "}\n", (int)T, g, (int)packs, g, g, (int)packs);
   add(t, "\n");
@@ -603,6 +652,18 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
   if (parts == NULL) {
     t->failed = 1; /* reported as out of memory */
     return;
+  }
+  /* CUDA: the parts without kept values (rows read again per phase), and with (R packs in
+   * registers, where they fit) */
+  part *kept = NULL;
+  if (target == DLOP__FUSION_TARGET_CUDA && group->row->num_cached > 0) {
+    kept = calloc((size_t)K + 2, sizeof *kept);
+    if (kept == NULL) {
+      free(parts);
+      t->failed = 1;
+      return;
+    }
+    make_parts(group, 1, kept);
   }
   make_parts(group, target == DLOP__FUSION_TARGET_C, parts);
   snprintf(g, sizeof g, "dlop_fused_g%d", (int)group->number);
@@ -618,11 +679,16 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
   for (int32_t r = 0; r < K; r++) add_reduction_functions(t, function, group, g, r, &parts[r]);
   if (part_has_outputs(group, &parts[K]))
     add_output_function(t, function, group, g, "out", &parts[K]);
+  for (int32_t r = 0; kept != NULL && r < K; r++)
+    add_phase_function(t, function, group, g, "_k", r, &kept[r]);
+  if (kept != NULL && part_has_outputs(group, &kept[K]))
+    add_output_function(t, function, group, g, "k_out", &kept[K]);
   if (part_has_outputs(group, &parts[K + 1]))
     add_output_function(t, function, group, g, "perrow", &parts[K + 1]);
   if (target == DLOP__FUSION_TARGET_C)
     add_c(t, group, g, parts);
   else
-    add_cuda(t, group, g, parts);
+    add_cuda(t, group, g, parts, kept);
+  free(kept);
   free(parts);
 }

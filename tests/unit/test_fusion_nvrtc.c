@@ -7,7 +7,7 @@
  * floats; and so does a group with per-output kernels (outputs whose shapes may differ at run
  * time); and so do reductions fed by groups, for every dtype the reduce ops declare; and so does
  * a row group (a softmax and a log-softmax of one input, the row's max an output too) for the
- * float dtypes.
+ * float dtypes, its kernels keeping exp(x - max) in registers.
  * gpu_test_fusion_cuda and test_gpu_fusion_reduce.py run them. With DLOP_TEST_SCALE below 1 (the
  * sanitizer tree) every source is still generated and checked for its kernels, but NVRTC
  * compiles only float32's groups and reductions and the per-output group, to PTX: NVRTC itself
@@ -231,6 +231,12 @@ START_TEST(row_groups_compile_for_cuda) {
                                         "dlop_fused_g0_row2", "dlop_fused_g0_row4", NULL};
   char what[64];
   snprintf(what, sizeof what, "the %s row group", dlop_dtype_name(dtype));
+  /* exp(x - max), read by the sum's phase and the outputs, is kept in registers where it fits */
+  char *source = cuda_source(function, what, kernels);
+  ck_assert_msg(strstr(source, "_k_phase1(") != NULL && strstr(source, "_k_out(") != NULL &&
+                    strstr(source, "constexpr bool keep = ") != NULL,
+                "%s: no kernel keeps exp(x - max)", what);
+  free(source);
   if (!every_compile && dtype != DLOP_FLOAT32) {
     free(cuda_source(function, what, kernels));
   } else {

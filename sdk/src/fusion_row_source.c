@@ -549,7 +549,6 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   if (kept != NULL)
     add(t, "  constexpr bool keep = R > 0 && R * %d * %d <= %d;\n", (int)w, (int)kept_bytes,
         DLOP__FUSION_ROW_KEPT_BYTES);
-
   add(t, "  int64_t off[%d] = {0};\n  {\n    int64_t rest = m;\n", (int)operands);
   add(t, "    for (int d = (int)a.ndim - 2; d >= 0; d--) {\n");
   add(t, "      const int64_t size = a.shape[d], q = rest / size, at = rest - q * size;\n");

@@ -275,8 +275,9 @@ void dlop__fusion_row_thunk(dlop__fusion_group *group, dlop_thunk *thunk);
 int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group);
 /* CUDA: the registers' bytes per thread (16-bit values counted as 4) that the values a row
  * kernel keeps (below) may take; kernels of more packs compute them again in each phase. The
- * kernels are built for two blocks per SM (64 registers a thread): ptxas fits a float32 row of
- * 8192 (16 inputs and 16 kept values a thread) in them without spilling, not one of 16384. */
+ * kernels that keep them are built for two blocks per SM (64 registers a thread): ptxas fits a
+ * float32 row of 8192 (16 inputs and 16 kept values a thread) in them without spilling, not one
+ * of 16384. */
 #define DLOP__FUSION_ROW_KEPT_BYTES 64
 /* Chooses the values a row kernel keeps instead of computing them again in a later phase: the
  * CPU's in the row's buffers, CUDA's in registers (fusion_row_source.c). */

@@ -636,10 +636,15 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
     add(t, ");\n  }\n");
   }
   add(t, "}\n");
-  for (int32_t packs = 0; packs <= dlop__fusion_row_max_packs(group); packs = packs ? packs * 2 : 1)
-    add(t, "extern \"C\" __global__ void __launch_bounds__(%d, 2) %s_row%d(%s_rowargs a) {\n"
+  /* the kernels that keep values are built for two blocks per SM (64 registers a thread), which
+   * ptxas meets without spilling where they fit (fusion.h); the others as many as they need */
+  const int32_t max_packs = dlop__fusion_row_max_packs(group);
+  for (int32_t packs = 0; packs <= max_packs; packs = packs ? packs * 2 : 1) {
+    int keeps = kept != NULL && packs > 0 && packs * w * kept_bytes <= DLOP__FUSION_ROW_KEPT_BYTES;
+    add(t, "extern \"C\" __global__ void __launch_bounds__(%d%s) %s_row%d(%s_rowargs a) {\n"
            "  for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) %s_one_row<%d>(a, m);\n"
-           "}\n", (int)T, g, (int)packs, g, g, (int)packs);
+           "}\n", (int)T, keeps ? ", 2" : "", g, (int)packs, g, g, (int)packs);
+  }
   add(t, "\n");
 }
 

@@ -231,11 +231,21 @@ START_TEST(row_groups_compile_for_cuda) {
                                         "dlop_fused_g0_row2", "dlop_fused_g0_row4", NULL};
   char what[64];
   snprintf(what, sizeof what, "the %s row group", dlop_dtype_name(dtype));
-  /* exp(x - max), read by the sum's phase and the outputs, is kept in registers where it fits */
+  /* exp(x - max), read by the sum's phase and the outputs, is kept in registers where R packs
+   * of it fit in 64 bytes a thread (16-bit values in 4 bytes each); those kernels are built for
+   * two blocks per SM, the one reading rows again per phase is not */
+  static const char *const keep_rules[DLOP_DTYPE_COUNT] = {
+      [DLOP_FLOAT16] = "R * 8 * 4 <= 64", [DLOP_BFLOAT16] = "R * 8 * 4 <= 64",
+      [DLOP_FLOAT32] = "R * 4 * 4 <= 64", [DLOP_FLOAT64] = "R * 2 * 8 <= 64"};
+  char rule[96];
+  snprintf(rule, sizeof rule, "constexpr bool keep = R > 0 && %s;", keep_rules[dtype]);
   char *source = cuda_source(function, what, kernels);
   ck_assert_msg(strstr(source, "_k_phase1(") != NULL && strstr(source, "_k_out(") != NULL &&
-                    strstr(source, "constexpr bool keep = ") != NULL,
-                "%s: no kernel keeps exp(x - max)", what);
+                    strstr(source, rule) != NULL,
+                "%s: no kernel keeps exp(x - max) by the rule %s", what, rule);
+  ck_assert_msg(strstr(source, "__launch_bounds__(512) dlop_fused_g0_row0(") != NULL &&
+                    strstr(source, "__launch_bounds__(512, 2) dlop_fused_g0_row1(") != NULL,
+                "%s: the row kernels' launch bounds", what);
   free(source);
   if (!every_compile && dtype != DLOP_FLOAT32) {
     free(cuda_source(function, what, kernels));

@@ -142,6 +142,13 @@ void dlop__fusion_row_plan_buffers(dlop__fusion_group *group) {
   free(parts);
 }
 
+/* Whether part p reads or writes a kept value (else its kept variant would be a copy). */
+static int part_keeps(const dlop__fusion_group *group, const part *p) {
+  for (int32_t v = 0; v < group->num_values; v++)
+    if (p->cached_in[v] || p->cached_out[v]) return 1;
+  return 0;
+}
+
 static int part_has_outputs(const dlop__fusion_group *group, const part *p) {
   for (int32_t o = 0; o < group->num_outputs; o++)
     if (p->output[o]) return 1;
@@ -593,7 +600,8 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   }
   add(t, "    }\n  }\n");
   for (r = 0; r < group->row->num_reductions; r++)
-    add_cuda_reduction(t, group, g, r, &parts[r], kept != NULL ? &kept[r] : NULL);
+    add_cuda_reduction(t, group, g, r, &parts[r],
+                       kept != NULL && part_keeps(group, &kept[r]) ? &kept[r] : NULL);
   if (part_has_outputs(group, rows)) {
     add(t, "  if (R > 0) {\n#pragma unroll\n    for (int j = 0; j < (R > 0 ? R : 1); j++) {\n");
     add(t, "      const int64_t q = (int64_t)j * %d + t;\n", (int)T);
@@ -604,7 +612,7 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
             (int)w, (int)o);
     add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
     add(t, "        const int64_t i = q * %d + e;\n", (int)w);
-    if (kept != NULL) {
+    if (kept != NULL && part_keeps(group, &kept[K])) {
       add(t, "        if (i < n && keep) %s_k_out(", g);
       add_output_arguments(t, group, &kept[K], add_arguments(t, group, &kept[K], ACCESS_PACK),
                            "&r%d.e[e]");
@@ -684,8 +692,8 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
   if (part_has_outputs(group, &parts[K]))
     add_output_function(t, function, group, g, "out", &parts[K]);
   for (int32_t r = 0; kept != NULL && r < K; r++)
-    add_phase_function(t, function, group, g, "_k", r, &kept[r]);
-  if (kept != NULL && part_has_outputs(group, &kept[K]))
+    if (part_keeps(group, &kept[r])) add_phase_function(t, function, group, g, "_k", r, &kept[r]);
+  if (kept != NULL && part_keeps(group, &kept[K]) && part_has_outputs(group, &kept[K]))
     add_output_function(t, function, group, g, "k_out", &kept[K]);
   if (part_has_outputs(group, &parts[K + 1]))
     add_output_function(t, function, group, g, "perrow", &parts[K + 1]);

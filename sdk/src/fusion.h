@@ -279,6 +279,10 @@ int32_t dlop__fusion_row_max_packs(const dlop__fusion_group *group);
  * float32 row of 8192 (16 inputs and 16 kept values a thread) in them without spilling, not one
  * of 16384. */
 #define DLOP__FUSION_ROW_KEPT_BYTES 64
+/* What the CUDA row kernels generated from now on take as that bound: DLOP__FUSION_ROW_KEPT_BYTES,
+ * which tests set to 0 (no value kept) to compare the kernels' bits with and without kept
+ * values. Read when a function is compiled: set it before, from one thread. */
+extern int32_t dlop__fusion_row_kept_bytes;
 /* Chooses the values a row kernel keeps instead of computing them again in a later phase: the
  * CPU's in the row's buffers, CUDA's in registers (fusion_row_source.c). */
 void dlop__fusion_row_plan_buffers(dlop__fusion_group *group);

@@ -23,6 +23,8 @@
 
 typedef dlop__fusion_text text;
 
+int32_t dlop__fusion_row_kept_bytes = DLOP__FUSION_ROW_KEPT_BYTES;
+
 static void add(text *t, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static void add(text *t, const char *format, ...) {
   va_list args;
@@ -529,7 +531,7 @@ static void add_cuda_block_combine(text *t, const char *g, int32_t r) {
 }
 
 /* kept: the parts with the values kept in registers (NULL: none kept), used by the kernels whose
- * R packs of them fit DLOP__FUSION_ROW_KEPT_BYTES per thread (`keep`). */
+ * R packs of them fit dlop__fusion_row_kept_bytes per thread (`keep`). */
 static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, const part *parts,
                      const part *kept) {
   int32_t O = group->num_outputs, k, o, r, w = group->vector_width, K = group->row->num_reductions;
@@ -555,7 +557,7 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   }
   if (kept != NULL)
     add(t, "  constexpr bool keep = R > 0 && R * %d * %d <= %d;\n", (int)w, (int)kept_bytes,
-        DLOP__FUSION_ROW_KEPT_BYTES);
+        (int)dlop__fusion_row_kept_bytes);
   add(t, "  int64_t off[%d] = {0};\n  {\n    int64_t rest = m;\n", (int)operands);
   add(t, "    for (int d = (int)a.ndim - 2; d >= 0; d--) {\n");
   add(t, "      const int64_t size = a.shape[d], q = rest / size, at = rest - q * size;\n");
@@ -648,7 +650,7 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
    * ptxas meets without spilling where they fit (fusion.h); the others as many as they need */
   const int32_t max_packs = dlop__fusion_row_max_packs(group);
   for (int32_t packs = 0; packs <= max_packs; packs = packs ? packs * 2 : 1) {
-    int keeps = kept != NULL && packs > 0 && packs * w * kept_bytes <= DLOP__FUSION_ROW_KEPT_BYTES;
+    int keeps = kept != NULL && packs > 0 && packs * w * kept_bytes <= dlop__fusion_row_kept_bytes;
     add(t, "extern \"C\" __global__ void __launch_bounds__(%d%s) %s_row%d(%s_rowargs a) {\n"
            "  for (int64_t m = blockIdx.x; m < a.rows; m += gridDim.x) %s_one_row<%d>(a, m);\n"
            "}\n", (int)T, keeps ? ", 2" : "", g, (int)packs, g, g, (int)packs);

@@ -1,8 +1,10 @@
 """fusion_row_cases.py — the tests of row groups (reductions over the last axis with keepdims
 and the elementwise nodes reading their results, one kernel per group), shared by
 test_fusion_row.py (CPU) and test_gpu_fusion_row.py (CUDA), which import them and give the
-`device` fixture. Softmax, log-softmax and a layer norm's mean, variance and normalize, in
-float16, bfloat16, float32 and float64, rows of 1, 3, 17, 1000 and 8192 elements and none, rows
+`device` fixture. Softmax, log-softmax, a layer norm's mean, variance and normalize, and
+graphs whose row kernels keep values (exp(x - max) read by a later phase, two kept values, a
+kept value that is an output too), in float16, bfloat16, float32 and float64, rows of 1, 3,
+17, 1000 and 8192 elements and none, rows
 longer than a row kernel keeps (static: not a row group, explain says so; known only at run
 time: read again per phase on CUDA), empty rows, NaN and -inf rows, strided rows, per-row and
 one-element inputs, integer rows, several outputs and groups; fused
@@ -39,13 +41,39 @@ def layer_norm(x, g, b):
     return [d / dlop.sqrt(variance + 1e-5) * g + b]
 
 
-GRAPHS = {"softmax": (softmax, 5), "log_softmax": (log_softmax, 6), "layer_norm": (layer_norm, 9)}
+def softmax_over_sum_of_squares(x):
+    """exp(x - max), which the row kernels keep, written by phase 2 and read by phase 3 (the sum
+    of squares of the softmax p) and by the output p / that sum."""
+    e = dlop.exp(x - dlop.max(x, axis=-1, keepdims=True))
+    p = e / dlop.sum(e, axis=-1, keepdims=True)
+    return [p / dlop.sum(p * p, axis=-1, keepdims=True)]
+
+
+def softmax_of_tanh_times_tanh(x):
+    """Two kept values: tanh(x), read by all three parts, and exp(tanh(x) - max)."""
+    t = dlop.tanh(x)
+    e = dlop.exp(t - dlop.max(t, axis=-1, keepdims=True))
+    return [e / dlop.sum(e, axis=-1, keepdims=True) * t]
+
+
+def softmax_and_its_exp(x):
+    """A kept value that is an output too: exp(x - max) beside the softmax."""
+    e = dlop.exp(x - dlop.max(x, axis=-1, keepdims=True))
+    return [e / dlop.sum(e, axis=-1, keepdims=True), e]
+
+
+# name: (build, nodes, reductions)
+GRAPHS = {"softmax": (softmax, 5, 2), "log_softmax": (log_softmax, 6, 2),
+          "layer_norm": (layer_norm, 9, 2),
+          "softmax_over_sum_of_squares": (softmax_over_sum_of_squares, 8, 3),
+          "softmax_of_tanh_times_tanh": (softmax_of_tanh_times_tanh, 7, 2),
+          "softmax_and_its_exp": (softmax_and_its_exp, 5, 2)}
 
 
 def functions(graph, dtype, device, shape=(None, None)):
     """The graph fused and unfused, and its inputs' variables (x, and g and b for a layer norm:
     vectors of the row's length)."""
-    build, _ = GRAPHS[graph]
+    build = GRAPHS[graph][0]
     x = dlop.matrix("x", dtype, shape=shape)
     inputs = [x] if graph != "layer_norm" else [x, dlop.vector("g", dtype), dlop.vector("b", dtype)]
     outputs = build(*inputs)
@@ -88,14 +116,18 @@ def assert_close(got, want, dtype, what):
 def test_row_group_against_fuse_false(device, graph, dtype):
     fused, unfused, _ = functions(graph, dtype, device)
     text = fused.explain()
-    nodes = GRAPHS[graph][1]  # bfloat16's layer norm: its epsilon's cast runs before the group
+    _, nodes, reductions = GRAPHS[graph]  # bfloat16's layer norm: its epsilon's cast runs first
     assert "(%d of the graph's nodes run in fused kernels)" % nodes in text, text
-    assert ": %d nodes in one kernel, dlop_fused_g0; 2 reductions" % nodes in text, text
+    assert (": %d nodes in one kernel, dlop_fused_g0; %d reductions" % (nodes, reductions)
+            in text), text
     for n in LENGTHS:
         for rows in (0, 5):
             arrays = values_for(graph, dtype, rows, n)
             got, want = run(fused, arrays, dtype, device), run(unfused, arrays, dtype, device)
-            assert_close(got[0], want[0], dtype, "%s %s %d x %d" % (graph, dtype, rows, n))
+            assert len(got) == len(want)
+            for k in range(len(want)):
+                assert_close(got[k], want[k], dtype,
+                             "%s %s %d x %d, output %d" % (graph, dtype, rows, n, k))
 
 
 def test_explain_shows_the_members_and_the_phases(device):

@@ -79,17 +79,8 @@ static dlop_array *rows_of(dlop_dtype dtype, int64_t rows, int64_t n, uint64_t s
   return array;
 }
 
-static dlop_function *compile(dlop_graph *graph, dlop_var *x, dlop_var **outputs, int32_t count,
-                              int32_t kept_bytes) {
-  dlop_function *function = NULL;
-  dlop__fusion_row_kept_bytes = kept_bytes;
-  int status = dlop_function_compile(graph, &x, 1, outputs, count, CUDA, &function);
-  dlop__fusion_row_kept_bytes = DLOP__FUSION_ROW_KEPT_BYTES;
-  ck_assert_msg(status == DLOP_OK, "%s", dlop_last_error());
-  return function;
-}
-
-/* The bound the kernels' source states (`... <= N;` after keep's other terms). */
+/* The kernels' source states the bound they are built for (`... <= N;` after keep's other
+ * terms); it is generated again from dlop__fusion_row_kept_bytes, so asked while that holds. */
 static int source_states_bound(dlop_function *function, int32_t bound) {
   char *source = NULL, needle[32];
   DLOP_CK_OK(dlop__function_fused_source(function, DLOP__FUSION_TARGET_CUDA, &source));
@@ -97,6 +88,20 @@ static int source_states_bound(dlop_function *function, int32_t bound) {
   int found = strstr(source, "constexpr bool keep") != NULL && strstr(source, needle) != NULL;
   free(source);
   return found;
+}
+
+static dlop_function *compile(dlop_graph *graph, dlop_var *x, dlop_var **outputs, int32_t count,
+                              int32_t kept_bytes, const char *what) {
+  dlop_function *function = NULL;
+  dlop__fusion_row_kept_bytes = kept_bytes;
+  int status = dlop_function_compile(graph, &x, 1, outputs, count, CUDA, &function);
+  int stated = status == DLOP_OK && source_states_bound(function, kept_bytes);
+  dlop__fusion_row_kept_bytes = DLOP__FUSION_ROW_KEPT_BYTES;
+  ck_assert_msg(status == DLOP_OK, "%s: %s", what, dlop_last_error());
+  ck_assert_msg(dlop_function_node_count(function) == 1, "%s: not one row group", what);
+  ck_assert_msg(stated, "%s: the kernels' source does not state the bound of %d bytes", what,
+                (int)kept_bytes);
+  return function;
 }
 
 START_TEST(kept_values_give_the_bits_of_values_computed_again) {
@@ -109,14 +114,10 @@ START_TEST(kept_values_give_the_bits_of_values_computed_again) {
   dlop_var *x = NULL, *outputs[2];
   DLOP_CK_OK(dlop_graph_input(graph, "x", dtype, 2, unknown, &x));
   int32_t count = build(graph, which, x, outputs);
-  dlop_function *keeping = compile(graph, x, outputs, count, DLOP__FUSION_ROW_KEPT_BYTES);
-  dlop_function *again = compile(graph, x, outputs, count, 0);
-  ck_assert_msg(dlop_function_node_count(keeping) == 1, "%s %s: not one row group",
-                graph_names[which], dlop_dtype_name(dtype));
-  ck_assert_msg(source_states_bound(keeping, DLOP__FUSION_ROW_KEPT_BYTES) &&
-                    source_states_bound(again, 0),
-                "%s %s: the kernels' source does not state the bound they were built for",
-                graph_names[which], dlop_dtype_name(dtype));
+  char what[96];
+  snprintf(what, sizeof what, "%s %s", graph_names[which], dlop_dtype_name(dtype));
+  dlop_function *keeping = compile(graph, x, outputs, count, DLOP__FUSION_ROW_KEPT_BYTES, what);
+  dlop_function *again = compile(graph, x, outputs, count, 0, what);
   size_t size = dlop_dtype_size(dtype);
   for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
     const int64_t rows = 6, n = lengths[l];
@@ -131,9 +132,9 @@ START_TEST(kept_values_give_the_bits_of_values_computed_again) {
       DLOP_CK_OK(dlop_array_to_host(want[o], b, bytes));
       for (size_t i = 0; i < bytes; i++)
         ck_assert_msg(a[i] == b[i],
-                      "%s %s, rows of %lld, output %d: element [%lld, %lld] differs from the "
+                      "%s, rows of %lld, output %d: element [%lld, %lld] differs from the "
                       "kernel that keeps no value: %.9g against %.9g",
-                      graph_names[which], dlop_dtype_name(dtype), (long long)n, (int)o,
+                      what, (long long)n, (int)o,
                       (long long)(i / size / (size_t)n), (long long)(i / size % (size_t)n),
                       dlop_test_get(a, dtype, (int64_t)(i / size)),
                       dlop_test_get(b, dtype, (int64_t)(i / size)));

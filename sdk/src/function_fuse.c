@@ -112,8 +112,10 @@ static int calls_a_function(const dlop__fusion_group *group) {
  * floats computed in float (sqrt +10 %, softplus +5 % at 4 packs; two inputs +3-7 % at 2). They
  * cost 1-4 % on cheap bodies: one pack there. Bodies of 8-byte dtypes (float64; int64 too) that
  * call functions take 2, whatever their number of array inputs: with the evict-first hints gone,
- * the float64 seed chain's kernel went from 0.93 of the fused limit at one pack to 1.04 at two
- * (with the hints two packs had cost 6 %); other 8-byte bodies were not measured. */
+ * one sweep had the float64 seed chain's kernel at 0.93 of the fused limit at one pack and 1.04
+ * at two, but the bench has measured it at 0.91-0.94 of the limit at two and at one since
+ * (bench/RESULTS.md): that kernel is bound by its float64 arithmetic (its exp alone, or its
+ * tanh alone, runs at 1.04), not by loads in flight. Other 8-byte bodies were not measured. */
 static int32_t packs_per_thread(const dlop__fusion_group *group) {
   if (group->reduction != NULL || !calls_a_function(group)) return 1;
   int32_t widest = 16 / group->vector_width, arrays = 0;

@@ -1,15 +1,14 @@
-"""fusion_row_cases.py — the tests of row groups (reductions over the last axis with keepdims
-and the elementwise nodes reading their results, one kernel per group), shared by
+"""fusion_row_cases.py — the tests of row groups (reductions over the last axis with keepdims and
+the elementwise nodes reading their results, one kernel per group), shared by
 test_fusion_row.py (CPU) and test_gpu_fusion_row.py (CUDA), which import them and give the
-`device` fixture. Softmax, log-softmax, a layer norm's mean, variance and normalize, and
-graphs whose row kernels keep values (exp(x - max) read by a later phase, two kept values, a
-kept value that is an output too), in float16, bfloat16, float32 and float64, rows of 1, 3,
-17, 1000 and 8192 elements and none, rows
-longer than a row kernel keeps (static: not a row group, explain says so; known only at run
-time: read again per phase on CUDA), empty rows, NaN and -inf rows, strided rows, per-row and
-one-element inputs, integer rows, several outputs and groups; fused
-against fuse=False on the same inputs: within the reduce tests' tolerance (the summation order
-differs), max exactly, NaN where NaN."""
+`device` fixture. Softmax, log-softmax, a layer norm's mean, variance and normalize, and graphs
+whose row kernels keep values (exp(x - max) read by a later phase, two kept values, a kept
+value that is an output too), in float16, bfloat16, float32 and float64, rows of 1, 3, 17, 1000
+and 8192 elements and none, rows longer than a row kernel keeps (static: not a row group,
+explain says so; known only at run time: read again per phase on CUDA), empty rows, NaN and
+-inf rows, strided rows, per-row and one-element inputs, integer rows, several outputs and
+groups; fused against fuse=False on the same inputs: within the reduce tests' tolerance (the
+summation order differs), max exactly, NaN where NaN."""
 import numpy as np
 import pytest
 

@@ -144,11 +144,12 @@ void dlop__fusion_row_plan_buffers(dlop__fusion_group *group) {
   free(parts);
 }
 
-/* Whether part p reads or writes a kept value (else its kept variant would be a copy). */
-static int part_keeps(const dlop__fusion_group *group, const part *p) {
-  for (int32_t v = 0; v < group->num_values; v++)
-    if (p->cached_in[v] || p->cached_out[v]) return 1;
-  return 0;
+/* Part i of the parts with kept values, where it reads or writes one; NULL where it does not
+ * (its kept variant would be a copy of the plain one) or nothing is kept (kept NULL). */
+static const part *kept_part(const dlop__fusion_group *group, const part *kept, int32_t i) {
+  for (int32_t v = 0; kept != NULL && v < group->num_values; v++)
+    if (kept[i].cached_in[v] || kept[i].cached_out[v]) return &kept[i];
+  return NULL;
 }
 
 static int part_has_outputs(const dlop__fusion_group *group, const part *p) {
@@ -602,8 +603,7 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
   }
   add(t, "    }\n  }\n");
   for (r = 0; r < group->row->num_reductions; r++)
-    add_cuda_reduction(t, group, g, r, &parts[r],
-                       kept != NULL && part_keeps(group, &kept[r]) ? &kept[r] : NULL);
+    add_cuda_reduction(t, group, g, r, &parts[r], kept_part(group, kept, r));
   if (part_has_outputs(group, rows)) {
     add(t, "  if (R > 0) {\n#pragma unroll\n    for (int j = 0; j < (R > 0 ? R : 1); j++) {\n");
     add(t, "      const int64_t q = (int64_t)j * %d + t;\n", (int)T);
@@ -614,9 +614,10 @@ static void add_cuda(text *t, const dlop__fusion_group *group, const char *g, co
             (int)w, (int)o);
     add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
     add(t, "        const int64_t i = q * %d + e;\n", (int)w);
-    if (kept != NULL && part_keeps(group, &kept[K])) {
+    const part *kept_rows = kept_part(group, kept, K);
+    if (kept_rows != NULL) {
       add(t, "        if (i < n && keep) %s_k_out(", g);
-      add_output_arguments(t, group, &kept[K], add_arguments(t, group, &kept[K], ACCESS_PACK),
+      add_output_arguments(t, group, kept_rows, add_arguments(t, group, kept_rows, ACCESS_PACK),
                            "&r%d.e[e]");
       add(t, ");\n        else\n");
     }
@@ -693,9 +694,10 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
   for (int32_t r = 0; r < K; r++) add_reduction_functions(t, function, group, g, r, &parts[r]);
   if (part_has_outputs(group, &parts[K]))
     add_output_function(t, function, group, g, "out", &parts[K]);
-  for (int32_t r = 0; kept != NULL && r < K; r++)
-    if (part_keeps(group, &kept[r])) add_phase_function(t, function, group, g, "_k", r, &kept[r]);
-  if (kept != NULL && part_keeps(group, &kept[K]) && part_has_outputs(group, &kept[K]))
+  for (int32_t r = 0; r < K; r++)
+    if (kept_part(group, kept, r) != NULL)
+      add_phase_function(t, function, group, g, "_k", r, &kept[r]);
+  if (kept_part(group, kept, K) != NULL && part_has_outputs(group, &kept[K]))
     add_output_function(t, function, group, g, "k_out", &kept[K]);
   if (part_has_outputs(group, &parts[K + 1]))
     add_output_function(t, function, group, g, "perrow", &parts[K + 1]);

@@ -32,23 +32,25 @@ static int get_pool(dlop_device device, dlop__memory_pool **pool, dlop__cuda_sco
  * allocator puts large blocks 16 bytes past a page boundary (NumPy's arrays too) and 64-byte
  * alignment then put dlop's outputs 48 bytes past their inputs modulo 4 KiB: each vector load
  * then matched the page offset of a store still in flight ("4K aliasing"), which cost a one-
- * thread `-x` over 2^20 float64 18 % on an AMD EPYC (bench/RESULTS.md). Half a page is far from
+ * thread `-x` over 2^20 float64 22 % on an AMD EPYC (bench/RESULTS.md). Half a page is far from
  * every page offset that common inputs have (0, 16, 64 and this one). */
 #define HOST_HALF_PAGE_MIN ((size_t)64 << 10)
 
+/* Whether a host block of this (rounded) size starts half a page in: what it was allocated as
+ * follows from its size, so freeing it needs nothing else. */
+static int host_half_page(size_t size) {
+  return size >= HOST_HALF_PAGE_MIN && size <= SIZE_MAX - 8192;
+}
+
 /* The driver / system allocator itself. Returns a CUresult-like code: 0 or an error. */
-static CUresult driver_alloc(dlop__memory_pool *pool, size_t size, void **pointer,
-                             void **allocation) {
-  *allocation = NULL;
+static CUresult driver_alloc(dlop__memory_pool *pool, size_t size, void **pointer) {
   if (pool->device.type == DLOP_DEVICE_CPU) {
-    if (size < HOST_HALF_PAGE_MIN || size > SIZE_MAX - 8192) {
+    if (!host_half_page(size)) {
       *pointer = aligned_alloc(64, size);
-      return *pointer ? DLOP_CUDA_SUCCESS : DLOP_CUDA_ERROR_OUT_OF_MEMORY;
+    } else { /* aligned_alloc's size a multiple of its alignment, with room for the half page */
+      char *allocation = aligned_alloc(4096, (size + 2048 + 4095) / 4096 * 4096);
+      *pointer = allocation ? allocation + 2048 : NULL;
     }
-    /* aligned_alloc's size a multiple of its alignment, with room for the half page */
-    size_t padded = (size + 2048 + 4095) / 4096 * 4096;
-    *allocation = aligned_alloc(4096, padded);
-    *pointer = *allocation ? (char *)*allocation + 2048 : NULL;
     return *pointer ? DLOP_CUDA_SUCCESS : DLOP_CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUdeviceptr address = 0;
@@ -60,7 +62,7 @@ static CUresult driver_alloc(dlop__memory_pool *pool, size_t size, void **pointe
 /* Give one cached block back to the driver, after the work that last used it. */
 static void driver_free(dlop__memory_pool *pool, dlop__pool_block *block) {
   if (pool->device.type == DLOP_DEVICE_CPU)
-    free(block->allocation != NULL ? block->allocation : block->pointer);
+    free(host_half_page(block->size) ? (char *)block->pointer - 2048 : block->pointer);
   else dlop__device_pool_free_memory(pool, block);
   pool->driver_frees++;
   free(block);
@@ -163,12 +165,12 @@ int dlop__pool_take(dlop__memory_pool *pool, dlop_device device, size_t bytes, u
       return dlop__error(DLOP_OUT_OF_MEMORY, "out of host memory for the bookkeeping of a %zu-byte "
                          "block on %s", size, where);
     }
-    void *address = NULL, *allocation = NULL;
-    CUresult result = driver_alloc(pool, size, &address, &allocation);
+    void *address = NULL;
+    CUresult result = driver_alloc(pool, size, &address);
     if (result == DLOP_CUDA_ERROR_OUT_OF_MEMORY) {
       /* Cached blocks of other sizes may be what stands in the way: give them back, retry. */
       release_cached_locked(pool);
-      result = driver_alloc(pool, size, &address, &allocation);
+      result = driver_alloc(pool, size, &address);
     }
     if (result != DLOP_CUDA_SUCCESS) {
       uint64_t in_use = atomic_load(&pool->bytes_in_use);
@@ -183,7 +185,6 @@ int dlop__pool_take(dlop__memory_pool *pool, dlop_device device, size_t bytes, u
                          where, dlop__cuda_result_text(result));
     }
     block->pointer = address;
-    block->allocation = allocation;
     block->size = size;
     pool->driver_allocations++;
   }

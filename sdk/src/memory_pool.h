@@ -45,7 +45,6 @@ typedef struct dlop__pool_user {
 
 typedef struct dlop__pool_block {
   void *pointer;
-  void *allocation; /* what the system allocator returned, when not pointer (large host blocks) */
   size_t size;                            /* rounded size, what the driver allocated */
   int num_users;                          /* users at the last free (CUDA) */
   dlop__pool_user users[DLOP__MEMORY_MAX_USERS];

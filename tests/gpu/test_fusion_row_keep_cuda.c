@@ -64,10 +64,7 @@ static dlop_array *rows_of(dlop_dtype dtype, int64_t rows, int64_t n, uint64_t s
   size_t size = dlop_dtype_size(dtype);
   void *data = malloc((size_t)(rows * n) * size + 1);
   ck_assert_ptr_nonnull(data);
-  for (int64_t i = 0; i < rows * n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    dlop_test_set(data, dtype, i, -8.0 + 16.0 * (double)(seed >> 11) / 9007199254740992.0);
-  }
+  dlop_test_fill_random(data, dtype, rows * n, seed, -8.0, 8.0);
   dlop_test_set(data, dtype, 1 * n + n / 2, 0.0 / 0.0);
   dlop_test_set(data, dtype, 2 * n, -1.0 / 0.0);
   dlop_test_set(data, dtype, 2 * n + n - 1, 1.0 / 0.0);

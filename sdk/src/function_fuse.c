@@ -105,28 +105,24 @@ static int calls_a_function(const dlop__fusion_group *group) {
   return 0;
 }
 
-/* CUDA: packs per thread of the vector kernel, from a sweep on an H200 (1, 2 and 4 packs over
- * exp, tanh, sqrt, softplus, x * b + 1 and the seed chain, float16 to float64, 2^26-2^28): more
- * packs in flight pay where a thread's arithmetic is long against its loads: a body that calls
- * functions on one 4-byte input (tanh +4 %, softplus +4-12 % at 2 packs), or 16-bit floats
- * computed in float (sqrt +10 %, softplus +5 % at 4 packs; two inputs +3-7 % at 2). They cost
- * 1-4 % on cheap bodies: one pack there. Bodies of 8-byte dtypes (float64; int64 too) that call
- * functions take 4 packs in blocks of 128 threads (vector_block), the form of torch.compile's
- * kernel for the float64 seed chain: such kernels run at the card's power limit, and that form
- * ran the chain at 0.97 of a copy's speed where 2 packs in blocks of 256 ran it at 0.82-0.84,
- * 1 pack at 0.91 (bench/RESULTS.md). Other 8-byte bodies were not measured. */
+/* CUDA: packs per thread and step of the vector kernel, from a sweep on an H200 (1, 2 and 4 packs
+ * over exp, tanh, sqrt, softplus, x * b + 1 and the seed chain, float16 to float64, 2^26-2^28):
+ * more packs in flight pay where a thread's arithmetic is long against its loads: a body that
+ * calls functions on one 4-byte input (tanh +4 %, softplus +4-12 % at 2 packs), or 16-bit
+ * floats computed in float (sqrt +10 %, softplus +5 % at 4 packs; two inputs +3-7 % at 2). They
+ * cost 1-4 % on cheap bodies: one pack there. Bodies of 8-byte dtypes (float64; int64 too) that
+ * call functions take 2, whatever their number of array inputs: with the evict-first hints gone,
+ * one sweep had the float64 seed chain's kernel at 0.93 of the fused limit at one pack and 1.04
+ * at two, but the bench has measured it at 0.91-0.94 of the limit at two and at one since
+ * (bench/RESULTS.md): that kernel is bound by its float64 arithmetic (its exp alone, or its
+ * tanh alone, runs at 1.04), not by loads in flight. Other 8-byte bodies were not measured. */
 static int32_t packs_per_thread(const dlop__fusion_group *group) {
   if (group->reduction != NULL || !calls_a_function(group)) return 1;
   int32_t widest = 16 / group->vector_width, arrays = 0;
   for (int32_t k = 0; k < group->num_inputs; k++) arrays += !group->input_scalar[k];
-  if (widest >= 8) return 4;
+  if (widest >= 8) return 2;
   if (widest <= 2) return arrays <= 1 ? 4 : 2;
   return arrays <= 1 ? 2 : 1;
-}
-
-static int32_t vector_block(const dlop__fusion_group *group) {
-  int32_t widest = 16 / group->vector_width;
-  return group->reduction == NULL && calls_a_function(group) && widest >= 8 ? 128 : 256;
 }
 
 void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
@@ -136,7 +132,6 @@ void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
   group->device = device;
   group->vector_width = vector_width(group);
   group->packs_per_thread = packs_per_thread(group);
-  group->vector_block = vector_block(group);
 }
 
 int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *const *groups,

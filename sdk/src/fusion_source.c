@@ -484,71 +484,50 @@ static void add_cuda_contiguous(text *t, const dlop__fusion_group *group, const 
   add(t, "  }\n}\n\n");
 }
 
-/* One chunk of U packs of W elements per thread: a block covers blockDim * U packs, the
- * thread's packs blockDim apart (coalesced), all loaded before any is computed so that U loads
- * are in flight per thread; the blocks step over the chunks by the grid. A whole chunk goes
- * without bounds checks, the last one pack by pack. One aligned pack per array operand (the
- * host launches it when every array operand's pointer is aligned to its pack). */
-static void add_cuda_vector_chunk(text *t, const dlop__fusion_group *group, const part *p,
-                                  const char *element, int checked, const char *in) {
-  int32_t k, w = group->vector_width, outputs = group->num_outputs, u = group->packs_per_thread;
-  char deeper[32];
-  snprintf(deeper, sizeof deeper, "%s    ", in);
+/* U packs of W elements per thread and step, the packs a grid apart (coalesced), all loaded
+ * before any is computed so that U loads are in flight per thread; one aligned pack per array
+ * operand (the host launches it when every array operand's pointer is aligned to its pack). */
+static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part *p,
+                            const char *element) {
+  int32_t g = group->number, k, w = group->vector_width, outputs = group->num_outputs;
+  int32_t u = group->packs_per_thread;
+  add(t, "extern \"C\" __global__ void __launch_bounds__(256) dlop_fused_g%d_vector("
+         "dlop_fused_g%d_pointers p, int64_t n) {\n", (int)g, (int)g);
+  add_operands(t, group, p, "p.p[%d]", "  ");
+  add(t, "  const int64_t vectors = n / %d, step = DLOP_FUSED_THREADS;\n", (int)w);
+  add(t, "  for (int64_t v0 = DLOP_FUSED_THREAD; v0 < vectors; v0 += %d * step) {\n", (int)u);
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
     if (!p->input[k] || group->input_scalar[k]) continue;
-    add(t, "%sdlop_fused_pack<%s, %d> x%d_[%d];\n", in, type, (int)w, (int)k, (int)u);
+    add(t, "    dlop_fused_pack<%s, %d> x%d_[%d];\n", type, (int)w, (int)k, (int)u);
   }
-  for (int pass = 0; pass < 2; pass++) { /* the loads, then the arithmetic and the stores */
-    add(t, "#pragma unroll\n%sfor (int u = 0; u < %d; u++) {\n", in, (int)u);
-    add(t, "%s  const int64_t v = v0 + u * (int64_t)blockDim.x;\n", in);
-    if (checked) add(t, "%s  if (v >= vectors) break;\n", in);
-    for (k = 0; k < group->num_inputs; k++) {
-      const char *type = c_type(group->input_types[k].dtype);
-      if (!p->input[k] || group->input_scalar[k]) continue;
-      if (pass == 0)
-        add(t, "%s  x%d_[u] = dlop_fused_load(reinterpret_cast<const dlop_fused_pack<%s, %d> *>("
-               "a%d + v * %d));\n", in, (int)k, type, (int)w, (int)k, (int)w);
-      else
-        add(t, "%s  const dlop_fused_pack<%s, %d> &x%d = x%d_[u];\n", in, type, (int)w, (int)k,
-            (int)k);
-    }
-    if (pass == 1) {
-      for (k = 0; k < outputs; k++)
-        add(t, "%s  dlop_fused_pack<%s, %d> r%d;\n", in, c_type(group->output_types[k].dtype),
-            (int)w, (int)k);
-      add(t, "#pragma unroll\n%s  for (int e = 0; e < %d; e++) {\n", in, (int)w);
-      add_call(t, group, p, element, ACCESS_PACK, deeper);
-      add(t, "%s  }\n", in);
-      for (k = 0; k < outputs; k++) {
-        const char *type = c_type(group->output_types[k].dtype);
-        add(t, "%s  dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(o%d + v * %d), "
-               "r%d);\n", in, type, (int)w, (int)k, (int)w, (int)k);
-      }
-    }
-    add(t, "%s}\n", in);
+  add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
+  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      x%d_[u] = dlop_fused_load(reinterpret_cast<const dlop_fused_pack<%s, %d> *>("
+           "a%d + v * %d));\n", (int)k, type, (int)w, (int)k, (int)w);
   }
-}
-
-static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part *p,
-                            const char *element) {
-  int32_t g = group->number, w = group->vector_width, u = group->packs_per_thread;
-  add(t, "extern \"C\" __global__ void __launch_bounds__(%d) dlop_fused_g%d_vector("
-         "dlop_fused_g%d_pointers p, int64_t n) {\n", (int)group->vector_block, (int)g, (int)g);
-  add_operands(t, group, p, "p.p[%d]", "  ");
-  add(t, "  const int64_t vectors = n / %d, chunk = (int64_t)blockDim.x * %d;\n", (int)w, (int)u);
-  add(t, "  for (int64_t v0 = (int64_t)blockIdx.x * chunk + threadIdx.x; v0 < vectors;"
-         " v0 += (int64_t)gridDim.x * chunk) {\n");
-  if (u == 1) {
-    add_cuda_vector_chunk(t, group, p, element, 0, "    ");
-  } else {
-    add(t, "    if (v0 + (int64_t)blockDim.x * %d < vectors) {\n", (int)(u - 1));
-    add_cuda_vector_chunk(t, group, p, element, 0, "      ");
-    add(t, "    } else {\n");
-    add_cuda_vector_chunk(t, group, p, element, 1, "      ");
-    add(t, "    }\n");
+  add(t, "    }\n");
+  add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
+  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  for (k = 0; k < group->num_inputs; k++) {
+    const char *type = c_type(group->input_types[k].dtype);
+    if (!p->input[k] || group->input_scalar[k]) continue;
+    add(t, "      const dlop_fused_pack<%s, %d> &x%d = x%d_[u];\n", type, (int)w, (int)k, (int)k);
   }
-  add(t, "  }\n");
+  for (k = 0; k < outputs; k++)
+    add(t, "      dlop_fused_pack<%s, %d> r%d;\n", c_type(group->output_types[k].dtype), (int)w, (int)k);
+  add(t, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n", (int)w);
+  add_call(t, group, p, element, ACCESS_PACK, "        ");
+  add(t, "      }\n");
+  for (k = 0; k < outputs; k++) {
+    const char *type = c_type(group->output_types[k].dtype);
+    add(t, "      dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(o%d + v * %d), r%d);\n",
+        type, (int)w, (int)k, (int)w, (int)k);
+  }
+  add(t, "    }\n  }\n");
   add(t, "  for (int64_t i = vectors * %d + DLOP_FUSED_THREAD; i < n; i += DLOP_FUSED_THREADS) {\n",
       (int)w);
   add_call(t, group, p, element, ACCESS_UNIT, "    ");

@@ -353,15 +353,15 @@ static int cpu_pass(const dlop__fusion_group *group, const dlop_run_args *args, 
   return status;
 }
 
-static int cuda_launch(void *function, uint32_t grid, uint32_t threads, void *stream,
-                       void **kernel_args, const dlop_run_args *args) {
-  uint32_t grid3[3] = {grid, 1, 1}, block[3] = {threads, 1, 1};
+static int cuda_launch(void *function, uint32_t grid, void *stream, void **kernel_args,
+                       const dlop_run_args *args) {
+  uint32_t grid3[3] = {grid, 1, 1}, block[3] = {FUSED_CUDA_BLOCK, 1, 1};
   return dlop__host_api()->cuda_launch(function, grid3, block, 0, stream, kernel_args,
                                        args->error, args->error_size);
 }
 
-static uint32_t grid_for(int64_t threads, int64_t block, uint32_t cap) {
-  int64_t blocks = threads / block + (threads % block != 0);
+static uint32_t grid_for(int64_t threads, uint32_t cap) {
+  int64_t blocks = threads / FUSED_CUDA_BLOCK + (threads % FUSED_CUDA_BLOCK != 0);
   if (blocks > (int64_t)cap) blocks = cap;
   return blocks < 1 ? 1u : (uint32_t)blocks;
 }
@@ -402,13 +402,11 @@ static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args,
   if (output < 0 && dlop__fusion_layout_contiguous(&pass.layout, pass.flat)) {
     if (n >= group->vector_width && packs_aligned(group, &pass)) {
       int64_t vectors = n / group->vector_width, u = group->packs_per_thread;
-      uint32_t block = (uint32_t)group->vector_block;
       return cuda_launch(group->functions[CUDA_VECTOR],
-                         grid_for(vectors / u + (vectors % u != 0), block, FUSED_CUDA_MAX_GRID),
-                         block, args->stream, kernel_args, args);
+                         grid_for(vectors / u + (vectors % u != 0), FUSED_CUDA_MAX_GRID),
+                         args->stream, kernel_args, args);
     }
-    return cuda_launch(group->functions[CUDA_CONTIGUOUS],
-                       grid_for(n, FUSED_CUDA_BLOCK, FUSED_CUDA_MAX_GRID), FUSED_CUDA_BLOCK,
+    return cuda_launch(group->functions[CUDA_CONTIGUOUS], grid_for(n, FUSED_CUDA_MAX_GRID),
                        args->stream, kernel_args, args);
   }
   /* the layout struct of the kernels: ndim, shape[16], strides[operands][16], all int64 */
@@ -421,8 +419,7 @@ static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args,
   void *function = output >= 0                       ? group->functions[CUDA_OUTPUT + output]
                    : n <= (int64_t)UINT32_MAX ? group->functions[CUDA_STRIDED32]
                                                      : group->functions[CUDA_STRIDED64];
-  return cuda_launch(function, grid_for(n, FUSED_CUDA_BLOCK, group->max_blocks), FUSED_CUDA_BLOCK,
-                     args->stream, kernel_args, args);
+  return cuda_launch(function, grid_for(n, group->max_blocks), args->stream, kernel_args, args);
 }
 
 static int fused_run(void *state, const dlop_run_args *args) {

@@ -694,11 +694,13 @@ void dlop__fusion_add_row_group(text *t, const dlop_function *function,
   for (int32_t r = 0; r < K; r++) add_reduction_functions(t, function, group, g, r, &parts[r]);
   if (part_has_outputs(group, &parts[K]))
     add_output_function(t, function, group, g, "out", &parts[K]);
-  for (int32_t r = 0; r < K; r++)
-    if (kept_part(group, kept, r) != NULL)
-      add_phase_function(t, function, group, g, "_k", r, &kept[r]);
-  if (kept_part(group, kept, K) != NULL && part_has_outputs(group, &kept[K]))
-    add_output_function(t, function, group, g, "k_out", &kept[K]);
+  for (int32_t r = 0; r < K; r++) {
+    const part *kept_phase = kept_part(group, kept, r);
+    if (kept_phase != NULL) add_phase_function(t, function, group, g, "_k", r, kept_phase);
+  }
+  const part *kept_rows = kept_part(group, kept, K);
+  if (kept_rows != NULL && part_has_outputs(group, kept_rows))
+    add_output_function(t, function, group, g, "k_out", kept_rows);
   if (part_has_outputs(group, &parts[K + 1]))
     add_output_function(t, function, group, g, "perrow", &parts[K + 1]);
   if (target == DLOP__FUSION_TARGET_C)

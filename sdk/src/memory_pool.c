@@ -35,11 +35,12 @@ static int get_pool(dlop_device device, dlop__memory_pool **pool, dlop__cuda_sco
  * thread `-x` over 2^20 float64 22 % on an AMD EPYC (bench/RESULTS.md). Half a page is far from
  * every page offset that common inputs have (0, 16, 64 and this one). */
 #define HOST_HALF_PAGE_MIN ((size_t)64 << 10)
+#define HOST_PAGE ((size_t)4096)
 
 /* Whether a host block of this (rounded) size starts half a page in: what it was allocated as
  * follows from its size, so freeing it needs nothing else. */
 static int host_half_page(size_t size) {
-  return size >= HOST_HALF_PAGE_MIN && size <= SIZE_MAX - 8192;
+  return size >= HOST_HALF_PAGE_MIN && size <= SIZE_MAX - 2 * HOST_PAGE;
 }
 
 /* The driver / system allocator itself. Returns a CUresult-like code: 0 or an error. */
@@ -48,8 +49,9 @@ static CUresult driver_alloc(dlop__memory_pool *pool, size_t size, void **pointe
     if (!host_half_page(size)) {
       *pointer = aligned_alloc(64, size);
     } else { /* aligned_alloc's size a multiple of its alignment, with room for the half page */
-      char *allocation = aligned_alloc(4096, (size + 2048 + 4095) / 4096 * 4096);
-      *pointer = allocation ? allocation + 2048 : NULL;
+      char *allocation =
+          aligned_alloc(HOST_PAGE, (size + HOST_PAGE / 2 + HOST_PAGE - 1) / HOST_PAGE * HOST_PAGE);
+      *pointer = allocation ? allocation + HOST_PAGE / 2 : NULL;
     }
     return *pointer ? DLOP_CUDA_SUCCESS : DLOP_CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -62,7 +64,7 @@ static CUresult driver_alloc(dlop__memory_pool *pool, size_t size, void **pointe
 /* Give one cached block back to the driver, after the work that last used it. */
 static void driver_free(dlop__memory_pool *pool, dlop__pool_block *block) {
   if (pool->device.type == DLOP_DEVICE_CPU)
-    free(host_half_page(block->size) ? (char *)block->pointer - 2048 : block->pointer);
+    free(host_half_page(block->size) ? (char *)block->pointer - HOST_PAGE / 2 : block->pointer);
   else dlop__device_pool_free_memory(pool, block);
   pool->driver_frees++;
   free(block);

@@ -137,22 +137,27 @@ def torch_cuda():
     return torch, ""
 
 
-def gpu_seconds(torch, call, reps=20, samples=7) -> float:
-    """Median seconds per call: host wall clock around reps calls, with a device-wide
-    synchronize (cudaDeviceSynchronize: it waits for dlop's own streams too) before and after.
-    Not CUDA events: those time torch's current stream only, and dlop runs on its own."""
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(reps):
+def gpu_seconds_round_robin(torch, calls: dict, reps=20, samples=7) -> dict:
+    """Median seconds per call of each of calls: host wall clock around reps calls, with a
+    device-wide synchronize (cudaDeviceSynchronize: it waits for dlop's own streams too) before
+    and after. Not CUDA events: those time torch's current stream only, and dlop runs on its own.
+    The paths take turns, one sample each a round: float64 kernels that call functions run at
+    the card's power cap, where the clock moves with what ran just before, so paths timed one
+    after the other would each see another clock."""
+    for call in calls.values():
+        for _ in range(3):
             call()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / reps)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    times: dict = {name: [] for name in calls}
+    for _ in range(samples):
+        for name, call in calls.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(reps):
+                call()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - start) / reps)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
 
 
 def part_gpu() -> None:
@@ -185,13 +190,13 @@ def part_gpu() -> None:
             if check(name, host, want, dtype):
                 good[name] = call
         copy_to = torch.empty_like(tx)
-        copy = gpu_seconds(torch, lambda: copy_to.copy_(tx))
+        times = gpu_seconds_round_robin(torch, {"copy": lambda: copy_to.copy_(tx), **good})
+        copy = times.pop("copy")
         bandwidth = 2 * n * tx.element_size() / copy  # a copy reads and writes n elements
         limit = 3 * n * tx.element_size() / bandwidth  # read x and b, write y
         record("gpu", dtype, "copy", copy, "device-to-device, n=2^%d" % ARGS.gpu_log2,
                tbps=bandwidth / 1e12)
         record("gpu", dtype, "fused limit", limit, "3 n bytes at the copy's bandwidth")
-        times = {name: gpu_seconds(torch, call) for name, call in good.items()}
         for name, seconds in times.items():
             record("gpu", dtype, name, seconds, "n=2^%d" % ARGS.gpu_log2, of_limit=limit / seconds)
         if "dlop fused" in times and "torch.compile" in times:

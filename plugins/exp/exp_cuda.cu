@@ -8,8 +8,8 @@
 
 namespace {
 
-/* exp_math.h's exp_of_float (CUDA's full-precision expf) and exp_of_double (its table-driven
- * exp); 16-bit floats go through float and round once. */
+/* exp_math.h's exp_of_float and exp_of_double (CUDA's full-precision expf and exp); 16-bit
+ * floats go through float and round once. */
 struct exp_op {
   __device__ __forceinline__ __half operator()(__half x) const {
     return dlop_cuda_from_float<__half>(exp_of_float(dlop_cuda_to_float(x)));

@@ -1,7 +1,7 @@
 /* exp_math.h — e^x, one element at a time, for both devices: on the CPU for float and double a
  * form gcc vectorizes (branch-free range reduction x = k ln2 + r, |r| <= ln2/2, a polynomial for
  * e^r, and 2^k built from exponent bits in two halves so gradual underflow and overflow to +inf
- * round exactly once); on CUDA expf and a table-driven double exp. exp_of_float / exp_of_double
+ * round exactly once); on CUDA expf and exp. exp_of_float / exp_of_double
  * are the op's value on the device compiling this. The op's kernels include it, and it is the
  * prelude of exp's scalar body (ABI 1.2: the host puts it in front of fused kernels it
  * compiles with cc or NVRTC), so it is self-contained and includes nothing under NVRTC (which
@@ -109,70 +109,15 @@ EXP_FN double exp_poly_f64(double x) {
 #else
 /* ---- CUDA's ---- */
 
-/* 2^(j/32) for j = 0..31 as (hi, lo) pairs: hi correctly rounded, lo = 2^(j/32) - hi rounded
- * (both computed to 60 digits). */
-#define EXP_CUDA_EXP2_TABLE \
-  {0x1.0000000000000p+0, 0.0, 0x1.059b0d3158574p+0, 0x1.d73e2a475b465p-55, \
-   0x1.0b5586cf9890fp+0, 0x1.8a62e4adc610bp-54, 0x1.11301d0125b51p+0, -0x1.6c51039449b3ap-54, \
-   0x1.172b83c7d517bp+0, -0x1.19041b9d78a76p-55, 0x1.1d4873168b9aap+0, 0x1.e016e00a2643cp-54, \
-   0x1.2387a6e756238p+0, 0x1.9b07eb6c70573p-54, 0x1.29e9df51fdee1p+0, 0x1.612e8afad1255p-55, \
-   0x1.306fe0a31b715p+0, 0x1.6f46ad23182e4p-55, 0x1.371a7373aa9cbp+0, -0x1.63aeabf42eae2p-54, \
-   0x1.3dea64c123422p+0, 0x1.ada0911f09ebcp-55, 0x1.44e086061892dp+0, 0x1.89b7a04ef80d0p-59, \
-   0x1.4bfdad5362a27p+0, 0x1.d4397afec42e2p-56, 0x1.5342b569d4f82p+0, -0x1.07abe1db13cadp-55, \
-   0x1.5ab07dd485429p+0, 0x1.6324c054647adp-54, 0x1.6247eb03a5585p+0, -0x1.383c17e40b497p-54, \
-   0x1.6a09e667f3bcdp+0, -0x1.bdd3413b26456p-54, 0x1.71f75e8ec5f74p+0, -0x1.16e4786887a99p-55, \
-   0x1.7a11473eb0187p+0, -0x1.41577ee04992fp-55, 0x1.82589994cce13p+0, -0x1.d4c1dd41532d8p-54, \
-   0x1.8ace5422aa0dbp+0, 0x1.6e9f156864b27p-54, 0x1.93737b0cdc5e5p+0, -0x1.75fc781b57ebcp-57, \
-   0x1.9c49182a3f090p+0, 0x1.c7c46b071f2bep-56, 0x1.a5503b23e255dp+0, -0x1.d2f6edb8d41e1p-54, \
-   0x1.ae89f995ad3adp+0, 0x1.7a1cd345dcc81p-54, 0x1.b7f76f2fb5e47p+0, -0x1.5584f7e54ac3bp-56, \
-   0x1.c199bdd85529cp+0, 0x1.11065895048ddp-55, 0x1.cb720dcef9069p+0, 0x1.503cbd1e949dbp-56, \
-   0x1.d5818dcfba487p+0, 0x1.2ed02d75b3707p-55, 0x1.dfc97337b9b5fp+0, -0x1.1a5cd4f184b5cp-54, \
-   0x1.ea4afa2a490dap+0, -0x1.e9c23179c2893p-54, 0x1.f50765b6e4540p+0, 0x1.9d3e12dd8a18bp-54}
-
-static __device__ const double exp_cuda_exp2_table[64] = EXP_CUDA_EXP2_TABLE;
-
-/* e^x in float64 for |x| < 707, where the result is a normal number; the caller sends NaN,
- * infinities and larger |x| to CUDA's exp. CUDA's exp evaluates a degree-11 polynomial on
- * |r| <= ln2/2; here a 32-entry table of 2^(j/32) (with a low part, so the table adds no
- * rounding of its own) shrinks the reduced argument to |r| <= ln2/64, where a degree-6 Taylor
- * polynomial is exact to 4e-18 (r^7/7!): 12 double operations instead of about 17. float64
- * exp needs that to keep pace with memory on an H200: with CUDA's exp it reached 93-95% of
- * a device copy, the other kernels 97-99%. Measured on the host against long double expl
- * (5e7 random and boundary points): within 1 ulp. */
-EXP_FN double exp_cuda_reduced(double x, const double *table) {
-  const double to_k = 0x1.71547652b82fep+5;               /* 32 / ln2 */
-  const double ln2_32_hi = 0x1.62e42fee00000p-6;          /* ln2 / 32, 32 bits: k * hi exact */
-  const double ln2_32_lo = 0x1.a39ef35793c76p-38;         /* ln2 / 32 - hi */
-  const double shifter = 0x1.8p52;                        /* rounds to an integer when added */
-  const double kd_shifted = fma(x, to_k, shifter);        /* k = round(x * 32 / ln2) */
-  const int64_t kbits = (int64_t)exp_f64_bits(kd_shifted);
-  const int32_t k = (int32_t)(uint32_t)kbits;             /* the low word holds k */
-  const double kd = kd_shifted - shifter;
-  double r = fma(kd, -ln2_32_hi, x);                      /* exact */
-  r = fma(kd, -ln2_32_lo, r);                             /* x - k ln2 / 32, |r| <= 0.0109 */
-  /* e^r - 1 = r + r^2 (1/2 + r/6 + r^2 (1/24 + r/120 + r^2/720)) */
-  const double r2 = r * r;
-  const double a = fma(r, 0x1.5555555555555p-3, 0.5);
-  double b = fma(r, 0x1.1111111111111p-7, 0x1.5555555555555p-5);
-  b = fma(r2, 0x1.6c16c16c16c17p-10, b);
-  const double p = fma(r2, fma(r2, b, a), r);
-  const double t = table[2 * (k & 31)];                   /* 2^((k mod 32) / 32) = t + tl */
-  const double tl = table[2 * (k & 31) + 1];
-  double y = t + fma(t, p, tl);                           /* in [0.98, 2.03) */
-  /* times 2^(k div 32): add to the exponent field; |x| < 707 keeps the result normal */
-  const int64_t ybits = (int64_t)exp_f64_bits(y) + ((int64_t)(k >> 5) << 52);
-  return exp_f64_from_bits((uint64_t)ybits);
-}
-
-EXP_FN double exp_cuda_exp(double x) {
-  if (fabs(x) < 707.0) return exp_cuda_reduced(x, exp_cuda_exp2_table);
-  return exp(x); /* NaN, infinities, overflow, underflow and subnormal results */
-}
-
-/* expf is CUDA's full-precision version (no --use_fast_math): within 2 ulp and correct at 0,
- * +-inf and NaN, unlike __expf. */
+/* CUDA's full-precision expf and exp (no --use_fast_math): within 2 and 1 ulp, correct at 0,
+ * +-inf and NaN, unlike __expf. A table-driven double exp (32 entries of 2^(j/32), a degree-6
+ * polynomial) ran here until an H200 showed why not: float64 kernels that call functions run
+ * at the card's power limit (700 W, the clock down from 1980 to 1400-1700 MHz), where the
+ * table's gathers cost more than CUDA's five more multiply-adds: the seed chain exp(2x) * b +
+ * tanh(x) - 1, fused in the same kernel form and timed in steady state, ran at 0.71 of a copy's
+ * speed with the table and 0.85 with CUDA's exp (bench/RESULTS.md). */
 EXP_FN float exp_of_float(float x) { return expf(x); }
-EXP_FN double exp_of_double(double x) { return exp_cuda_exp(x); }
+EXP_FN double exp_of_double(double x) { return exp(x); }
 #endif
 
 #if !defined(__CUDACC__)

@@ -111,18 +111,27 @@ static int calls_a_function(const dlop__fusion_group *group) {
  * calls functions on one 4-byte input (tanh +4 %, softplus +4-12 % at 2 packs), or 16-bit
  * floats computed in float (sqrt +10 %, softplus +5 % at 4 packs; two inputs +3-7 % at 2). They
  * cost 1-4 % on cheap bodies: one pack there. Bodies of 8-byte dtypes (float64; int64 too) that
- * call functions take 2, whatever their number of array inputs: with the evict-first hints gone,
- * one sweep had the float64 seed chain's kernel at 0.93 of the fused limit at one pack and 1.04
- * at two, but the bench has measured it at 0.91-0.94 of the limit at two and at one since
- * (bench/RESULTS.md): that kernel is bound by its float64 arithmetic (its exp alone, or its
- * tanh alone, runs at 1.04), not by loads in flight. Other 8-byte bodies were not measured. */
+ * call functions take the chunk form instead (chunk_block below), 4 packs a thread. */
 static int32_t packs_per_thread(const dlop__fusion_group *group) {
   if (group->reduction != NULL || !calls_a_function(group)) return 1;
   int32_t widest = 16 / group->vector_width, arrays = 0;
   for (int32_t k = 0; k < group->num_inputs; k++) arrays += !group->input_scalar[k];
-  if (widest >= 8) return 2;
+  if (widest >= 8) return 4;
   if (widest <= 2) return arrays <= 1 ? 4 : 2;
   return arrays <= 1 ? 2 : 1;
+}
+
+/* CUDA: the vector kernel's chunk form for bodies of 8-byte dtypes that call functions: one
+ * chunk of 4 packs a thread, the packs a block of 128 threads apart, one chunk a block and no
+ * loop (torch.compile's kernel for the float64 seed chain has this form). Such kernels run at
+ * the card's 700 W power limit (the clock down from 1980 to 1000-1770 MHz), where what a thread
+ * keeps live costs: timed in steady state on an H200 the seed chain ran at 0.85 of a copy's
+ * speed in this form, 0.65 with a grid-stride loop around the same chunk (64 registers against
+ * 52), and 0.76 in the grid-stride form of 2 packs a grid apart (bench/RESULTS.md). 0: the
+ * grid-stride form, 256 threads. */
+static int32_t chunk_block(const dlop__fusion_group *group) {
+  int32_t widest = 16 / group->vector_width;
+  return group->reduction == NULL && calls_a_function(group) && widest >= 8 ? 128 : 0;
 }
 
 void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
@@ -132,6 +141,7 @@ void dlop__fusion_group_prepare(dlop__fusion_group *group, dlop_device device) {
   group->device = device;
   group->vector_width = vector_width(group);
   group->packs_per_thread = packs_per_thread(group);
+  group->chunk_block = chunk_block(group);
 }
 
 int dlop__fusion_compile_module(dlop_function *function, dlop__fusion_group *const *groups,

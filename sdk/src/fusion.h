@@ -160,7 +160,9 @@ struct dlop__fusion_group {
   dlop__fusion_target target;
   uint64_t source_hash; /* FNV-1a of the generated source, shown by explain */
   int32_t vector_width; /* CUDA: elements of one pack of the vector kernel (16 bytes of the widest operand) */
-  int32_t packs_per_thread; /* CUDA: packs a thread loads before it computes, a grid apart */
+  int32_t packs_per_thread; /* CUDA: packs a thread loads before it computes, a grid apart
+                             * (a block apart in the chunk form) */
+  int32_t chunk_block;  /* CUDA: 0, or the threads of a block of the vector kernel's chunk form */
   void *module;         /* the function's dlop__c_module or CUDA module (not the group's) */
   void *functions[DLOP__FUSION_MAX_OPERANDS + 8]; /* the symbols the thunk calls */
   dlop_device device;

@@ -484,25 +484,22 @@ static void add_cuda_contiguous(text *t, const dlop__fusion_group *group, const 
   add(t, "  }\n}\n\n");
 }
 
-/* U packs of W elements per thread and step, the packs a grid apart (coalesced), all loaded
- * before any is computed so that U loads are in flight per thread; one aligned pack per array
- * operand (the host launches it when every array operand's pointer is aligned to its pack). */
-static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part *p,
-                            const char *element) {
-  int32_t g = group->number, k, w = group->vector_width, outputs = group->num_outputs;
+/* The pack loops of the vector kernel, the u-th pack at `pack_index` (of `index_type`): all U
+ * packs loaded before any is computed so that U loads are in flight per thread, then computed
+ * and stored; `checked`: a pack at or past `vectors` ends them. */
+static void add_cuda_packs(text *t, const dlop__fusion_group *group, const part *p,
+                           const char *element, const char *index_type, const char *pack_index,
+                           int checked) {
+  int32_t k, w = group->vector_width, outputs = group->num_outputs;
   int32_t u = group->packs_per_thread;
-  add(t, "extern \"C\" __global__ void __launch_bounds__(256) dlop_fused_g%d_vector("
-         "dlop_fused_g%d_pointers p, int64_t n) {\n", (int)g, (int)g);
-  add_operands(t, group, p, "p.p[%d]", "  ");
-  add(t, "  const int64_t vectors = n / %d, step = DLOP_FUSED_THREADS;\n", (int)w);
-  add(t, "  for (int64_t v0 = DLOP_FUSED_THREAD; v0 < vectors; v0 += %d * step) {\n", (int)u);
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
     if (!p->input[k] || group->input_scalar[k]) continue;
     add(t, "    dlop_fused_pack<%s, %d> x%d_[%d];\n", type, (int)w, (int)k, (int)u);
   }
   add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
-  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  add(t, "      const %s v = %s;\n", index_type, pack_index);
+  if (checked) add(t, "      if (v >= vectors) break;\n");
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
     if (!p->input[k] || group->input_scalar[k]) continue;
@@ -511,7 +508,8 @@ static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part
   }
   add(t, "    }\n");
   add(t, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n", (int)u);
-  add(t, "      const int64_t v = v0 + u * step;\n      if (v >= vectors) break;\n");
+  add(t, "      const %s v = %s;\n", index_type, pack_index);
+  if (checked) add(t, "      if (v >= vectors) break;\n");
   for (k = 0; k < group->num_inputs; k++) {
     const char *type = c_type(group->input_types[k].dtype);
     if (!p->input[k] || group->input_scalar[k]) continue;
@@ -527,9 +525,45 @@ static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part
     add(t, "      dlop_fused_store(reinterpret_cast<dlop_fused_pack<%s, %d> *>(o%d + v * %d), r%d);\n",
         type, (int)w, (int)k, (int)w, (int)k);
   }
-  add(t, "    }\n  }\n");
-  add(t, "  for (int64_t i = vectors * %d + DLOP_FUSED_THREAD; i < n; i += DLOP_FUSED_THREADS) {\n",
-      (int)w);
+  add(t, "    }\n");
+}
+
+/* U packs of W elements per thread, one aligned pack per array operand (the host launches it
+ * when every array operand's pointer is aligned to its pack), then the last elements one by one.
+ * The grid-stride form: 256 threads, each step's packs a grid apart (coalesced), the rest
+ * (n % W) by the whole grid. The chunk form (chunk_block threads): block b computes chunk b of
+ * blockDim * U packs, with no loop or bounds check, its pointers moved to the chunk once so
+ * that a thread's offsets are 32-bit (its packs blockDim apart); the host launches one block a
+ * whole chunk and one more for the elements past them, if any. */
+static void add_cuda_vector(text *t, const dlop__fusion_group *group, const part *p,
+                            const char *element) {
+  int32_t g = group->number, w = group->vector_width, u = group->packs_per_thread, k;
+  int32_t block = group->chunk_block ? group->chunk_block : 256;
+  add(t, "extern \"C\" __global__ void __launch_bounds__(%d) dlop_fused_g%d_vector("
+         "dlop_fused_g%d_pointers p, int64_t n) {\n", (int)block, (int)g, (int)g);
+  add_operands(t, group, p, "p.p[%d]", "  ");
+  if (group->chunk_block) {
+    add(t, "  const int64_t chunk = (int64_t)blockDim.x * %d, chunks = n / %d / chunk;\n", (int)u,
+        (int)w);
+    add(t, "  if ((int64_t)blockIdx.x < chunks) {\n");
+    add(t, "    const int64_t start = (int64_t)blockIdx.x * chunk * %d;\n", (int)w);
+    for (k = 0; k < group->num_outputs; k++)
+      if (p->output[k]) add(t, "    o%d += start;\n", (int)k);
+    for (k = 0; k < group->num_inputs; k++)
+      if (p->input[k] && !group->input_scalar[k]) add(t, "    a%d += start;\n", (int)k);
+    add(t, "    const int v0 = threadIdx.x;\n");
+    add_cuda_packs(t, group, p, element, "int", "v0 + u * (int)blockDim.x", 0);
+    add(t, "    return;\n  }\n");
+    add(t, "  for (int64_t i = chunks * chunk * %d + threadIdx.x; i < n; i += blockDim.x) {\n",
+        (int)w);
+  } else {
+    add(t, "  const int64_t vectors = n / %d, step = DLOP_FUSED_THREADS;\n", (int)w);
+    add(t, "  for (int64_t v0 = DLOP_FUSED_THREAD; v0 < vectors; v0 += %d * step) {\n", (int)u);
+    add_cuda_packs(t, group, p, element, "int64_t", "v0 + u * step", 1);
+    add(t, "  }\n");
+    add(t, "  for (int64_t i = vectors * %d + DLOP_FUSED_THREAD; i < n; i += DLOP_FUSED_THREADS) {\n",
+        (int)w);
+  }
   add_call(t, group, p, element, ACCESS_UNIT, "    ");
   add(t, "  }\n}\n\n");
 }

@@ -353,11 +353,16 @@ static int cpu_pass(const dlop__fusion_group *group, const dlop_run_args *args, 
   return status;
 }
 
-static int cuda_launch(void *function, uint32_t grid, void *stream, void **kernel_args,
-                       const dlop_run_args *args) {
-  uint32_t grid3[3] = {grid, 1, 1}, block[3] = {FUSED_CUDA_BLOCK, 1, 1};
+static int cuda_launch_blocks_of(void *function, uint32_t grid, uint32_t threads, void *stream,
+                                 void **kernel_args, const dlop_run_args *args) {
+  uint32_t grid3[3] = {grid, 1, 1}, block[3] = {threads, 1, 1};
   return dlop__host_api()->cuda_launch(function, grid3, block, 0, stream, kernel_args,
                                        args->error, args->error_size);
+}
+
+static int cuda_launch(void *function, uint32_t grid, void *stream, void **kernel_args,
+                       const dlop_run_args *args) {
+  return cuda_launch_blocks_of(function, grid, FUSED_CUDA_BLOCK, stream, kernel_args, args);
 }
 
 static uint32_t grid_for(int64_t threads, uint32_t cap) {
@@ -402,9 +407,17 @@ static int cuda_pass(const dlop__fusion_group *group, const dlop_run_args *args,
   if (output < 0 && dlop__fusion_layout_contiguous(&pass.layout, pass.flat)) {
     if (n >= group->vector_width && packs_aligned(group, &pass)) {
       int64_t vectors = n / group->vector_width, u = group->packs_per_thread;
-      return cuda_launch(group->functions[CUDA_VECTOR],
-                         grid_for(vectors / u + (vectors % u != 0), FUSED_CUDA_MAX_GRID),
-                         args->stream, kernel_args, args);
+      if (!group->chunk_block)
+        return cuda_launch(group->functions[CUDA_VECTOR],
+                           grid_for(vectors / u + (vectors % u != 0), FUSED_CUDA_MAX_GRID),
+                           args->stream, kernel_args, args);
+      /* the chunk form: one block a whole chunk (it has no loop), one more for the elements
+       * past the whole chunks; past the grid's cap, the contiguous kernel below */
+      int64_t chunk = group->chunk_block * u, chunks = vectors / chunk;
+      int64_t blocks = chunks + (chunks * chunk * group->vector_width < n);
+      if (blocks <= (int64_t)FUSED_CUDA_MAX_GRID)
+        return cuda_launch_blocks_of(group->functions[CUDA_VECTOR], (uint32_t)blocks,
+                                     (uint32_t)group->chunk_block, args->stream, kernel_args, args);
     }
     return cuda_launch(group->functions[CUDA_CONTIGUOUS], grid_for(n, FUSED_CUDA_MAX_GRID),
                        args->stream, kernel_args, args);

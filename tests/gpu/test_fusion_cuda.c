@@ -1,7 +1,7 @@
 /* test_fusion_cuda.c — fused kernels on CUDA (NVRTC at compile time): for every fusable op and
  * dtype (fusion_cases.h), the fused CUDA function against the unfused CUDA one and against the
  * CPU, on random values and the edge values, in odd and zero sizes, a size of many blocks, a
- * broadcast operand, strided and misaligned inputs (the vector kernel, its tail, the plain
+ * broadcast operand, strided and misaligned inputs (the vector kernel in both forms, its tail, the plain
  * contiguous one, the strided ones); the seed chain with its constants; outputs whose shapes
  * differ at run time (per-output kernels); four threads on one fused function. Bit for bit where
  * the body is exact; where a math library is involved, within 2 ulps of the unfused CUDA
@@ -28,6 +28,8 @@ static const layout layouts[] = {
     {1003, 1003, 1, 0, "1003 contiguous elements (vector kernel and tail)"},
     {0, 0, 1, 0, "0 elements"},
     {(1 << 20) + 3, (1 << 20) + 3, 1, 0, "2^20 + 3 elements"},
+    {2048, 2048, 1, 0, "2048 elements (whole chunks of the vector kernel's chunk form)"},
+    {4072, 4072, 1, 0, "4072 elements (3 whole chunks of 1024 and a tail of 1000)"},
     {517, 1, 1, 0, "517 elements, b broadcast from 1 (strided kernel)"},
     {301, 301, 2, 0, "301 elements, a and b strided"},
     {1001, 1001, 1, 1, "1001 elements one past a 16-byte boundary (contiguous, no vectors)"},

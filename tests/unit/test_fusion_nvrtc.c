@@ -7,7 +7,8 @@
  * floats; and so does a group with per-output kernels (outputs whose shapes may differ at run
  * time); and so do reductions fed by groups, for every dtype the reduce ops declare; and so does
  * a row group (a softmax and a log-softmax of one input, the row's max an output too) for the
- * float dtypes, its kernels keeping exp(x - max) in registers.
+ * float dtypes, its kernels keeping exp(x - max) in registers; and the seed chain's vector
+ * kernel takes its form from the body (float64's chunk form, float32's grid-stride one).
  * gpu_test_fusion_cuda and test_gpu_fusion_reduce.py run them. With DLOP_TEST_SCALE below 1 (the
  * sanitizer tree) every source is still generated and checked for its kernels, but NVRTC
  * compiles only float32's groups and reductions and the per-output group, to PTX: NVRTC itself
@@ -260,6 +261,54 @@ START_TEST(row_groups_compile_for_cuda) {
 }
 END_TEST
 
+static dlop_var *scalar_constant(dlop_graph *graph, const char *name, dlop_dtype dtype,
+                                 double value) {
+  float single = (float)value;
+  dlop_array *array = NULL;
+  dlop_var *var = NULL;
+  DLOP_CK_OK(dlop_array_from_host(CPU, dtype, 0, NULL,
+                                  dtype == DLOP_FLOAT32 ? (const void *)&single : (const void *)&value,
+                                  &array));
+  DLOP_CK_OK(dlop_graph_constant(graph, name, array, &var));
+  dlop_array_release(array);
+  return var;
+}
+
+/* The seed chain exp(2x) * b + tanh(x) - 1: a float64 body that calls functions gets the vector
+ * kernel's chunk form (blocks of 128, no grid-stride loop), float32's the grid-stride form in
+ * blocks of 256; both compile for sm_90. */
+START_TEST(vector_kernels_take_their_form_from_the_body) {
+  const dlop_dtype dtype = _i == 0 ? DLOP_FLOAT32 : DLOP_FLOAT64;
+  dlop_graph *graph = dlop_test_new_graph();
+  int64_t unknown = DLOP_DIM_UNKNOWN;
+  dlop_var *in[2], *two, *one;
+  DLOP_CK_OK(dlop_graph_input(graph, "x", dtype, 1, &unknown, &in[0]));
+  DLOP_CK_OK(dlop_graph_input(graph, "b", dtype, 1, &unknown, &in[1]));
+  two = scalar_constant(graph, "two", dtype, 2.0);
+  one = scalar_constant(graph, "one", dtype, 1.0);
+  dlop_var *e = apply2(graph, "exp", apply2(graph, "mul", two, in[0]), NULL);
+  dlop_var *y = apply2(graph, "sub",
+                       apply2(graph, "add", apply2(graph, "mul", e, in[1]),
+                              apply2(graph, "tanh", in[0], NULL)),
+                       one);
+  dlop_function *function = NULL;
+  DLOP_CK_OK(dlop_function_compile(graph, in, 2, &y, 1, CPU, &function));
+  ck_assert_int_eq(dlop_function_node_count(function), 1);
+  char what[64];
+  snprintf(what, sizeof what, "the %s seed chain", dlop_dtype_name(dtype));
+  char *source = cuda_source(function, what, elementwise_kernels);
+  const char *bounds = dtype == DLOP_FLOAT64 ? "__launch_bounds__(128) dlop_fused_g0_vector("
+                                             : "__launch_bounds__(256) dlop_fused_g0_vector(";
+  const char *form = dtype == DLOP_FLOAT64 ? "chunks = n / 2 / chunk;" : "step = DLOP_FUSED_THREADS;";
+  ck_assert_msg(strstr(source, bounds) != NULL && strstr(source, form) != NULL,
+                "%s: the vector kernel is not '%s' with '%s'", what, bounds, form);
+  free(source);
+  compile_cuda_kernels(function, every_compile ? 90 : 0, what, elementwise_kernels);
+  dlop_function_destroy(function);
+  dlop_graph_destroy(graph);
+}
+END_TEST
+
 int main(void) {
   char why[2048];
   if (!dlop__nvrtc_available(why, sizeof why) && !DLOP_TEST_WITH_CUDA) {
@@ -275,5 +324,6 @@ int main(void) {
                       (int)(sizeof reduce_dtypes / sizeof reduce_dtypes[0]));
   tcase_add_loop_test(tcase, row_groups_compile_for_cuda, 0,
                       (int)(sizeof row_dtypes / sizeof row_dtypes[0]));
+  tcase_add_loop_test(tcase, vector_kernels_take_their_form_from_the_body, 0, 2);
   return dlop_test_run_suite(suite);
 }

@@ -5,7 +5,8 @@
  *
  * Kernel choice (the SDK's launch picks among an op's kernels by layout): every op has a
  * contiguous kernel of 16-byte vector loads and stores (plain, one step per thread on a
- * grid that covers the tensor), the strided kernel for anything else, and the binary
+ * grid that covers the tensor; for log, tanh and sigmoid of float32 and float64 the kit's chunk
+ * form, a chunk of the tensor per 128-thread block), the strided kernel for anything else, and the binary
  * arithmetic ops a 2-d rows kernel for a broadcast row, column or scalar. Ops whose element
  * function costs more than its loads (log, tanh, sigmoid, pow) load two vectors per step so
  * one's arithmetic overlaps the other's load (as the seed exp does: 97.6% of a copy on an H200
@@ -54,6 +55,12 @@
 #define EW_CUDA_UNARY_VECTOR(op, name, T, U)                                                 \
   EW_CUDA_STRIDED1(op, name, T, T)                                                           \
   DLOP_CUDA_UNARY_CONTIGUOUS(dlop_elemwise_##op, name, T, op##_##name##_f, U)
+
+/* The same with the contiguous kernel in the chunk form (plugin.c's chunk dtypes column names
+ * the dtype): float32 and float64 log, tanh and sigmoid. */
+#define EW_CUDA_UNARY_CHUNKS(op, name, T, U)                                                 \
+  EW_CUDA_STRIDED1(op, name, T, T)                                                           \
+  DLOP_CUDA_UNARY_CHUNKS(dlop_elemwise_##op, name, T, op##_##name##_f, U)
 
 /* ---- unary math of float16 and bfloat16, two elements per 32-bit word ------------------- */
 /* The contiguous kernel of sqrt, log, tanh and sigmoid on 16-bit floats: U 16-byte vectors per

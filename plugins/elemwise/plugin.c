@@ -32,7 +32,7 @@ DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_cast_fatbin);
 #define CPU_COMPARE(ID) elemwise_cpu_compare_kernels[(ID) - EW_EQUAL]
 #define CPU_CAST(ID) (&elemwise_cpu_cast_kernels[0][0])
 
-#define INFO(ID, NAME, KIND, INPUTS, DTYPES, CPU, FATBIN, CONTIGUOUS_VECTORS, ROWS)         \
+#define INFO(ID, NAME, KIND, INPUTS, DTYPES, CPU, FATBIN, CONTIGUOUS_VECTORS, ROWS, CHUNKS) \
   [ID] = {.spec = {.op_name = NAME,                                                          \
                    .host = dlop_plugin_host,                                                    \
                    .num_inputs = INPUTS,                                                     \
@@ -44,33 +44,39 @@ DLOP_FATBIN_DECLARE(dlop_elemwise_elemwise_cuda_cast_fatbin);
                    .cuda_kernel_prefix = "dlop_elemwise_" NAME,                              \
                    .cuda_contiguous_vectors = CONTIGUOUS_VECTORS,                            \
                    .cuda_rows = ROWS,                                                        \
-                   .kernel_dtypes = elemwise_kernel_dtypes},                                 \
+                   .kernel_dtypes = elemwise_kernel_dtypes,                                  \
+                   .cuda_chunk_dtypes = CHUNKS},                                             \
           .id = ID,                                                                          \
           .kind = KIND}
 
-/* id, name, kind, inputs, value dtypes, CPU kernels, CUDA file, contiguous vectors, rows */
+/* The dtypes whose contiguous kernel is in the kit's chunk form (elemwise_cuda_unary.cu says
+ * which ops; blocks of DLOP_CUDA_CHUNK_BLOCK threads). */
+#define F32_F64 (DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64))
+
+/* id, name, kind, inputs, value dtypes, CPU kernels, CUDA file, contiguous vectors, rows,
+ * chunk dtypes */
 static const elemwise_op_info infos[EW_OP_COUNT] = {
-    INFO(EW_ADD, "add", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_SUB, "sub", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_MUL, "mul", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_MAXIMUM, "maximum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_MINIMUM, "minimum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_DIV, "div", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 1, ROWS_2D),
-    INFO(EW_POW, "pow", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 2, ROWS_2D),
-    INFO(EW_NEG, "neg", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
-    INFO(EW_ABS, "abs", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS),
-    INFO(EW_LOG, "log", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
-    INFO(EW_SQRT, "sqrt", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
-    INFO(EW_TANH, "tanh", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
-    INFO(EW_SIGMOID, "sigmoid", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS),
-    INFO(EW_EQUAL, "equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_NOT_EQUAL, "not_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_LESS, "less", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_LESS_EQUAL, "less_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_GREATER, "greater", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_GREATER_EQUAL, "greater_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_WHERE, "where", EW_KIND_WHERE, 3, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS),
-    INFO(EW_CAST, "cast", EW_KIND_CAST, 1, ALL, CPU_CAST, CAST, 1, NO_ROWS),
+    INFO(EW_ADD, "add", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_SUB, "sub", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_MUL, "mul", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_MAXIMUM, "maximum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_MINIMUM, "minimum", EW_KIND_BINARY, 2, NUMERIC, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_DIV, "div", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 1, ROWS_2D, 0),
+    INFO(EW_POW, "pow", EW_KIND_BINARY, 2, FLOATS, CPU_ARITH, ARITH, 2, ROWS_2D, 0),
+    INFO(EW_NEG, "neg", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS, 0),
+    INFO(EW_ABS, "abs", EW_KIND_UNARY, 1, NUMERIC, CPU_UNARY, UNARY, 1, NO_ROWS, 0),
+    INFO(EW_LOG, "log", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS, F32_F64),
+    INFO(EW_SQRT, "sqrt", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS, 0),
+    INFO(EW_TANH, "tanh", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS, F32_F64),
+    INFO(EW_SIGMOID, "sigmoid", EW_KIND_UNARY, 1, FLOATS, CPU_UNARY, UNARY, 2, NO_ROWS, F32_F64),
+    INFO(EW_EQUAL, "equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_NOT_EQUAL, "not_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_LESS, "less", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_LESS_EQUAL, "less_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_GREATER, "greater", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_GREATER_EQUAL, "greater_equal", EW_KIND_COMPARE, 2, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_WHERE, "where", EW_KIND_WHERE, 3, ALL, CPU_COMPARE, COMPARE, 1, NO_ROWS, 0),
+    INFO(EW_CAST, "cast", EW_KIND_CAST, 1, ALL, CPU_CAST, CAST, 1, NO_ROWS, 0),
 };
 
 /* Element k of the output reads only element k of each input (the host reuses an input only

@@ -34,7 +34,8 @@ DLOP_ELEMENTWISE_OP_WITH_BODY(exp_op, "exp", 1, EXP_DTYPES, exp_inplace, exp_sca
                     .broadcast = 0, /* y has x's shape */
                     .cpu_kernels = exp_cpu_kernels, .cuda_rows = DLOP_ELEMENTWISE_ROWS,
                     .cuda_fatbin = DLOP_FATBIN(dlop_exp_exp_cuda_fatbin), .cuda_kernel_prefix = "dlop_exp",
-                    .cuda_contiguous_vectors = 2); /* EXP_CUDA_UNROLL in exp_cuda.cu */
+                    .cuda_contiguous_vectors = 2, /* EXP_CUDA_UNROLL in exp_cuda.cu */
+                    .cuda_chunk_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64));
 
 DLOP_PLUGIN_ENTRY("exp", "1.0.0",
                   "The exp op: y = e^x on the CPU and CUDA, float16, bfloat16, float32 and float64.",

@@ -4,7 +4,7 @@
  * where and the 10x10 cast table, which must agree bit for bit, casts to 16-bit floats next
  * to their rounding boundaries and from floats to integers at their saturation ends; sqrt,
  * log, tanh and sigmoid of every float16 and bfloat16 value), contiguous (vector kernels of
- * every op, misaligned too, shorter than a chunk), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * every op, misaligned too, shorter than a chunk, whole chunks and one element more), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
 #include <stdio.h>
@@ -157,6 +157,10 @@ static const layout FIVE = {1, {5}, {0}, 0};
 /* Contiguous and shorter than one chunk of the vector kernels plus a tail (comparisons and
  * casts take chunks of 4 to 16 elements, elemwise_cuda.cuh) */
 static const layout SEVEN = {1, {7}, {0}, 0};
+/* Whole chunks of the chunk-form kernels (log, tanh, sigmoid of float32 and float64: 1024 and
+ * 512 elements a 128-thread block) and one element after them, which only the last block,
+ * holding no chunk, writes. */
+static const layout CHUNKS_AND_ONE = {1, {(1 << 16) + 1}, {0}, 0};
 /* Rows long enough for the 2-d broadcast kernel (at least half a block of 16-byte vectors per
  * row for 2- to 8-byte types), with the row or the column on either side. */
 static const layout LONG_ROWS = {2, {67, 2048}, {0}, 0};
@@ -168,6 +172,7 @@ static const layout *const PAIRS[][2] = {
     {&COL3, &ROW4},       {&SCALAR, &VEC1000},     {&NEGATIVE, &NEG_ROW}, {&EMPTY, &FIVE},
     {&LONG_ROWS, &LONG_ROW}, {&LONG_ROW, &LONG_ROWS}, {&LONG_COLUMN, &LONG_ROWS},
     {&LONG_ROWS, &LONG_COLUMN}, {&SEVEN, &SEVEN}, {&BIG, &BIG_MISALIGNED},
+    {&CHUNKS_AND_ONE, &CHUNKS_AND_ONE},
 };
 #define NUM_PAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 

@@ -1,6 +1,6 @@
 /* test_plugin_parity.c — CPU vs CUDA parity of the seed plugins (double, multiply_them, exp):
- * random data for every declared dtype, sizes 0, 1, 1000 and 2^20 + 3, strided, negative-stride,
- * misaligned and broadcast inputs, rows whose width is not a power of two, exp's edge values,
+ * random data for every declared dtype, sizes 0, 1, 1000, 2^16 + 1 and 2^20 + 3, strided,
+ * negative-stride, misaligned and broadcast inputs, rows whose width is not a power of two, exp's edge values,
  * in-place runs and misaligned outputs; each thunk run directly on a dlop stream with its output
  * poisoned (0xFF bytes) first, so an element it fails to write shows up as a mismatch. */
 #include <math.h>
@@ -220,7 +220,9 @@ static void check_parity(const char *op_name, dlop_dtype dtype, const layout *a_
   check_parity_with(op_name, dtype, a_layout, b_layout, seed, NULL);
 }
 
-static const int64_t sizes[] = {0, 1, 1000, (1 << 20) + 3};
+/* (1 << 16) + 1: whole chunks of exp's float32 and float64 chunk-form kernels (1024 and 512
+ * elements a block) and one element more */
+static const int64_t sizes[] = {0, 1, 1000, (1 << 16) + 1, (1 << 20) + 3};
 
 static void check_unary(const char *op_name) {
   const dlop_op_desc *op = dlop_test_find_op(op_name);
@@ -271,8 +273,8 @@ static void check_unary(const char *op_name) {
   }
 }
 
-/* In place (output tensor == input tensor) and misaligned outputs: contiguous inputs of sizes
- * 0, 1, 1000 and 2^20 + 3, and 1001 x 48 rows. */
+/* In place (output tensor == input tensor) and misaligned outputs: contiguous inputs of the
+ * sizes above, and 1001 x 48 rows. */
 static void check_unary_outputs(const char *op_name) {
   const dlop_op_desc *op = dlop_test_find_op(op_name);
   uint64_t seed = 5000;

@@ -242,7 +242,7 @@ static struct {
   char names[3][64];
   int num_names;
   void *launched;
-  uint32_t grid0, grid1;
+  uint32_t grid0, grid1, block0;
   int record_args;       /* kernel arguments to keep the first 4 bytes of, at the next launch */
   uint32_t arg_words[8]; /* ... kept here */
 } fake;
@@ -299,6 +299,7 @@ static int fake_launch(void *function, const uint32_t grid[3], const uint32_t bl
   fake.launched = function;
   fake.grid0 = grid[0];
   fake.grid1 = grid[1];
+  fake.block0 = block[0];
   for (int k = 0; k < fake.record_args && k < 8; k++) memcpy(&fake.arg_words[k], kernel_args[k], 4);
   return DLOP_OK;
 }
@@ -522,6 +523,82 @@ START_TEST(test_elementwise_cuda_thunk_loads_finds_and_launches) {
 }
 END_TEST
 
+/* An op whose float64 contiguous kernel is in the chunk form: float64 loops launch it in
+ * blocks of DLOP_CUDA_CHUNK_BLOCK threads, a block per chunk, and float32 ones (not named)
+ * keep the grid form's 256; a loop too long for one launch of chunks is refused, not cut. */
+static const dlop_elementwise_spec chunk_spec = {
+    .op_name = "tanh",
+    .host = fake_host,
+    .num_inputs = 1,
+    .cpu_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64),
+    .cuda_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT32) | DLOP_DTYPE_BIT(DLOP_FLOAT64),
+    .cpu_kernels = fake_cpu_kernels,
+    .cuda_fatbin = fake_fatbin,
+    .cuda_kernel_prefix = "dlop_tanh",
+    .cuda_contiguous_vectors = 2,
+    .cuda_chunk_dtypes = DLOP_DTYPE_BIT(DLOP_FLOAT64),
+};
+
+START_TEST(test_elementwise_cuda_chunk_form_launch) {
+  int64_t shape[1] = {100001};
+  double data[1];
+  char error[256];
+  for (int f64 = 0; f64 < 2; f64++) {
+    const dlop_dtype dtype = f64 ? DLOP_FLOAT64 : DLOP_FLOAT32;
+    const int64_t per_thread = f64 ? 4 : 8; /* 2 vectors of 2 float64 or 4 float32 */
+    dlop_type in = make_type(dtype, 1, shape[0], 0), out = in;
+    dlop_thunk thunk;
+    dlop_thunk_args a = make_thunk_args(&in, 1, &out, DLOP_DEVICE_CUDA, &thunk, error, sizeof error);
+    dlop_tensor input = make_tensor(data, dtype, 1, shape, NULL);
+    dlop_tensor output = make_tensor(data, dtype, 1, shape, NULL);
+    dlop_run_args run;
+    reset_fake();
+    ck_assert_int_eq(dlop_elementwise_make_thunk(&chunk_spec, &a), DLOP_OK);
+    ck_assert_int_eq(((dlop_elementwise_state *)thunk.state)->kernels.chunk_block,
+                     f64 ? DLOP_CUDA_CHUNK_BLOCK : 0);
+    input.device = cuda0;
+    output.device = cuda0;
+    run = make_run_args(&input, 1, &output, error, sizeof error);
+    run.stream = &run;
+    ck_assert_int_eq(thunk.run(thunk.state, &run), DLOP_OK);
+    ck_assert_int_eq(fake.launches, 1);
+    ck_assert_ptr_eq(fake.launched, (void *)(uintptr_t)1); /* contiguous */
+    const int64_t work = (shape[0] + per_thread - 1) / per_thread;
+    const int64_t block = f64 ? DLOP_CUDA_CHUNK_BLOCK : DLOP_CUDA_ELEMENTWISE_BLOCK;
+    ck_assert_uint_eq(fake.block0, (uint32_t)block);
+    ck_assert_uint_eq(fake.grid0, (uint32_t)((work + block - 1) / block));
+    /* every element inside one of the grid's chunks */
+    ck_assert_int_ge((int64_t)fake.grid0 * block * per_thread, shape[0]);
+    thunk.destroy(thunk.state);
+  }
+}
+END_TEST
+
+START_TEST(test_elementwise_cuda_chunk_form_refuses_a_grid_it_cannot_cover) {
+  /* 2^40 contiguous float64 (never touched: the fake launch reads nothing), 2^31 chunks */
+  int64_t shape[1] = {(int64_t)1 << 40}, strides[1] = {1};
+  double data[1];
+  char error[256];
+  dlop_cuda_elementwise kernels;
+  dlop_strided_loop loop;
+  dlop_tensor output = make_tensor(data, DLOP_FLOAT64, 1, shape, strides);
+  dlop_tensor input = output;
+  memset(&kernels, 0, sizeof kernels);
+  kernels.contiguous = (void *)(uintptr_t)1;
+  kernels.strided = (void *)(uintptr_t)3;
+  kernels.contiguous_elements = 4;
+  kernels.chunk_block = DLOP_CUDA_CHUNK_BLOCK;
+  reset_fake();
+  ck_assert_int_eq(dlop_strided_loop_init(&loop, &output, &input, 1, "tanh", error, sizeof error),
+                   DLOP_OK);
+  ck_assert_int_eq(dlop_cuda_launch_elementwise(fake_host(), &loop, &kernels, &kernels, "tanh",
+                                                error, sizeof error),
+                   DLOP_INVALID_ARGUMENT);
+  ck_assert_str_eq(error, "tanh: 1099511627776 elements need more than 1073741824 blocks of 128 threads in one launch");
+  ck_assert_int_eq(fake.launches, 0);
+}
+END_TEST
+
 /* ---- the spec's optional parts: kernel dtypes, a parameter block, 2-d rows kernels ---- */
 
 /* As a cast: input 0's and the output's dtypes pick the kernels. */
@@ -656,6 +733,8 @@ int main(void) {
   tcase_add_test(tc, test_elementwise_make_thunk_rejects_with_clear_messages);
   tcase_add_test(tc, test_elementwise_cpu_thunk_checks_and_runs);
   tcase_add_test(tc, test_elementwise_cuda_thunk_loads_finds_and_launches);
+  tcase_add_test(tc, test_elementwise_cuda_chunk_form_launch);
+  tcase_add_test(tc, test_elementwise_cuda_chunk_form_refuses_a_grid_it_cannot_cover);
   tcase_add_test(tc, test_elementwise_two_kernel_dtypes);
   tcase_add_test(tc, test_elementwise_cuda_rows_2d_launch_and_params);
   suite_add_tcase(suite, tc);

@@ -24,6 +24,9 @@ extern "C" {
  * behind this choice). DLOP_CUDA_MAX_GRID only bounds those grids (2^30 blocks of 256
  * threads: far beyond any tensor one GPU holds). */
 #define DLOP_CUDA_ELEMENTWISE_BLOCK 256
+/* Threads per block of a contiguous kernel in the chunk form (dlop_cuda_unary_chunks: a chunk
+ * per block, no grid-stride loop), which the spec's cuda_chunk_dtypes selects. */
+#define DLOP_CUDA_CHUNK_BLOCK 128
 #define DLOP_CUDA_BLOCKS_PER_SM 128
 #define DLOP_CUDA_MAX_GRID (1u << 30)
 
@@ -71,13 +74,17 @@ static inline int dlop_cuda_max_blocks(const dlop_host_api *host, int32_t device
  * thread of the contiguous kernel handles (its 16-byte vectors times how many it loads at
  * once); max_blocks caps the strided kernel's grid (dlop_cuda_max_blocks). rows_2d says rows is
  * a 2-d rows kernel (dlop_cuda_binary_rows_2d: binary ops), which takes an int32_t pattern
- * after the layout and runs on the 2-d grid dlop_cuda_rows_2d_launch sizes. */
+ * after the layout and runs on the 2-d grid dlop_cuda_rows_2d_launch sizes. chunk_block,
+ * when above 0, says contiguous is in the chunk form (dlop_cuda_unary_chunks): launched in
+ * blocks of chunk_block threads, one block per chunk of chunk_block * contiguous_elements
+ * elements, a grid that is never capped (the launch fails rather than cover part of a loop). */
 typedef struct dlop_cuda_elementwise {
   void *contiguous, *rows, *strided;
   int32_t contiguous_elements;
   uint32_t max_blocks;
   int32_t rows_2d;
   const void *params; /* the op's parameter block (its kernels' last argument), or NULL */
+  int32_t chunk_block;
 } dlop_cuda_elementwise;
 
 /* The pattern and grid of a 2-d rows kernel: y walks the rows (at most 65535 blocks, the
@@ -131,6 +138,16 @@ static inline int dlop_cuda_launch_elementwise(const dlop_host_api *host,
     function = kernels->contiguous;
     args[count++] = &n;
     work = n / per_thread + (n % per_thread != 0); /* n + per_thread - 1 could leave int64 */
+    if (kernels->chunk_block > 0) {
+      /* one block per chunk: a kernel without a grid-stride loop needs every block */
+      block[0] = (uint32_t)kernels->chunk_block;
+      if (work / block[0] + (work % block[0] != 0) > (int64_t)DLOP_CUDA_MAX_GRID) {
+        dlop_set_error(error, error_size,
+                       "%s: %lld elements need more than %u blocks of %u threads in one launch",
+                       op_name, (long long)n, DLOP_CUDA_MAX_GRID, block[0]);
+        return DLOP_INVALID_ARGUMENT;
+      }
+    }
     grid[0] = dlop_cuda_grid_size(work, block[0], DLOP_CUDA_MAX_GRID);
   } else if (kernels->rows != NULL && (!kernels->rows_2d || operands == 3) &&
              dlop_rows_layout_init(&rows, loop)) {

@@ -81,6 +81,10 @@ typedef struct dlop_elementwise_spec {
   /* optional: NULL for an op of one dtype throughout, and for an op without parameters */
   dlop_elementwise_kernel_dtypes_fn kernel_dtypes;
   dlop_elementwise_make_params_fn make_params;
+  /* optional: the output dtypes (DLOP_DTYPE_BIT mask) whose contiguous kernel is in the chunk
+   * form (dlop_cuda_unary_chunks, DLOP_CUDA_UNARY_CHUNKS), launched in blocks of
+   * DLOP_CUDA_CHUNK_BLOCK threads; the others' in the grid form, blocks of 256 */
+  uint32_t cuda_chunk_dtypes;
 } dlop_elementwise_spec;
 
 /* One thunk: the types it was made for, its parameter block, its CPU kernel or, on CUDA, its
@@ -301,6 +305,8 @@ static inline int dlop_elementwise_prepare_cuda(dlop_elementwise_state *s,
   s->kernels.contiguous_elements = (int32_t)(spec->cuda_contiguous_vectors * 16 /
                                              dlop_dtype_size((dlop_dtype)s->output.dtype));
   s->kernels.rows_2d = spec->cuda_rows == DLOP_ELEMENTWISE_ROWS_2D;
+  s->kernels.chunk_block =
+      (spec->cuda_chunk_dtypes & DLOP_DTYPE_BIT(s->output.dtype)) != 0 ? DLOP_CUDA_CHUNK_BLOCK : 0;
   s->kernels.params = s->params;
   return DLOP_OK;
 }

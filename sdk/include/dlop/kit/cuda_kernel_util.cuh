@@ -181,8 +181,9 @@ __device__ __forceinline__ void dlop_cuda_unary_contiguous(const T *__restrict__
  * grid-stride loop, which leaves the registers to the element function. The launch gives one
  * block per chunk (the spec's cuda_chunk_dtypes: blocks of DLOP_CUDA_CHUNK_BLOCK threads, a
  * grid never capped); the last block also takes the elements after the last whole vector. On
- * an H200 at 2^24-2^26 float64 with 128-thread blocks and U = 2: exp 1.05, log 1.05, sigmoid
- * 1.03 of PyTorch's speed, against 0.99, 1.05 and 0.92 in the grid form (bench/RESULTS.md). */
+ * an H200 at 2^26 float64 (bench/ops.py, the same run): exp 1.05 and tanh 1.04 of PyTorch's
+ * speed against 0.97 and 1.01-1.02 in the grid form; float32 unchanged at 1.00
+ * (bench/RESULTS.md has the rest). */
 template <int U = 2, typename T, typename F>
 __device__ __forceinline__ void dlop_cuda_unary_chunks(const T *__restrict__ x,
                                                        T *__restrict__ y, int64_t n, F f) {

@@ -2,9 +2,9 @@
  * and sqrt, log, tanh and sigmoid (floats), each with a contiguous and a strided kernel. The
  * contiguous kernels load one 16-byte vector per step for the cheap ops (neg, abs) and
  * two for sqrt, log, tanh and sigmoid, whose arithmetic then overlaps the next load (plugin.c's
- * contiguous-vectors column matches); log, tanh and sigmoid of float32 and float64 in the kit's
- * chunk form (plugin.c's chunk dtypes column matches); float16 and bfloat16 widen and narrow two elements at a
- * time. Embedded as dlop_elemwise_elemwise_cuda_unary_fatbin. */
+ * contiguous-vectors column matches); log, tanh and sigmoid of float32 and float64 in the
+ * kit's chunk form (plugin.c's chunk dtypes column matches); float16 and bfloat16 widen and
+ * narrow two elements at a time. Embedded as dlop_elemwise_elemwise_cuda_unary_fatbin. */
 #include "elemwise_cuda.cuh"
 
 

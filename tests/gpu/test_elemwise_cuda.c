@@ -4,7 +4,8 @@
  * where and the 10x10 cast table, which must agree bit for bit, casts to 16-bit floats next
  * to their rounding boundaries and from floats to integers at their saturation ends; sqrt,
  * log, tanh and sigmoid of every float16 and bfloat16 value), contiguous (vector kernels of
- * every op, misaligned too, shorter than a chunk, whole chunks and one element more), row and column broadcasts (rows kernels), 0-d, size-0, negative strides.
+ * every op, misaligned too, shorter than a chunk, whole chunks and one element more), row and
+ * column broadcasts (rows kernels), 0-d, size-0, negative strides.
  * Each CUDA output is poisoned first. Without a GPU it exits 77 (skipped). */
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,9 @@
 /* test_plugin_parity.c — CPU vs CUDA parity of the seed plugins (double, multiply_them, exp):
  * random data for every declared dtype, sizes 0, 1, 1000, 2^16 + 1 and 2^20 + 3, strided,
- * negative-stride, misaligned and broadcast inputs, rows whose width is not a power of two, exp's edge values,
- * in-place runs and misaligned outputs; each thunk run directly on a dlop stream with its output
- * poisoned (0xFF bytes) first, so an element it fails to write shows up as a mismatch. */
+ * negative-stride, misaligned and broadcast inputs, rows whose width is not a power of two,
+ * exp's edge values, in-place runs and misaligned outputs; each thunk run directly on a dlop
+ * stream with its output poisoned (0xFF bytes) first, so an element it fails to write shows up
+ * as a mismatch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

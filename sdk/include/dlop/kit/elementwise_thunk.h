@@ -83,7 +83,9 @@ typedef struct dlop_elementwise_spec {
   dlop_elementwise_make_params_fn make_params;
   /* optional: the output dtypes (DLOP_DTYPE_BIT mask) whose contiguous kernel is in the chunk
    * form (dlop_cuda_unary_chunks, DLOP_CUDA_UNARY_CHUNKS), launched in blocks of
-   * DLOP_CUDA_CHUNK_BLOCK threads; the others' in the grid form, blocks of 256 */
+   * DLOP_CUDA_CHUNK_BLOCK threads; the others' in the grid form, blocks of 256. Either form
+   * covers any grid the launch gives it, so a mask that disagrees with the kernels costs
+   * speed, never a result (for any tensor a GPU holds). */
   uint32_t cuda_chunk_dtypes;
 } dlop_elementwise_spec;
 

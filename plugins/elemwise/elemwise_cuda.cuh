@@ -4,19 +4,18 @@
  * specs in plugin.c name them for the SDK's elementwise thunk).
  *
  * Kernel choice (the SDK's launch picks among an op's kernels by layout): every op has a
- * contiguous kernel of 16-byte vector loads and stores (plain, one step per thread on a
- * grid that covers the tensor; for log, tanh and sigmoid of float32 and float64 the kit's
- * chunk form, a chunk of the tensor per 128-thread block), the strided kernel for anything
- * else, and the binary arithmetic ops a 2-d rows kernel for a broadcast row, column or
- * scalar. Ops whose element function costs more than its loads (log, tanh, sigmoid, pow) load
- * two vectors per step so one's arithmetic overlaps the other's load (as the seed exp does:
- * 97.6% of a copy on an H200 against 92.6% with one). Ops whose operands differ in size (comparisons, where, cast) step
- * by one 16-byte vector of the output: where loads each input's matching elements in as few
- * aligned vector loads as they fill, comparisons and casts take the step in coalesced chunks
- * of at least 4 elements (below). The element functions are the CPU's (elemwise_scalar.h):
- * float16 and bfloat16 compute in float32, float32 in float32 with CUDA's full-precision
- * functions (logf, tanhf, expf, powf: no --use_fast_math, no __expf-style intrinsics), float64
- * in double. */
+ * contiguous kernel of 16-byte vector loads and stores (plain, one step per thread on a grid that
+ * covers the tensor; for log, tanh and sigmoid of float32 and float64 the kit's chunk form, a
+ * chunk of the tensor per 128-thread block), the strided kernel for anything else, and the binary
+ * arithmetic ops a 2-d rows kernel for a broadcast row, column or scalar. Ops whose element
+ * function costs more than its loads (log, tanh, sigmoid, pow) load two vectors per step so one's
+ * arithmetic overlaps the other's load (as the seed exp does: 97.6% of a copy on an H200 against
+ * 92.6% with one). Ops whose operands differ in size (comparisons, where, cast) step by one
+ * 16-byte vector of the output: where loads each input's matching elements in as few aligned
+ * vector loads as they fill, comparisons and casts take the step in coalesced chunks of at least 4
+ * elements (below). The element functions are the CPU's (elemwise_scalar.h): float16 and bfloat16
+ * compute in float32, float32 in float32 with CUDA's full-precision functions (logf, tanhf, expf,
+ * powf: no --use_fast_math, no __expf-style intrinsics), float64 in double. */
 #ifndef DLOP_ELEMWISE_CUDA_CUH
 #define DLOP_ELEMWISE_CUDA_CUH
 

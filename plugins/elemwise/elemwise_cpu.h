@@ -92,12 +92,19 @@ static inline int64_t ew_cpu_math_pad(int64_t m) {
     }                                                                                        \
   }
 
-/* z = F(a, b), likewise (a broadcast operand has stride 0 and is staged like any other). */
-#define EW_CPU_MATH_BINARY(NAME, T, C, F, LOAD, STORE, DIRECT)                               \
+/* z = F(a, b), likewise (a broadcast operand has stride 0 and is staged like any other):
+ * EW_CPU_MATH_BINARY_BLOCKS makes the vector loop NAME##_blocks over whole blocks,
+ * EW_CPU_MATH_BINARY_RUN the kernel that feeds BLOCKS (that loop, or another function of
+ * the same signature), EW_CPU_MATH_BINARY both. */
+#define EW_CPU_MATH_BINARY_BLOCKS(NAME, C, F)                                                \
   DLOP_CPU_MULTIVERSION static void NAME##_blocks(C *z, const C *a, const C *b, int64_t n) { \
     EW_CPU_MATH_ASSUME_BLOCKS(n);                                                            \
     _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) z[i] = F(a[i], b[i]);               \
-  }                                                                                          \
+  }
+#define EW_CPU_MATH_BINARY(NAME, T, C, F, LOAD, STORE, DIRECT) \
+  EW_CPU_MATH_BINARY_BLOCKS(NAME, C, F)                        \
+  EW_CPU_MATH_BINARY_RUN(NAME, T, C, NAME##_blocks, LOAD, STORE, DIRECT)
+#define EW_CPU_MATH_BINARY_RUN(NAME, T, C, BLOCKS, LOAD, STORE, DIRECT)                      \
   static void NAME(char *const *p, const int64_t *s, int64_t n, const void *params) {        \
     T *z = (T *)p[0];                                                                        \
     const T *a = (const T *)p[1], *b = (const T *)p[2];                                      \
@@ -106,8 +113,7 @@ static inline int64_t ew_cpu_math_pad(int64_t m) {
     (void)params;                                                                            \
     if (DIRECT && s[0] == 1 && s[1] == 1 && s[2] == 1) {                                     \
       done = n - n % EW_CPU_MATH_BLOCK;                                                      \
-      NAME##_blocks((C *)(void *)z, (const C *)(const void *)a, (const C *)(const void *)b,  \
-                    done);                                                                   \
+      BLOCKS((C *)(void *)z, (const C *)(const void *)a, (const C *)(const void *)b, done);   \
     }                                                                                        \
     while (done < n) {                                                                       \
       int64_t m = n - done < EW_CPU_MATH_STAGE ? n - done : EW_CPU_MATH_STAGE, k;            \
@@ -120,7 +126,7 @@ static inline int64_t ew_cpu_math_pad(int64_t m) {
         stage_a[k] = stage_a[m - 1];                                                         \
         stage_b[k] = stage_b[m - 1];                                                         \
       }                                                                                      \
-      NAME##_blocks(stage_a, stage_a, stage_b, padded);                                      \
+      BLOCKS(stage_a, stage_a, stage_b, padded);                                             \
       for (k = 0; k < m; k++) z[(done + k) * s[0]] = STORE(stage_a[k]);                      \
       done += m;                                                                             \
     }                                                                                        \

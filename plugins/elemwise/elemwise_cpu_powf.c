@@ -143,10 +143,8 @@ EW_POWF_TARGET static void powf_avx512(float *z, const float *x, const float *y,
 
 void ew_cpu_powf_fast(float *z, const float *x, const float *y, int64_t n) {
 #if EW_POWF_HAVE_KERNEL
-  if (ew_cpu_powf_fast_available()) {
-    powf_avx512(z, x, y, n);
-    return;
-  }
+  powf_avx512(z, x, y, n);
+#else
+  for (int64_t i = 0; i < n; i++) z[i] = powf(x[i], y[i]); /* unreachable: never available */
 #endif
-  for (int64_t i = 0; i < n; i++) z[i] = powf(x[i], y[i]); /* never taken by the plugin */
 }

@@ -79,11 +79,14 @@ typedef struct reduce_cuda_plan {
   int32_t pack;           /* columns kernel: adjacent outputs per thread, 1, 2, 4 or 8 */
   int32_t tile_columns;   /* columns kernel: packs per block, a power of two dividing 256;
                            * the block's 256 / tile_columns thread groups split the rows */
-  int32_t cluster;        /* columns kernel: 0, or the cluster size (2, 4 or 8, = parts) when the
-                           * parts meet inside one cluster (kind is then a COLUMNS_CLUSTER one) */
   uint32_t blocks;        /* grid of the first kernel (grid-stride loops cover the rest) */
   uint32_t finish_blocks; /* grid of the finish kernel when parts > 1 and no cluster */
 } reduce_cuda_plan;
+
+/* A COLUMNS_CLUSTER plan's cluster size (its parts: 2, 4 or 8); 0 for every other plan. */
+REDUCE_CUDA_PLAN_FN int32_t reduce_cuda_cluster_size(const reduce_cuda_plan *plan) {
+  return plan->kind >= REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL ? (int32_t)plan->parts : 0;
+}
 
 REDUCE_CUDA_PLAN_FN int64_t reduce_cuda_magnitude(int64_t v) { return v < 0 ? -v : v; }
 
@@ -160,7 +163,6 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns_as(reduce_cuda_plan *plan, con
   if (parts < 1) parts = 1;
   tiles = m / columns + (m % columns != 0);
   plan->kind = REDUCE_CUDA_COLUMNS_KERNEL;
-  plan->cluster = 0;
   plan->parts = parts;
   plan->pack = pack;
   plan->tile_columns = (int32_t)columns;
@@ -195,8 +197,9 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const 
 
 /* A columns plan of 2 to max_cluster parts becomes one launch: the parts rounded up to a cluster
  * size (2, 4 or 8; more parts of fewer rows each), a cluster per strip (its block of rank r
- * takes part r), the grid a whole number of clusters. Measured on an H200: the second launch
- * of the two-pass plan held sums over the first axis of 8192 x 8192 at 0.95-0.96 of PyTorch. */
+ * takes part r), the grid a whole number of clusters. Why: the two-pass plan's second launch
+ * and its partials' round trip through memory (the sum over the first axis of 8192 x 8192 takes
+ * 4 parts); what it gains on an H200 is not measured yet. */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_cluster(reduce_cuda_plan *plan, const reduce_layout *l,
                                                   uint32_t max_blocks, int32_t max_cluster) {
   const int64_t packs = l->outputs / plan->pack;
@@ -209,7 +212,6 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_cluster(reduce_cuda_plan *plan, const 
   plan->kind = size == 2 ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
                : size == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
                            : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL;
-  plan->cluster = size;
   plan->parts = size;
   plan->blocks = reduce_cuda_blocks(tiles, max_blocks / (uint32_t)size) * (uint32_t)size;
 }
@@ -239,7 +241,6 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const red
   plan->parts = 1;
   plan->pack = 1;
   plan->tile_columns = 0;
-  plan->cluster = 0;
   plan->finish_blocks = 1;
   if (reduce_cuda_use_columns(l)) {
     reduce_cuda_plan_columns(plan, l, max_blocks, sm_count, element_bytes, pack_limit);

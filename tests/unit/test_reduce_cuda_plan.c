@@ -61,33 +61,34 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
   const int64_t tiles = (packs + p->tile_columns - 1) / p->tile_columns;
   const int64_t groups = REDUCE_CUDA_BLOCK / p->tile_columns;
   const int64_t count = l->count > 0 ? l->count : 1;
+  const int32_t cluster = reduce_cuda_cluster_size(p);
   unsigned char *seen = calloc((size_t)(l->outputs * count), 1);
   char problem[200] = "";
   ck_assert_ptr_nonnull(seen);
   ck_assert_msg(p->tile_columns >= 1 && p->tile_columns <= REDUCE_CUDA_BLOCK &&
                     (p->tile_columns & (p->tile_columns - 1)) == 0,
                 "%s: tile_columns %d is not a power of two in [1, 256]", what, (int)p->tile_columns);
-  ck_assert_msg(p->parts >= 1 && (p->parts == 1 || p->cluster > 0 ||
+  ck_assert_msg(p->parts >= 1 && (p->parts == 1 || cluster > 0 ||
                                   l->outputs * p->parts <= REDUCE_CUDA_MAX_COLUMN_PARTIALS),
                 "%s: %lld parts of %lld outputs overflow the workspace", what, (long long)p->parts,
                 (long long)l->outputs);
   ck_assert_msg(p->blocks >= 1 && p->blocks <= MAX_BLOCKS, "%s: %u blocks", what, p->blocks);
-  if (p->cluster > 0) { /* a whole number of clusters of 2, 4 or 8, each taking every part once */
-    ck_assert_msg((p->cluster == 2 || p->cluster == 4 || p->cluster == 8) && p->parts == p->cluster &&
-                      p->blocks % (uint32_t)p->cluster == 0 &&
-                      p->kind == (p->cluster == 2   ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
-                                  : p->cluster == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
+  if (cluster > 0) { /* a whole number of clusters of 2, 4 or 8, each taking every part once */
+    ck_assert_msg((cluster == 2 || cluster == 4 || cluster == 8) &&
+                      p->blocks % (uint32_t)cluster == 0 &&
+                      p->kind == (cluster == 2   ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
+                                  : cluster == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
                                                     : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL),
-                  "%s: cluster %d, parts %lld, %u blocks, kind %d", what, (int)p->cluster,
+                  "%s: cluster %d, parts %lld, %u blocks, kind %d", what, (int)cluster,
                   (long long)p->parts, p->blocks, p->kind);
     unsigned char *taken = calloc((size_t)(tiles * p->parts), 1);
     ck_assert_ptr_nonnull(taken);
     for (uint32_t b = 0; b < p->blocks && !problem[0]; b++)
       for (int64_t pass = 0;; pass++) {
-        const int64_t item = reduce_cuda_cluster_item(tiles, p->cluster, p->blocks, b, pass);
+        const int64_t item = reduce_cuda_cluster_item(tiles, cluster, p->blocks, b, pass);
         if (item < 0) break;
-        if (item >= tiles * p->parts || item % tiles != reduce_cuda_cluster_item(tiles, p->cluster, p->blocks, b - b % (uint32_t)p->cluster, pass) % tiles ||
-            item / tiles != (int64_t)(b % (uint32_t)p->cluster) || taken[item]++ != 0) {
+        if (item >= tiles * p->parts || item % tiles != reduce_cuda_cluster_item(tiles, cluster, p->blocks, b - b % (uint32_t)cluster, pass) % tiles ||
+            item / tiles != (int64_t)(b % (uint32_t)cluster) || taken[item]++ != 0) {
           snprintf(problem, sizeof problem, "block %u pass %lld: item %lld", b, (long long)pass, (long long)item);
           break;
         }
@@ -258,7 +259,7 @@ START_TEST(test_columns_split_covers_each_element_once) {
       if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
       check_columns_split(&l, &p, packing[k][0], what);
       snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d, cluster %d", i, sms,
-               (int)packing[k][0], (int)clustered.pack, (int)clustered.cluster);
+               (int)packing[k][0], (int)clustered.pack, (int)reduce_cuda_cluster_size(&clustered));
       check_columns_split(&l, &clustered, packing[k][0], what);
       /* every pack the layout allows, in 8 and in 32 groups, whatever the plan would pick */
       for (int32_t pack = 1; pack <= 8; pack *= 2)
@@ -368,28 +369,31 @@ START_TEST(test_columns_clusters) {
     for (int32_t bytes = 2; bytes <= 8; bytes *= 2) {
       const reduce_cuda_plan two = plan_packed(&cases[i].c, &l, SMS, bytes, 16 / bytes);
       const reduce_cuda_plan one = plan_clustered(&cases[i].c, &l, SMS, bytes, 16 / bytes, REDUCE_CUDA_MAX_CLUSTER);
-      ck_assert_msg(two.kind == REDUCE_CUDA_COLUMNS_KERNEL && two.cluster == 0 &&
+      ck_assert_msg(two.kind == REDUCE_CUDA_COLUMNS_KERNEL && reduce_cuda_cluster_size(&two) == 0 &&
                         two.parts == cases[i].two_pass_parts,
                     "case %zu, %d-byte elements: two-pass plan kind %d, %lld parts", i, (int)bytes, two.kind,
                     (long long)two.parts);
-      ck_assert_msg(one.cluster == cases[i].cluster, "case %zu, %d-byte elements: cluster %d, expected %d",
-                    i, (int)bytes, (int)one.cluster, (int)cases[i].cluster);
+      const int32_t cluster = reduce_cuda_cluster_size(&one);
+      ck_assert_msg(cluster == cases[i].cluster, "case %zu, %d-byte elements: cluster %d, expected %d",
+                    i, (int)bytes, (int)cluster, (int)cases[i].cluster);
       ck_assert_int_eq(one.pack, two.pack);
       ck_assert_int_eq(one.tile_columns, two.tile_columns);
-      if (one.cluster == 0) {
+      if (cluster == 0) {
         ck_assert_int_eq(one.kind, REDUCE_CUDA_COLUMNS_KERNEL);
         ck_assert_int_eq(one.parts, two.parts);
         ck_assert_uint_eq(one.blocks, two.blocks);
       } else {
         const int64_t packs = l.outputs / one.pack;
         const int64_t tiles = (packs + one.tile_columns - 1) / one.tile_columns;
-        ck_assert_int_eq(one.parts, one.cluster);
-        ck_assert_uint_eq(one.blocks, (uint32_t)(tiles * one.cluster));
+        ck_assert(one.kind == (cluster == 2   ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
+                               : cluster == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
+                                              : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL));
+        ck_assert_uint_eq(one.blocks, (uint32_t)(tiles * cluster));
         check_columns_split(&l, &one, bytes, "cluster plan");
       }
       /* one SM: the grid-stride loop over strips, still whole clusters */
       const reduce_cuda_plan small = plan_clustered(&cases[i].c, &l, 1, bytes, 16 / bytes, REDUCE_CUDA_MAX_CLUSTER);
-      ck_assert_uint_eq(small.blocks % (uint32_t)(small.cluster > 0 ? small.cluster : 1), 0);
+      ck_assert_uint_eq(small.blocks % (uint32_t)(reduce_cuda_cluster_size(&small) > 0 ? reduce_cuda_cluster_size(&small) : 1), 0);
       ck_assert_uint_le(small.blocks, 128u);
     }
   }

@@ -25,10 +25,6 @@
 #define REDUCE_CPU_LONG_LANE_BYTES 1024
 #define REDUCE_CPU_CASCADE_LANE_BYTES 256
 #define REDUCE_CPU_CASCADE_MAX_LANES (REDUCE_CPU_CASCADE_LANE_BYTES / 4)
-/* Lane leaves whose rows span more bytes than this prefetch the row this many ahead
- * (reduce_cpu_runs.c's PAIRWISE_LANES). */
-#define REDUCE_CPU_PREFETCH_SPAN ((int64_t)16 << 20)
-#define REDUCE_CPU_PREFETCH_AHEAD 2
 /* The lane path needs at least this many adjacent outputs; fewer go one at a time. */
 #define REDUCE_CPU_MIN_LANES 4
 

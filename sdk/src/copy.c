@@ -1,14 +1,15 @@
 /* copy.c — dlop__tensor_copy: copy one tensor into another of the same dtype and shape, any
  * strides on either side (negative and zero too), CPU or CUDA on either side. Contiguous copies
- * are one memcpy / cuMemcpyAsync; strided ones a loop on the CPU or a kernel of copy_kernels.cu
- * on CUDA (tiled through shared memory when the source is contiguous along one dim and the
- * destination along another, a gather otherwise); a strided copy between devices is staged
- * through a contiguous buffer. */
+ * are one memcpy / cuMemcpyAsync; strided ones copy_cpu.c's loops on the CPU, or a kernel of
+ * copy_kernels.cu on CUDA (tiled through shared memory when the source is contiguous along one
+ * dim and the destination along another, a gather otherwise); a strided copy between devices is
+ * staged through a contiguous buffer. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "copy_cpu.h"
 #include "copy_layout.h"
 #include "cuda_driver.h"
 #include "internal.h"
@@ -65,48 +66,6 @@ static void build_layout(const dlop_tensor *source, const dlop_tensor *destinati
 static int layout_is_contiguous(const dlop__copy_layout *layout) {
   return layout->ndim == 1 && layout->source_strides[0] == 1 &&
          layout->destination_strides[0] == 1;
-}
-
-/* ---- CPU --------------------------------------------------------------------------------- */
-
-#define DLOP__INNER_LOOP(type)                                                           \
-  for (int64_t i = 0; i < inner; i++)                                                    \
-    memcpy(d + i * inner_destination * (int64_t)sizeof(type),                            \
-           s + i * inner_source * (int64_t)sizeof(type), sizeof(type));
-
-static void cpu_strided_copy(const char *source, char *destination, size_t element_size,
-                             const dlop__copy_layout *layout) {
-  const int last = layout->ndim - 1;
-  const int64_t inner = layout->shape[last];
-  const int64_t inner_source = layout->source_strides[last];
-  const int64_t inner_destination = layout->destination_strides[last];
-  const int64_t outer = layout->numel / inner;
-  const int64_t esize = (int64_t)element_size;
-  int64_t index[DLOP_MAX_NDIM] = {0};
-  int64_t source_offset = 0, destination_offset = 0; /* in elements */
-  for (int64_t o = 0; o < outer; o++) {
-    const char *s = source + source_offset * esize;
-    char *d = destination + destination_offset * esize;
-    switch (element_size) {
-      case 1: DLOP__INNER_LOOP(uint8_t) break;
-      case 2: DLOP__INNER_LOOP(uint16_t) break;
-      case 4: DLOP__INNER_LOOP(uint32_t) break;
-      case 8: DLOP__INNER_LOOP(uint64_t) break;
-      default:
-        for (int64_t i = 0; i < inner; i++)
-          memcpy(d + i * inner_destination * esize, s + i * inner_source * esize, element_size);
-    }
-    /* Advance the outer index like an odometer, keeping both offsets in step. */
-    for (int dim = last - 1; dim >= 0; dim--) {
-      index[dim]++;
-      source_offset += layout->source_strides[dim];
-      destination_offset += layout->destination_strides[dim];
-      if (index[dim] < layout->shape[dim]) break;
-      source_offset -= layout->source_strides[dim] * layout->shape[dim];
-      destination_offset -= layout->destination_strides[dim] * layout->shape[dim];
-      index[dim] = 0;
-    }
-  }
 }
 
 /* ---- CUDA kernels -------------------------------------------------------------------------- */
@@ -167,21 +126,6 @@ static int copy_function(int32_t device_id, size_t element_size, int transpose,
 #endif
 }
 
-/* The dims of a tiled copy: source_dim with source stride 1 and destination_dim with
- * destination stride 1, different, each at least DLOP_COPY_TILE_MIN long. 0 when the layout
- * has no such pair (the gather then reads and writes consecutive elements, or the copy is too
- * thin for tiles). */
-static int transpose_dims(const dlop__copy_layout *layout, int32_t *source_dim,
-                          int32_t *destination_dim) {
-  *source_dim = *destination_dim = -1;
-  for (int32_t d = 0; d < layout->ndim; d++) {
-    if (layout->shape[d] < DLOP_COPY_TILE_MIN) continue;
-    if (layout->source_strides[d] == 1 && *source_dim < 0) *source_dim = d;
-    if (layout->destination_strides[d] == 1 && *destination_dim < 0) *destination_dim = d;
-  }
-  return *source_dim >= 0 && *destination_dim >= 0 && *source_dim != *destination_dim;
-}
-
 /* Blocks along one grid dim: count, at most limit (the kernels stride over the rest). */
 static unsigned grid_dim(int64_t count, int64_t limit) {
   return (unsigned)(count < 1 ? 1 : count > limit ? limit : count);
@@ -212,7 +156,7 @@ static int cuda_strided_copy(int32_t device_id, CUdeviceptr source, CUdeviceptr 
   }
   CUfunction function = NULL;
   int32_t source_dim, destination_dim;
-  const int transpose = transpose_dims(&layout, &source_dim, &destination_dim);
+  const int transpose = dlop__copy_transpose_dims(&layout, &source_dim, &destination_dim);
   int status = copy_function(device_id, element_size, transpose, &function);
   if (status != DLOP_OK) return status;
   CUresult result;
@@ -310,7 +254,7 @@ static int copy_same_device(const dlop_tensor *source, const dlop_tensor *destin
     if (layout_is_contiguous(layout))
       memmove(destination_base, source_base, (size_t)layout->numel * element_size);
     else
-      cpu_strided_copy(source_base, destination_base, element_size, layout);
+      dlop__cpu_strided_copy(source_base, destination_base, element_size, layout);
     return DLOP_OK;
   }
   int status = dlop__cuda_set_device(source->device.id);

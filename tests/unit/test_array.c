@@ -1,5 +1,7 @@
 /* test_array.c — dlop_array on the CPU: empty, from_host, wrap (deleter called exactly once),
- * to_host, copy_to with negative and zero strides, views and their bounds, reference counts. */
+ * to_host, copy_to with negative and zero strides and of transposes, views and their bounds,
+ * reference counts. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -176,6 +178,59 @@ START_TEST(test_copy_to_with_negative_and_zero_strides) {
     dlop_array_release(source);
     dlop_array_release(copy);
   }
+}
+END_TEST
+
+/* Checks that copy_to of the view (shape, strides, offset in elements) of storage holds the
+ * view's elements in C order, byte for byte. */
+static void check_strided_copy(unsigned char *storage, dlop_dtype dtype, int32_t ndim,
+                               const int64_t *shape, const int64_t *strides, int64_t offset) {
+  const int64_t esize = (int64_t)dlop_dtype_size(dtype);
+  dlop_tensor t = {storage, cpu, ndim, dlop_dtype_to_dl(dtype), (int64_t *)shape,
+                   (int64_t *)strides, (uint64_t)(offset * esize)};
+  dlop_array *source, *copy;
+  DLOP_CK_OK(dlop_array_wrap(&t, NULL, NULL, &source));
+  DLOP_CK_OK(dlop_array_copy_to(source, cpu, &copy));
+  const unsigned char *c = dlop_tensor_base(dlop_array_tensor(copy));
+  int64_t numel = dlop_array_numel(copy);
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t element = offset, rest = i;
+    for (int32_t d = ndim - 1; d >= 0; d--) {
+      element += (rest % shape[d]) * strides[d];
+      rest /= shape[d];
+    }
+    if (memcmp(c + i * esize, storage + element * esize, (size_t)esize) != 0)
+      ck_abort_msg("%s copy of a %d-d view [%lld] (element %lld of the storage) differs",
+                   dlop_dtype_name(dtype), (int)ndim, (long long)i, (long long)element);
+  }
+  dlop_array_release(source);
+  dlop_array_release(copy);
+}
+
+/* Copies of views whose source is contiguous along one dim and the copy along another (the
+ * CPU copies these in tiles): partial tiles on both sides, dims between and around the tiled
+ * ones (reversed and broadcast among them), a transpose large enough to be split over the
+ * thread pool, and a thin one (a dim shorter than a tile's minimum) that goes row by row. */
+START_TEST(test_copy_to_transposes) {
+  const int64_t count = 300 * 500;
+  unsigned char *storage = malloc((size_t)count * 8);
+  ck_assert_ptr_nonnull(storage);
+  for (int dt = 0; dt < DLOP_DTYPE_COUNT; dt++) {
+    dlop_dtype dtype = (dlop_dtype)dt;
+    dlop_test_fill_random(storage, dtype, count, 7 + (uint64_t)dt, -100, 100);
+    /* (70, 37) read transposed: 37 = 32 + 5 and 70 = 2 x 32 + 6 */
+    check_strided_copy(storage, dtype, 2, (int64_t[]){37, 70}, (int64_t[]){1, 37}, 0);
+    /* (33, 6, 40) as (40, 6, 33): the tiled dims first and last, one between */
+    check_strided_copy(storage, dtype, 3, (int64_t[]){40, 6, 33}, (int64_t[]){1, 40, 240}, 0);
+    /* (3, 20, 50) as (3, 2, 50, 20): the outer dim reversed, a broadcast dim */
+    check_strided_copy(storage, dtype, 4, (int64_t[]){3, 2, 50, 20},
+                       (int64_t[]){-1000, 0, 1, 50}, 2000);
+    /* (300, 500) as (500, 300): many tiles, over the pool's threads */
+    check_strided_copy(storage, dtype, 2, (int64_t[]){500, 300}, (int64_t[]){1, 500}, 0);
+    /* (1000, 5) as (5, 1000): too thin for tiles */
+    check_strided_copy(storage, dtype, 2, (int64_t[]){5, 1000}, (int64_t[]){1, 5}, 0);
+  }
+  free(storage);
 }
 END_TEST
 
@@ -358,6 +413,8 @@ START_TEST(test_tensor_copy_errors) {
 END_TEST
 
 int main(void) {
+  /* the large transpose below splits over three threads, whatever this machine has */
+  setenv("DLOP_NUM_THREADS", "3", 0);
   Suite *suite = suite_create("array");
   TCase *tc = tcase_create("array");
   tcase_add_test(tc, test_empty_is_contiguous);
@@ -365,6 +422,7 @@ int main(void) {
   tcase_add_test(tc, test_from_host_to_host_round_trip);
   tcase_add_test(tc, test_wrap_calls_deleter_once);
   tcase_add_test(tc, test_copy_to_with_negative_and_zero_strides);
+  tcase_add_test(tc, test_copy_to_transposes);
   tcase_add_test(tc, test_view_bounds_and_sharing);
   tcase_add_test(tc, test_view_and_wrap_reject_overflowing_layouts);
   tcase_add_test(tc, test_view_and_wrap_reject_misaligned_elements);

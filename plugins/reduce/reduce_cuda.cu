@@ -13,23 +13,11 @@
  *            per thread and output (64 per pack), float sums Kahan-compensated per thread, the
  *            groups meet in a tree; columns_finish combines the parts of a
  *            reduction split further (a first or middle axis: sum over axis 0 of 8192 x 8192
- *            takes 256 strips in 4 parts), or, compiled for compute capability 9.0 and up,
- *            columns_cluster{2,4,8} run a strip's parts as one cluster of blocks whose first
- *            block combines them through distributed shared memory, in columns_finish's order
- *            and arithmetic (so both give the same bits). */
+ *            takes 256 strips in 4 parts). */
 #include <dlop/kit/cuda_kernel_util.cuh>
 
 #include <math.h>
 #include <type_traits>
-
-/* Thread block clusters: the device code for compute capability 9.0 and up (the host never
- * asks for the cluster kernels elsewhere; on older targets they are not compiled). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define REDUCE_CUDA_HAVE_CLUSTERS 1
-#include <cooperative_groups.h>
-#else
-#define REDUCE_CUDA_HAVE_CLUSTERS 0
-#endif
 
 #include "reduce_cuda_plan.h"
 #include "reduce_layout.h"
@@ -354,45 +342,16 @@ __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l,
   for (int j = 0; j < P; j++) result[j] = compensated<Op, A>(acc[j], compensation[j]);
 }
 
-/* One block item of the columns kernel (a strip of tile_columns consecutive packs of P outputs,
- * and a part of its rows): reduce_cuda_column_work_of gives each thread its outputs and rows;
- * the strip's thread groups meet in a fixed tree (group g takes in group g + half), per
- * output, which leaves group 0's slots with the item's values. Adjacent threads have adjacent
- * packs, so every load of a warp reads consecutive elements of a row. A pack's P outputs are
- * neighbours in the input (reduce_cuda_columns_packs) and outputs o .. o + P - 1 in the
- * output's innermost kept dim; its loads are vectors when the tensor's first element is
- * aligned to the pack (every pack then is), element by element in the same order otherwise,
- * so alignment never changes a result. */
-template <int Op, typename T, typename A, int P>
-__device__ __forceinline__ void column_item(const T *in, const reduce_layout &l, int64_t parts,
-                                            int32_t tile_columns, int64_t item, A (*slots)[REDUCE_CUDA_BLOCK],
-                                            reduce_cuda_column_work *w, int64_t *out_offset) {
-  const bool vector = P == 1 || ((uintptr_t)in & (P * sizeof(T) - 1)) == 0;
-  int64_t in_offset = 0;
-  A acc[P];
-  reduce_cuda_column_work_of(&l, parts, tile_columns, P, item, (int32_t)threadIdx.x, w);
-  *out_offset = 0;
-#pragma unroll
-  for (int j = 0; j < P; j++) acc[j] = identity<Op, A>();
-  if (w->output < l.outputs) {
-    kept_offsets(l, w->output, &in_offset, out_offset);
-    if (vector) column_share<Op, T, A, P, true>(in + in_offset, l, w->first, w->end, w->step, acc);
-    else column_share<Op, T, A, P, false>(in + in_offset, l, w->first, w->end, w->step, acc);
-  }
-#pragma unroll
-  for (int j = 0; j < P; j++) slots[j][threadIdx.x] = acc[j];
-  __syncthreads();
-  for (int64_t half = w->step / 2; half > 0; half /= 2) {
-    if (w->group < half)
-#pragma unroll
-      for (int j = 0; j < P; j++)
-        slots[j][threadIdx.x] = combine<Op, A>(slots[j][threadIdx.x], slots[j][threadIdx.x + half * tile_columns]);
-    __syncthreads();
-  }
-}
-
-/* A block per (strip, part): with one part group 0 writes the outputs, otherwise
- * partials[part * outputs + output] (columns_finish_body combines them). */
+/* A block per (strip of tile_columns consecutive packs of P outputs, part):
+ * reduce_cuda_column_work_of gives each thread its outputs and rows; the strip's thread groups
+ * meet in a fixed tree (group g takes in group g + half), per output; with one part group 0
+ * writes the outputs, otherwise partials[part * outputs + output] (columns_finish_body
+ * combines them). Adjacent threads have adjacent packs, so every load of a warp reads
+ * consecutive elements of a row. A pack's P outputs are neighbours in the input
+ * (reduce_cuda_columns_packs) and outputs o .. o + P - 1 in the output's innermost kept dim;
+ * its loads are vectors when the tensor's first element is aligned to the pack (every pack
+ * then is), element by element in the same order otherwise, so alignment never changes a
+ * result. */
 template <int Op, typename T, int P>
 __device__ void columns_body(const T *in, void *out, void *partials, const reduce_layout &l,
                              int64_t parts, int32_t tile_columns, int mean) {
@@ -400,12 +359,32 @@ __device__ void columns_body(const T *in, void *out, void *partials, const reduc
   __shared__ A slots[P][REDUCE_CUDA_BLOCK];
   const int64_t packs = l.outputs / P;
   const int64_t items = (packs + tile_columns - 1) / tile_columns * parts;
+  const bool vector = P == 1 || ((uintptr_t)in & (P * sizeof(T) - 1)) == 0;
   const int64_t out_step = l.kept_out_strides[l.kept_ndim - 1];
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     reduce_cuda_column_work w;
-    int64_t out_offset;
-    column_item<Op, T, A, P>(in, l, parts, tile_columns, item, slots, &w, &out_offset);
-    if (w.group == 0 && w.output < l.outputs) {
+    reduce_cuda_column_work_of(&l, parts, tile_columns, P, item, (int32_t)threadIdx.x, &w);
+    const bool active = w.output < l.outputs;
+    int64_t in_offset = 0, out_offset = 0;
+    A acc[P];
+#pragma unroll
+    for (int j = 0; j < P; j++) acc[j] = identity<Op, A>();
+    if (active) {
+      kept_offsets(l, w.output, &in_offset, &out_offset);
+      if (vector) column_share<Op, T, A, P, true>(in + in_offset, l, w.first, w.end, w.step, acc);
+      else column_share<Op, T, A, P, false>(in + in_offset, l, w.first, w.end, w.step, acc);
+    }
+#pragma unroll
+    for (int j = 0; j < P; j++) slots[j][threadIdx.x] = acc[j];
+    __syncthreads();
+    for (int64_t half = w.step / 2; half > 0; half /= 2) {
+      if (w.group < half)
+#pragma unroll
+        for (int j = 0; j < P; j++)
+          slots[j][threadIdx.x] = combine<Op, A>(slots[j][threadIdx.x], slots[j][threadIdx.x + half * tile_columns]);
+      __syncthreads();
+    }
+    if (w.group == 0 && active) {
 #pragma unroll
       for (int j = 0; j < P; j++) {
         if (parts == 1) store<Op, T, A>(out, out_offset + j * out_step, slots[j][threadIdx.x], mean, l.count);
@@ -415,43 +394,6 @@ __device__ void columns_body(const T *in, void *out, void *partials, const reduc
     __syncthreads(); /* the next strip reuses the slots */
   }
 }
-
-#if REDUCE_CUDA_HAVE_CLUSTERS
-/* A cluster of C blocks per strip, block rank r taking part r of its rows
- * (reduce_cuda_cluster_item): after the items, rank 0's group 0 combines the C blocks' slots
- * (distributed shared memory) in part order with columns_finish_body's arithmetic and writes
- * the outputs. The second cluster barrier keeps every block's slots alive and unchanged until
- * rank 0 has read them. */
-template <int Op, typename T, int P, int C>
-__device__ void columns_cluster_body(const T *in, void *out, const reduce_layout &l,
-                                     int32_t tile_columns, int mean) {
-  typedef typename acc_of<T>::type A;
-  __shared__ A slots[P][REDUCE_CUDA_BLOCK];
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  const int64_t packs = l.outputs / P;
-  const int64_t tiles = (packs + tile_columns - 1) / tile_columns;
-  const int64_t out_step = l.kept_out_strides[l.kept_ndim - 1];
-  for (int64_t pass = 0;; pass++) {
-    const int64_t item = reduce_cuda_cluster_item(tiles, C, gridDim.x, blockIdx.x, pass);
-    if (item < 0) break;
-    reduce_cuda_column_work w;
-    int64_t out_offset;
-    column_item<Op, T, A, P>(in, l, C, tile_columns, item, slots, &w, &out_offset);
-    cluster.sync();
-    if (cluster.block_rank() == 0 && w.group == 0 && w.output < l.outputs) {
-#pragma unroll
-      for (int j = 0; j < P; j++) {
-        A acc = identity<Op, A>(), compensation = (A)0;
-#pragma unroll
-        for (int r = 0; r < C; r++)
-          acc = accumulate<Op, A>(acc, *cluster.map_shared_rank(&slots[j][threadIdx.x], r), &compensation);
-        store<Op, T, A>(out, out_offset + j * out_step, compensated<Op, A>(acc, compensation), mean, l.count);
-      }
-    }
-    cluster.sync();
-  }
-}
-#endif
 
 /* The columns kernel: packs of outputs per thread where the plan says so, up to 16 bytes (float
  * dtypes only: the thunk never asks for them otherwise). */
@@ -469,38 +411,6 @@ __device__ void columns_kernel_body(const T *in, void *out, void *partials, cons
   }
   columns_body<Op, T, 1>(in, out, partials, l, parts, tile_columns, mean);
 }
-
-#if REDUCE_CUDA_HAVE_CLUSTERS
-/* The same packs in clusters of C blocks. */
-template <int Op, typename T, int C>
-__device__ void columns_cluster_kernel_body(const T *in, void *out, const reduce_layout &l,
-                                            int32_t pack, int32_t tile_columns, int mean) {
-  if constexpr (std::is_floating_point<typename acc_of<T>::type>::value) {
-    if constexpr (sizeof(T) == 2) {
-      if (pack == 8) return columns_cluster_body<Op, T, 8, C>(in, out, l, tile_columns, mean);
-    }
-    if constexpr (sizeof(T) <= 4) {
-      if (pack == 4) return columns_cluster_body<Op, T, 4, C>(in, out, l, tile_columns, mean);
-    }
-    if (pack == 2) return columns_cluster_body<Op, T, 2, C>(in, out, l, tile_columns, mean);
-  }
-  columns_cluster_body<Op, T, 1, C>(in, out, l, tile_columns, mean);
-}
-
-#define REDUCE_CUDA_CLUSTER_KERNEL(op, OP, name, T, C)                                        \
-  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK) __cluster_dims__(C, 1, 1)  \
-      dlop_reduce_columns_cluster##C##_##op##_##name(const T *in, void *out, reduce_layout l, \
-                                                    int32_t pack, int32_t tile_columns,      \
-                                                    int mean) {                              \
-    columns_cluster_kernel_body<OP, T, C>(in, out, l, pack, tile_columns, mean);             \
-  }
-#define REDUCE_CUDA_CLUSTER_KERNELS(op, OP, name, T)                                          \
-  REDUCE_CUDA_CLUSTER_KERNEL(op, OP, name, T, 2)                                             \
-  REDUCE_CUDA_CLUSTER_KERNEL(op, OP, name, T, 4)                                             \
-  REDUCE_CUDA_CLUSTER_KERNEL(op, OP, name, T, 8)
-#else
-#define REDUCE_CUDA_CLUSTER_KERNELS(op, OP, name, T)
-#endif
 
 /* The columns kernel's second pass: a thread per output combines its parts' partials in part
  * order (float sums compensated, as within a thread). */
@@ -562,8 +472,7 @@ __device__ void finish_body(const void *partials, void *out, const reduce_layout
       dlop_reduce_finish_##op##_##name(const void *partials, void *out, reduce_layout l,     \
                                        int64_t parts, int mean) {                            \
     finish_body<OP, T>(partials, out, l, parts, mean);                                       \
-  }                                                                                          \
-  REDUCE_CUDA_CLUSTER_KERNELS(op, OP, name, T)
+  }
 
 #define REDUCE_CUDA_DTYPE(name, T)                                                            \
   REDUCE_CUDA_KERNELS(sum, OP_SUM, name, T)                                                  \

@@ -14,10 +14,7 @@
  *            do not fill the GPU, over parts whose partials columns_finish combines (a first
  *            or middle axis: the kept dims step through memory more finely than the reduced
  *            ones); where the layout allows and the thunk asks for it, each thread takes a pack
- *            of 2, 4 or 8 adjacent outputs, one vector load of up to 16 bytes per row. On GPUs
- *            with thread block clusters (compute capability 9.0 and up), a strip's 2, 4 or 8
- *            parts run as one cluster whose first block combines them from the others' shared
- *            memory: one launch instead of two, the same combining order as columns_finish. */
+ *            of 2, 4 or 8 adjacent outputs, one vector load of up to 16 bytes per row. */
 #ifndef DLOP_REDUCE_CUDA_PLAN_H
 #define DLOP_REDUCE_CUDA_PLAN_H
 
@@ -63,15 +60,8 @@ enum {
   REDUCE_CUDA_COLUMNS_KERNEL = 2,
   REDUCE_CUDA_FINISH_KERNEL = 3,
   REDUCE_CUDA_COLUMNS_FINISH_KERNEL = 4,
-  /* the columns kernel in clusters of 2, 4 and 8 blocks: loaded where the device has clusters */
-  REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL = 5,
-  REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL = 6,
-  REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL = 7,
-  REDUCE_CUDA_KERNEL_KINDS = 8
+  REDUCE_CUDA_KERNEL_KINDS = 5
 };
-
-/* The largest cluster the columns kernel uses (8 blocks: the portable cluster size). */
-#define REDUCE_CUDA_MAX_CLUSTER 8
 
 typedef struct reduce_cuda_plan {
   int kind;
@@ -80,13 +70,8 @@ typedef struct reduce_cuda_plan {
   int32_t tile_columns;   /* columns kernel: packs per block, a power of two dividing 256;
                            * the block's 256 / tile_columns thread groups split the rows */
   uint32_t blocks;        /* grid of the first kernel (grid-stride loops cover the rest) */
-  uint32_t finish_blocks; /* grid of the finish kernel when parts > 1 and no cluster */
+  uint32_t finish_blocks; /* grid of the finish kernel when parts > 1 */
 } reduce_cuda_plan;
-
-/* A COLUMNS_CLUSTER plan's cluster size (its parts: 2, 4 or 8); 0 for every other plan. */
-REDUCE_CUDA_PLAN_FN int32_t reduce_cuda_cluster_size(const reduce_cuda_plan *plan) {
-  return plan->kind >= REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL ? (int32_t)plan->parts : 0;
-}
 
 REDUCE_CUDA_PLAN_FN int64_t reduce_cuda_magnitude(int64_t v) { return v < 0 ? -v : v; }
 
@@ -195,46 +180,12 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_columns(reduce_cuda_plan *plan, const 
   }
 }
 
-/* A columns plan of 2 to max_cluster parts becomes one launch: the parts rounded up to a cluster
- * size (2, 4 or 8; more parts of fewer rows each), a cluster per strip (its block of rank r
- * takes part r), the grid a whole number of clusters. Why: the two-pass plan's second launch
- * and its partials' round trip through memory (the sum over the first axis of 8192 x 8192 takes
- * 4 parts); what it gains on an H200 is not measured yet. */
-REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_cluster(reduce_cuda_plan *plan, const reduce_layout *l,
-                                                  uint32_t max_blocks, int32_t max_cluster) {
-  const int64_t packs = l->outputs / plan->pack;
-  const int64_t tiles = packs / plan->tile_columns + (packs % plan->tile_columns != 0);
-  int32_t size = 2;
-  if (plan->kind != REDUCE_CUDA_COLUMNS_KERNEL || plan->parts < 2 || plan->parts > max_cluster ||
-      max_blocks < REDUCE_CUDA_MAX_CLUSTER)
-    return;
-  while (size < plan->parts) size *= 2;
-  plan->kind = size == 2 ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
-               : size == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
-                           : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL;
-  plan->parts = size;
-  plan->blocks = reduce_cuda_blocks(tiles, max_blocks / (uint32_t)size) * (uint32_t)size;
-}
-
-/* The item (part * tiles + strip, as reduce_cuda_column_work_of numbers them) that block
- * `block` of a cluster plan takes on its pass `pass` (0, 1, ...) of the grid-stride loop, or -1
- * past the last strip: block b is rank b % cluster of cluster b / cluster, and cluster c takes
- * strips c, c + clusters, ..., the same count for every block of it. */
-REDUCE_CUDA_PLAN_FN int64_t reduce_cuda_cluster_item(int64_t tiles, int32_t cluster, uint32_t blocks,
-                                                     uint32_t block, int64_t pass) {
-  const int64_t strip = (int64_t)(block / (uint32_t)cluster) + pass * (int64_t)(blocks / (uint32_t)cluster);
-  return strip < tiles ? (int64_t)(block % (uint32_t)cluster) * tiles + strip : -1;
-}
-
 /* max_blocks caps every grid (the kernels stride over the rest); sm_count is the device's;
  * element_bytes the input's element size; pack_limit the columns kernel's outputs per thread
- * the thunk allows (1, 2, 4 or 8); max_cluster the largest cluster of blocks the device and the
- * loaded kernels allow (1 where there are none; REDUCE_CUDA_MAX_CLUSTER on compute capability
- * 9.0 and up). */
+ * the thunk allows (1, 2, 4 or 8). */
 REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const reduce_layout *l,
                                                uint32_t max_blocks, uint32_t sm_count,
-                                               int32_t element_bytes, int32_t pack_limit,
-                                               int32_t max_cluster) {
+                                               int32_t element_bytes, int32_t pack_limit) {
   /* counts up to 2^63-1 (a zero-stride view): rounded up by division, never by adding */
   const int64_t m = l->outputs, r = l->count;
   const int warps = REDUCE_CUDA_BLOCK / 32;
@@ -244,7 +195,6 @@ REDUCE_CUDA_PLAN_FN void reduce_cuda_plan_make(reduce_cuda_plan *plan, const red
   plan->finish_blocks = 1;
   if (reduce_cuda_use_columns(l)) {
     reduce_cuda_plan_columns(plan, l, max_blocks, sm_count, element_bytes, pack_limit);
-    reduce_cuda_plan_cluster(plan, l, max_blocks, max_cluster);
   } else if (r <= REDUCE_CUDA_ROWS_MAX_COUNT) {
     plan->kind = REDUCE_CUDA_ROWS_KERNEL;
     plan->blocks = reduce_cuda_blocks(m / warps + (m % warps != 0), max_blocks);

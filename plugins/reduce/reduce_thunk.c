@@ -1,8 +1,7 @@
 /* reduce_thunk.c — make_thunk and run for the reduce ops: checks the tensors, collapses the
  * layout (reduce_layout.c) and runs the CPU kernel (reduce_cpu.c) or picks (reduce_cuda_plan.h)
  * and launches the CUDA kernels of reduce_cuda.cu (rows, block, columns, and finish or
- * columns_finish for two-pass reductions; the columns kernel in clusters, one pass, on devices
- * that have them). */
+ * columns_finish for two-pass reductions). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,9 +19,8 @@ typedef struct reduce_state {
   dlop_device device;
   void *module;                    /* CUDA only */
   void *kernels[REDUCE_CUDA_KERNEL_KINDS]; /* CUDA only: rows, block, columns, finish,
-                                            columns_finish, columns_cluster2, 4, 8 */
+                                            columns_finish */
   uint32_t max_blocks, sm_count;   /* CUDA only */
-  int32_t max_cluster;             /* CUDA only: REDUCE_CUDA_MAX_CLUSTER with clusters, else 1 */
 } reduce_state;
 
 static void reduce_destroy(void *state) {
@@ -118,10 +116,8 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
     return DLOP_INVALID_ARGUMENT;
   }
   reduce_cuda_plan_make(&plan, &layout, s->max_blocks, s->sm_count,
-                        (int32_t)dlop_dtype_size((dlop_dtype)s->input.dtype), reduce_cuda_pack_limit(s),
-                        s->max_cluster);
-  if (plan.parts > 1 && reduce_cuda_cluster_size(&plan) == 0 &&
-      (args->workspace == NULL || args->workspace_bytes < REDUCE_CUDA_WORKSPACE_BYTES)) {
+                        (int32_t)dlop_dtype_size((dlop_dtype)s->input.dtype), reduce_cuda_pack_limit(s));
+  if (plan.parts > 1 && (args->workspace == NULL || args->workspace_bytes < REDUCE_CUDA_WORKSPACE_BYTES)) {
     dlop_set_error(args->error, args->error_size,
                    "%s: a two-pass reduction needs the thunk's %zu-byte workspace, got %zu bytes at %p",
                    name, (size_t)REDUCE_CUDA_WORKSPACE_BYTES, args->workspace_bytes, args->workspace);
@@ -147,9 +143,6 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
       status = reduce_launch(s, REDUCE_CUDA_COLUMNS_FINISH_KERNEL, plan.finish_blocks, finish_args,
                              args->stream, args);
     }
-  } else if (reduce_cuda_cluster_size(&plan) > 0) {
-    void *kernel_args[] = {(void *)&input, &output, &layout, &plan.pack, &plan.tile_columns, &mean};
-    status = reduce_launch(s, plan.kind, plan.blocks, kernel_args, args->stream, args);
   } else {
     void *kernel_args[] = {(void *)&input, &output, &layout, &mean};
     status = reduce_launch(s, plan.kind, plan.blocks, kernel_args, args->stream, args);
@@ -157,36 +150,9 @@ static int reduce_run_cuda(void *state, const dlop_run_args *args) {
   return status;
 }
 
-/* Kernel `kind` of this thunk's op and dtype from its module, into s->kernels[kind]. */
-static int reduce_cuda_function(reduce_state *s, const dlop_host_api *host, int kind, const char *op,
-                                char *error, size_t error_size) {
-  static const char *const kinds[REDUCE_CUDA_KERNEL_KINDS] = {
-      "rows", "block", "columns", "finish", "columns_finish",
-      "columns_cluster2", "columns_cluster4", "columns_cluster8"};
-  char kernel[96];
-  snprintf(kernel, sizeof kernel, "dlop_reduce_%s_%s_%s", kinds[kind], op,
-           dlop_dtype_name((dlop_dtype)s->input.dtype));
-  return host->cuda_module_function(s->module, kernel, &s->kernels[kind], error, error_size);
-}
-
-/* Thread block clusters where the device has them (compute capability 9.0 and up) and the
- * fatbin has the cluster kernels (a build for older targets only has none; its PTX, JIT-compiled
- * for a newer device, neither): REDUCE_CUDA_MAX_CLUSTER, else 1 (two passes instead of one, the
- * same results). */
-static int32_t reduce_cuda_max_cluster(reduce_state *s, const dlop_host_api *host, int32_t device_id,
-                                       const char *op) {
-  int32_t major = 0;
-  char ignored[256];
-  if (host->cuda_device_attribute(device_id, 75 /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */,
-                                  &major) != DLOP_OK ||
-      major < 9)
-    return 1;
-  for (int k = REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL; k < REDUCE_CUDA_KERNEL_KINDS; k++)
-    if (reduce_cuda_function(s, host, k, op, ignored, sizeof ignored) != DLOP_OK) return 1;
-  return REDUCE_CUDA_MAX_CLUSTER;
-}
-
 static int reduce_prepare_cuda(reduce_state *s, const dlop_thunk_args *args) {
+  static const char *const kinds[REDUCE_CUDA_KERNEL_KINDS] = {"rows", "block", "columns", "finish",
+                                                               "columns_finish"};
   const dlop_host_api *host = reduce_host();
   const unsigned char *fatbin = DLOP_FATBIN(dlop_reduce_reduce_cuda_fatbin);
   const char *op = s->info->kind == REDUCE_MAX ? "max" : s->info->kind == REDUCE_MIN ? "min" : "sum";
@@ -208,9 +174,13 @@ static int reduce_prepare_cuda(reduce_state *s, const dlop_thunk_args *args) {
   if (status != DLOP_OK) return status;
   s->sm_count = s->max_blocks / DLOP_CUDA_BLOCKS_PER_SM; /* what dlop_cuda_max_blocks multiplied */
   status = host->cuda_module_load(args->device.id, fatbin, &s->module, args->error, args->error_size);
-  for (k = 0; k < REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL && status == DLOP_OK; k++)
-    status = reduce_cuda_function(s, host, k, op, args->error, args->error_size);
-  if (status == DLOP_OK) s->max_cluster = reduce_cuda_max_cluster(s, host, args->device.id, op);
+  for (k = 0; k < REDUCE_CUDA_KERNEL_KINDS && status == DLOP_OK; k++) {
+    char kernel[96];
+    snprintf(kernel, sizeof kernel, "dlop_reduce_%s_%s_%s", kinds[k], op,
+             dlop_dtype_name((dlop_dtype)s->input.dtype));
+    status = host->cuda_module_function(s->module, kernel, &s->kernels[k], args->error,
+                                        args->error_size);
+  }
   return status;
 }
 

@@ -5,8 +5,7 @@
  * dtype on integer-valued data, whose sums are exact in any order, so CUDA must equal the CPU
  * bit for bit (a lost or doubled element shows), with NaN and infinities mixed in, over odd,
  * tiny, empty, transposed, negative-stride, broadcast and misaligned layouts (packs of 2, 4
- * and 8 outputs per thread, vector loads and element by element; parts combined by a second
- * pass or, on GPUs with clusters, inside clusters of 2, 4 and 8 blocks); and long float32 columns
+ * and 8 outputs per thread, vector loads and element by element); and long float32 columns
  * against a double reference within a few ulps of their sum of magnitudes.
  * Without a usable GPU it prints why and exits 77 (skipped); DLOP_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
@@ -238,12 +237,6 @@ static const axis_layout COLUMN_LAYOUTS[] = {
     {3, {64, 256, 68}, {0}, 1, {1}, 0, 0},         /* kept dim of 68: 16-bit packs of 4, 16 groups */
     {3, {64, 256, 68}, {0}, 1, {1}, 0, 2},         /* the same, 4 bytes off: element by element */
     {3, {64, 256, 64}, {0}, 1, {1}, 0, 0},         /* middle axis in one pass: 16 groups */
-    /* parts in one launch where the GPU has clusters (compute capability 9.0 and up; two
-     * passes elsewhere): 2 (one output per thread), 3 made 4, 4, and the 8 of {1000, 2048} */
-    {2, {256, 8192}, {0}, 1, {0}, 0, 0},
-    {2, {1024, 10000}, {0}, 1, {0}, 0, 0},
-    {2, {1024, 10000}, {0}, 1, {0}, 1, 1},         /* the same, misaligned, keepdims */
-    {2, {600, 7000}, {0}, 1, {0}, 0, 0},
 };
 #define NUM_COLUMN_LAYOUTS ((int)(sizeof COLUMN_LAYOUTS / sizeof COLUMN_LAYOUTS[0]))
 

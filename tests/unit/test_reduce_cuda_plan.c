@@ -4,10 +4,8 @@
  * to exactly one thread, keeps its partials inside the workspace and its tree well formed, for
  * first, middle, last and all axes, odd, tiny, empty, transposed, negative-stride and
  * broadcast layouts, with one output per thread and with packs of 2, 4 and 8; which layouts have
- * which packs, and that the plan takes wide packs (in more groups) only to save a second pass;
- * that plans of 2 to 8 parts run as clusters of blocks where the device has them, every strip
- * and part reached once by the grid. The kernels' arithmetic is checked on a GPU
- * (tests/gpu/test_reduce_cuda.c). */
+ * which packs, and that the plan takes wide packs (in more groups) only to save a second pass. The
+ * kernels' arithmetic is checked on a GPU (tests/gpu/test_reduce_cuda.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,45 +59,16 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
   const int64_t tiles = (packs + p->tile_columns - 1) / p->tile_columns;
   const int64_t groups = REDUCE_CUDA_BLOCK / p->tile_columns;
   const int64_t count = l->count > 0 ? l->count : 1;
-  const int32_t cluster = reduce_cuda_cluster_size(p);
   unsigned char *seen = calloc((size_t)(l->outputs * count), 1);
   char problem[200] = "";
   ck_assert_ptr_nonnull(seen);
   ck_assert_msg(p->tile_columns >= 1 && p->tile_columns <= REDUCE_CUDA_BLOCK &&
                     (p->tile_columns & (p->tile_columns - 1)) == 0,
                 "%s: tile_columns %d is not a power of two in [1, 256]", what, (int)p->tile_columns);
-  ck_assert_msg(p->parts >= 1 && (p->parts == 1 || cluster > 0 ||
-                                  l->outputs * p->parts <= REDUCE_CUDA_MAX_COLUMN_PARTIALS),
+  ck_assert_msg(p->parts >= 1 && (p->parts == 1 || l->outputs * p->parts <= REDUCE_CUDA_MAX_COLUMN_PARTIALS),
                 "%s: %lld parts of %lld outputs overflow the workspace", what, (long long)p->parts,
                 (long long)l->outputs);
   ck_assert_msg(p->blocks >= 1 && p->blocks <= MAX_BLOCKS, "%s: %u blocks", what, p->blocks);
-  if (cluster > 0) { /* a whole number of clusters of 2, 4 or 8, each taking every part once */
-    ck_assert_msg((cluster == 2 || cluster == 4 || cluster == 8) &&
-                      p->blocks % (uint32_t)cluster == 0 &&
-                      p->kind == (cluster == 2   ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
-                                  : cluster == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
-                                                    : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL),
-                  "%s: cluster %d, parts %lld, %u blocks, kind %d", what, (int)cluster,
-                  (long long)p->parts, p->blocks, p->kind);
-    unsigned char *taken = calloc((size_t)(tiles * p->parts), 1);
-    ck_assert_ptr_nonnull(taken);
-    for (uint32_t b = 0; b < p->blocks && !problem[0]; b++)
-      for (int64_t pass = 0;; pass++) {
-        const int64_t item = reduce_cuda_cluster_item(tiles, cluster, p->blocks, b, pass);
-        if (item < 0) break;
-        if (item >= tiles * p->parts || item % tiles != reduce_cuda_cluster_item(tiles, cluster, p->blocks, b - b % (uint32_t)cluster, pass) % tiles ||
-            item / tiles != (int64_t)(b % (uint32_t)cluster) || taken[item]++ != 0) {
-          snprintf(problem, sizeof problem, "block %u pass %lld: item %lld", b, (long long)pass, (long long)item);
-          break;
-        }
-      }
-    for (int64_t i = 0; i < tiles * p->parts && !problem[0]; i++)
-      if (taken[i] != 1) snprintf(problem, sizeof problem, "item %lld taken %d times", (long long)i, (int)taken[i]);
-    free(taken);
-    ck_assert_msg(problem[0] == '\0', "%s: %s", what, problem);
-  } else {
-    ck_assert_msg(p->kind == REDUCE_CUDA_COLUMNS_KERNEL, "%s: kind %d without a cluster", what, p->kind);
-  }
   ck_assert_msg(p->pack == 1 || (l->outputs % p->pack == 0 && reduce_cuda_columns_packs(l, p->pack) &&
                                   p->pack * element_bytes <= REDUCE_CUDA_COLUMNS_PACK_BYTES),
                 "%s: pack %d of %lld outputs", what, (int)p->pack, (long long)l->outputs);
@@ -136,18 +105,12 @@ static void check_columns_split(const reduce_layout *l, const reduce_cuda_plan *
   ck_assert_msg(problem[0] == '\0', "%s: %s", what, problem);
 }
 
-static reduce_cuda_plan plan_clustered(const plan_case *c, reduce_layout *l, uint32_t sms,
-                                       int32_t element_bytes, int32_t pack_limit, int32_t max_cluster) {
-  reduce_cuda_plan p;
-  layout_of(c, l);
-  reduce_cuda_plan_make(&p, l, sms * 128u, sms, element_bytes, pack_limit, max_cluster);
-  return p;
-}
-
-/* a device without clusters: the two-pass plans */
 static reduce_cuda_plan plan_packed(const plan_case *c, reduce_layout *l, uint32_t sms,
                                     int32_t element_bytes, int32_t pack_limit) {
-  return plan_clustered(c, l, sms, element_bytes, pack_limit, 1);
+  reduce_cuda_plan p;
+  layout_of(c, l);
+  reduce_cuda_plan_make(&p, l, sms * 128u, sms, element_bytes, pack_limit);
+  return p;
 }
 
 static reduce_cuda_plan plan_of(const plan_case *c, reduce_layout *l, uint32_t sms) {
@@ -252,15 +215,10 @@ START_TEST(test_columns_split_covers_each_element_once) {
       reduce_layout l;
       char what[96];
       reduce_cuda_plan p = plan_packed(&split_cases[i], &l, sms, packing[k][0], packing[k][1]);
-      reduce_cuda_plan clustered = plan_clustered(&split_cases[i], &l, sms, packing[k][0], packing[k][1],
-                                                  REDUCE_CUDA_MAX_CLUSTER);
       snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d", i, sms,
                (int)packing[k][0], (int)p.pack);
       if (p.kind != REDUCE_CUDA_COLUMNS_KERNEL) continue;
       check_columns_split(&l, &p, packing[k][0], what);
-      snprintf(what, sizeof what, "case %zu on %u SMs, %d-byte elements, pack %d, cluster %d", i, sms,
-               (int)packing[k][0], (int)clustered.pack, (int)reduce_cuda_cluster_size(&clustered));
-      check_columns_split(&l, &clustered, packing[k][0], what);
       /* every pack the layout allows, in 8 and in 32 groups, whatever the plan would pick */
       for (int32_t pack = 1; pack <= 8; pack *= 2)
         for (int64_t groups = 8; groups <= 32; groups *= 4) {
@@ -351,55 +309,6 @@ START_TEST(test_columns_wide_packs_only_for_one_pass) {
 }
 END_TEST
 
-/* Where the device has clusters, columns plans of 2 to 8 parts run as one launch: the parts
- * rounded up to a cluster size, the same strips and packs; more parts keep the second pass, and
- * so does every plan without clusters. */
-START_TEST(test_columns_clusters) {
-  static const struct { plan_case c; int64_t two_pass_parts; int32_t cluster; } cases[] = {
-      {{2, {8192, 8192}, {0}, 1u}, 4, 4},   /* the benchmark's first axis: 128 strips of 4 parts */
-      {{2, {2048, 8192}, {0}, 1u}, 4, 4},
-      {{2, {1024, 16384}, {0}, 1u}, 2, 2},
-      {{2, {1024, 10000}, {0}, 1u}, 3, 4},  /* 3 parts become 4 */
-      {{2, {1000, 2048}, {0}, 1u}, 8, 8},
-      {{2, {65536, 1024}, {0}, 1u}, 32, 0}, /* more parts than a cluster: two passes */
-      {{3, {256, 512, 256}, {0}, 2u}, 1, 0}, /* one part: one pass already */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    reduce_layout l;
-    for (int32_t bytes = 2; bytes <= 8; bytes *= 2) {
-      const reduce_cuda_plan two = plan_packed(&cases[i].c, &l, SMS, bytes, 16 / bytes);
-      const reduce_cuda_plan one = plan_clustered(&cases[i].c, &l, SMS, bytes, 16 / bytes, REDUCE_CUDA_MAX_CLUSTER);
-      ck_assert_msg(two.kind == REDUCE_CUDA_COLUMNS_KERNEL && reduce_cuda_cluster_size(&two) == 0 &&
-                        two.parts == cases[i].two_pass_parts,
-                    "case %zu, %d-byte elements: two-pass plan kind %d, %lld parts", i, (int)bytes, two.kind,
-                    (long long)two.parts);
-      const int32_t cluster = reduce_cuda_cluster_size(&one);
-      ck_assert_msg(cluster == cases[i].cluster, "case %zu, %d-byte elements: cluster %d, expected %d",
-                    i, (int)bytes, (int)cluster, (int)cases[i].cluster);
-      ck_assert_int_eq(one.pack, two.pack);
-      ck_assert_int_eq(one.tile_columns, two.tile_columns);
-      if (cluster == 0) {
-        ck_assert_int_eq(one.kind, REDUCE_CUDA_COLUMNS_KERNEL);
-        ck_assert_int_eq(one.parts, two.parts);
-        ck_assert_uint_eq(one.blocks, two.blocks);
-      } else {
-        const int64_t packs = l.outputs / one.pack;
-        const int64_t tiles = (packs + one.tile_columns - 1) / one.tile_columns;
-        ck_assert(one.kind == (cluster == 2   ? REDUCE_CUDA_COLUMNS_CLUSTER2_KERNEL
-                               : cluster == 4 ? REDUCE_CUDA_COLUMNS_CLUSTER4_KERNEL
-                                              : REDUCE_CUDA_COLUMNS_CLUSTER8_KERNEL));
-        ck_assert_uint_eq(one.blocks, (uint32_t)(tiles * cluster));
-        check_columns_split(&l, &one, bytes, "cluster plan");
-      }
-      /* one SM: the grid-stride loop over strips, still whole clusters */
-      const reduce_cuda_plan small = plan_clustered(&cases[i].c, &l, 1, bytes, 16 / bytes, REDUCE_CUDA_MAX_CLUSTER);
-      ck_assert_uint_eq(small.blocks % (uint32_t)(reduce_cuda_cluster_size(&small) > 0 ? reduce_cuda_cluster_size(&small) : 1), 0);
-      ck_assert_uint_le(small.blocks, 128u);
-    }
-  }
-}
-END_TEST
-
 /* Each case above that should reach the columns kernel does (so the coverage test ran it). */
 START_TEST(test_columns_cases_reach_columns) {
   static const plan_case cases[] = {
@@ -423,7 +332,6 @@ int main(void) {
                       test_columns_cases_reach_columns,
                       test_columns_packs,
                       test_columns_wide_packs_only_for_one_pass,
-                      test_columns_clusters,
                       NULL);
   tcase_add_loop_test(tc, test_columns_split_covers_each_element_once, 0, SPLIT_CASES);
   return dlop_test_run_suite(suite);

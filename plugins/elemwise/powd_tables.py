@@ -2,9 +2,9 @@
 """powd_tables.py — prints the tables of elemwise_cpu_powd.c (Python's decimal module at 80
 digits; not part of the build).
 
-log: z = x / 2^k in [OFF, 2 OFF) with OFF the double of bits 0x3fe6700000000000 (0.701171875),
-the top 7 mantissa bits of the bits of x minus OFF's pick one of 128 intervals (2^-8 wide below
-1, 2^-7 above; the interval holding 1 is [1 - 2^-9, 1 + 2^-8)); per interval invc = 1/c in
+log: z = x / 2^k in [OFF, 2 OFF) with OFF the double of bits 0x3fe6400000000000 (0.6953125),
+the top 5 mantissa bits of the bits of x minus OFF's pick one of 32 intervals (2^-6 wide below
+1, 2^-5 above; the interval holding 1 is [1 - 2^-7, 1 + 2^-6)); per interval invc = 1/c in
 double (c its centre; exactly 1 for the interval holding 1), and -log(invc) of that double as
 logc + logctail with logc a multiple of 2^-42, so that k ln2hi + logc is exact for |k| < 2^11.
 ln2/32 likewise, so that kd ln2hi/32 is exact for |kd| < 2^16.
@@ -17,7 +17,8 @@ from decimal import Decimal, getcontext
 from fractions import Fraction
 
 getcontext().prec = 80
-OFF = 0x3FE6700000000000
+OFF = 0x3FE6400000000000
+LOG_BITS = 5  # 32 intervals
 ONE = 0x3FF0000000000000
 
 
@@ -42,8 +43,9 @@ def hexd(f):
 def log_tables():
     invc, logc, logctail = [], [], []
     worst_r = Fraction(0)
-    for i in range(128):
-        lo_bits, hi_bits = OFF + (i << 45), OFF + ((i + 1) << 45)
+    for i in range(1 << LOG_BITS):
+        shift = 52 - LOG_BITS
+        lo_bits, hi_bits = OFF + (i << shift), OFF + ((i + 1) << shift)
         lo = Fraction(double_of(lo_bits))
         hi = Fraction(double_of(hi_bits))
         if lo_bits <= ONE < hi_bits:

@@ -147,7 +147,7 @@ void dlop_test_copy_file(const char *from, const char *to) {
   fclose(out);
 }
 
-static uint64_t next_random(uint64_t *state) {
+uint64_t dlop_test_random_bits(uint64_t *state) {
   /* splitmix64: small, reproducible, good enough for test data */
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -155,11 +155,13 @@ static uint64_t next_random(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+double dlop_test_random_unit(uint64_t *state) { return (double)(dlop_test_random_bits(state) >> 11) * 0x1p-53; }
+
 void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,
                            double high) {
   uint64_t state = seed;
   for (int64_t i = 0; i < n; i++) {
-    double u = (double)(next_random(&state) >> 11) / 9007199254740992.0;
+    double u = dlop_test_random_unit(&state);
     double v = low + (high - low) * u;
     if (!dlop_dtype_is_float(dtype)) v = floor(v + 0.5);
     if (dtype == DLOP_BOOL) v = v >= 0.5 * (low + high) ? 1 : 0;

@@ -49,6 +49,10 @@ const char *dlop_test_captured_stderr(void);
 /* A byte-for-byte copy of the file from at to (fails the test on any error). */
 void dlop_test_copy_file(const char *from, const char *to);
 
+/* The next of a reproducible stream of random 64-bit words (splitmix64 over *state), and a
+ * double in [0, 1) from its top 53 bits. */
+uint64_t dlop_test_random_bits(uint64_t *state);
+double dlop_test_random_unit(uint64_t *state);
 /* Fill n elements of dtype with reproducible random values in [low, high] (integers rounded;
  * bool as 0/1). */
 void dlop_test_fill_random(void *data, dlop_dtype dtype, int64_t n, uint64_t seed, double low,

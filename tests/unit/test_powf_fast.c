@@ -18,13 +18,8 @@
 #define RANDOM_CASES (1 << 22)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint64_t next_random(void) { /* xorshift64 */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static double uniform(void) { return (double)(next_random() >> 11) * 0x1p-53; }
+static uint64_t next_random(void) { return dlop_test_random_bits(&rng_state); }
+static double uniform(void) { return dlop_test_random_unit(&rng_state); }
 static float float_of_bits(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);

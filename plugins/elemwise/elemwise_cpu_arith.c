@@ -3,6 +3,7 @@
  * does to one element; elemwise_cpu.h gives the loops, pow's the staged vector-math one, whose
  * float and double loops are elemwise_cpu_powf.c's and elemwise_cpu_powd.c's on AVX-512 CPUs). */
 #include "elemwise_cpu.h"
+#include "elemwise_cpu_avx512.h"
 #include "elemwise_cpu_powd.h"
 #include "elemwise_cpu_powf.h"
 
@@ -23,11 +24,11 @@ EW_CPU_FLOAT_DTYPES(ARITH_DIV)
 EW_CPU_MATH_BINARY_BLOCKS(pow_libmvec_f, float, ew_powf)
 EW_CPU_MATH_BINARY_BLOCKS(pow_libmvec_d, double, ew_powd)
 static void pow_f_blocks(float *z, const float *a, const float *b, int64_t n) {
-  if (ew_cpu_powf_fast_available()) ew_cpu_powf_fast(z, a, b, n);
+  if (ew_cpu_avx512_kernels_available()) ew_cpu_powf_fast(z, a, b, n);
   else pow_libmvec_f_blocks(z, a, b, n);
 }
 static void pow_d_blocks(double *z, const double *a, const double *b, int64_t n) {
-  if (ew_cpu_powd_fast_available()) ew_cpu_powd_fast(z, a, b, n);
+  if (ew_cpu_avx512_kernels_available()) ew_cpu_powd_fast(z, a, b, n);
   else pow_libmvec_d_blocks(z, a, b, n);
 }
 #define ARITH_POW(name, T, C, F, DIRECT) \

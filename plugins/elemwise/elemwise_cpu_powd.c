@@ -21,27 +21,11 @@
  * recomputed by libm's pow, so every special case is C's. The constants come from
  * powd_tables.py. */
 #include "elemwise_cpu_powd.h"
+#include "elemwise_cpu_avx512.h"
 
 #include <math.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#define EW_POWD_HAVE_KERNEL 1
-#include <immintrin.h>
-#define EW_POWD_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-#else
-#define EW_POWD_HAVE_KERNEL 0
-#endif
-
-int ew_cpu_powd_fast_available(void) {
-#if EW_POWD_HAVE_KERNEL
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-#else
-  return 0;
-#endif
-}
-
-#if EW_POWD_HAVE_KERNEL
+#if EW_AVX512_HAVE_KERNELS
 
 #define POWD_OFF 0x3fe6400000000000LL /* the bits of 0.6953125 */
 #define POWD_EXP_LIMIT 708.0          /* |y log(x)| beyond: libm (overflow, subnormal results) */
@@ -129,21 +113,21 @@ typedef struct powd_tables {
 } powd_tables;
 
 /* table[j & 31] (two vpermt2pd, which read bits 0..3, and a blend on bit 4) */
-EW_POWD_TARGET static inline __m512d powd_lookup32(const __m512d table[4], __m512i j) {
+EW_AVX512_TARGET static inline __m512d powd_lookup32(const __m512d table[4], __m512i j) {
   const __m512d low = _mm512_permutex2var_pd(table[0], j, table[1]);
   const __m512d high = _mm512_permutex2var_pd(table[2], j, table[3]);
   return _mm512_mask_blend_pd(_mm512_test_epi64_mask(j, _mm512_set1_epi64(16)), low, high);
 }
 
 /* Horner's scheme over c[0..n-1] (lowest first) */
-EW_POWD_TARGET static inline __m512d powd_poly(const double *c, int n, __m512d v) {
+EW_AVX512_TARGET static inline __m512d powd_poly(const double *c, int n, __m512d v) {
   __m512d p = _mm512_set1_pd(c[n - 1]);
   for (int i = n - 2; i >= 0; i--) p = _mm512_fmadd_pd(p, v, _mm512_set1_pd(c[i]));
   return p;
 }
 
 /* pow of 8 lanes; *special gets the lanes the formula does not cover */
-EW_POWD_TARGET static inline __m512d powd8(__m512d x, __m512d y, const powd_tables *t, __mmask8 *special) {
+EW_AVX512_TARGET static inline __m512d powd8(__m512d x, __m512d y, const powd_tables *t, __mmask8 *special) {
   const __m512d one = _mm512_set1_pd(1.0);
   /* log(x) = lhi + llo */
   const __m512i bits = _mm512_castpd_si512(x);
@@ -183,9 +167,8 @@ EW_POWD_TARGET static inline __m512d powd8(__m512d x, __m512d y, const powd_tabl
   const __m512d f = _mm512_add_pd(
       _mm512_fnmadd_pd(kd, _mm512_set1_pd(POWD_LN2_N_LO), _mm512_fnmadd_pd(kd, _mm512_set1_pd(POWD_LN2_N_HI), ehi)),
       elo);
-  const __m512i j = _mm512_and_si512(ki, _mm512_set1_epi64(31));
-  const __m512d exp2_j = powd_lookup32(t->exp2_j, j);
-  const __m512d tail = powd_lookup32(t->exp2_j_tail, j);
+  const __m512d exp2_j = powd_lookup32(t->exp2_j, ki); /* j = kd & 31 */
+  const __m512d tail = powd_lookup32(t->exp2_j_tail, ki);
   const __m512d sum = _mm512_fmadd_pd(_mm512_mul_pd(f, f), powd_poly(POWD_P, 6, f), _mm512_add_pd(f, tail));
   /* T[j] 2^(kd >> 5) by adding to its exponent: a normal number for |ehi| <= POWD_EXP_LIMIT */
   const __m512d scale = _mm512_castsi512_pd(
@@ -198,7 +181,7 @@ EW_POWD_TARGET static inline __m512d powd8(__m512d x, __m512d y, const powd_tabl
 }
 
 /* 8 lanes: x and y readable for 8 doubles, z written once, after every lane is computed */
-EW_POWD_TARGET static inline void powd8_store(double *z, const double *x, const double *y,
+EW_AVX512_TARGET static inline void powd8_store(double *z, const double *x, const double *y,
                                              const powd_tables *t) {
   __mmask8 special;
   __m512d result = powd8(_mm512_loadu_pd(x), _mm512_loadu_pd(y), t, &special);
@@ -214,7 +197,7 @@ EW_POWD_TARGET static inline void powd8_store(double *z, const double *x, const 
   _mm512_storeu_pd(z, result);
 }
 
-EW_POWD_TARGET static void powd_avx512(double *z, const double *x, const double *y, int64_t n) {
+EW_AVX512_TARGET static void powd_avx512(double *z, const double *x, const double *y, int64_t n) {
   powd_tables t;
   int64_t i = 0;
   for (int r = 0; r < 4; r++) {
@@ -238,7 +221,7 @@ EW_POWD_TARGET static void powd_avx512(double *z, const double *x, const double 
 #endif
 
 void ew_cpu_powd_fast(double *z, const double *x, const double *y, int64_t n) {
-#if EW_POWD_HAVE_KERNEL
+#if EW_AVX512_HAVE_KERNELS
   powd_avx512(z, x, y, n);
 #else
   for (int64_t i = 0; i < n; i++) z[i] = pow(x[i], y[i]); /* unreachable: never available */

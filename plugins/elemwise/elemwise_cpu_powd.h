@@ -5,12 +5,9 @@
 
 #include <stdint.h>
 
-/* 1 when this build has the kernel and the CPU runs it. */
-int ew_cpu_powd_fast_available(void);
-
 /* z[i] = pow(x[i], y[i]) for i in [0, n), within 1 ulp, every special case (zeros, infinities,
  * NaN, negative bases, subnormal inputs, results near overflow or subnormal) as C's pow gives
- * it. z may be x or y. Only where ew_cpu_powd_fast_available(). */
+ * it. z may be x or y. Only where ew_cpu_avx512_kernels_available(). */
 void ew_cpu_powd_fast(double *z, const double *x, const double *y, int64_t n);
 
 #endif

@@ -19,27 +19,11 @@
  * found by one class test per 16 and recomputed by libm's powf, so every special case is C's.
  * Subnormal x needs nothing: it is a normal double. The constants come from powf_tables.py. */
 #include "elemwise_cpu_powf.h"
+#include "elemwise_cpu_avx512.h"
 
 #include <math.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#define EW_POWF_HAVE_KERNEL 1
-#include <immintrin.h>
-#define EW_POWF_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
-#else
-#define EW_POWF_HAVE_KERNEL 0
-#endif
-
-int ew_cpu_powf_fast_available(void) {
-#if EW_POWF_HAVE_KERNEL
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-#else
-  return 0;
-#endif
-}
-
-#if EW_POWF_HAVE_KERNEL
+#if EW_AVX512_HAVE_KERNELS
 
 /* 1/c and log2(c) of the 16 intervals [0.69921875 + i/16 2^e ...) of m */
 static const double POWF_INV_C[16] = {
@@ -72,7 +56,7 @@ typedef struct powf_tables {
 } powf_tables;
 
 /* powf of 8 lanes, x > 0 and finite, y finite, both already in double */
-EW_POWF_TARGET static inline __m256 powf8(__m512d x, __m512d y, const powf_tables *t) {
+EW_AVX512_TARGET static inline __m256 powf8(__m512d x, __m512d y, const powf_tables *t) {
   const __m512d one = _mm512_set1_pd(1.0);
   const __m512i bits = _mm512_castpd_si512(x);
   const __m512i split = _mm512_sub_epi64(bits, _mm512_set1_epi64(POWF_SPLIT));
@@ -101,7 +85,7 @@ EW_POWF_TARGET static inline __m256 powf8(__m512d x, __m512d y, const powf_table
 }
 
 /* 16 lanes: x and y readable for 16 floats, z written once, after every lane is computed */
-EW_POWF_TARGET static inline void powf16(float *z, const float *x, const float *y, const powf_tables *t) {
+EW_AVX512_TARGET static inline void powf16(float *z, const float *x, const float *y, const powf_tables *t) {
   /* x NaN, zero, infinite or negative (0xdf); y NaN or infinite (0x99) */
   const __mmask16 special = _mm512_fpclass_ps_mask(_mm512_loadu_ps(x), 0xdf) |
                             _mm512_fpclass_ps_mask(_mm512_loadu_ps(y), 0x99);
@@ -122,7 +106,7 @@ EW_POWF_TARGET static inline void powf16(float *z, const float *x, const float *
   _mm256_storeu_ps(z + 8, high);
 }
 
-EW_POWF_TARGET static void powf_avx512(float *z, const float *x, const float *y, int64_t n) {
+EW_AVX512_TARGET static void powf_avx512(float *z, const float *x, const float *y, int64_t n) {
   powf_tables t;
   int64_t i = 0;
   t.inv_c[0] = _mm512_loadu_pd(POWF_INV_C), t.inv_c[1] = _mm512_loadu_pd(POWF_INV_C + 8);
@@ -142,7 +126,7 @@ EW_POWF_TARGET static void powf_avx512(float *z, const float *x, const float *y,
 #endif
 
 void ew_cpu_powf_fast(float *z, const float *x, const float *y, int64_t n) {
-#if EW_POWF_HAVE_KERNEL
+#if EW_AVX512_HAVE_KERNELS
   powf_avx512(z, x, y, n);
 #else
   for (int64_t i = 0; i < n; i++) z[i] = powf(x[i], y[i]); /* unreachable: never available */

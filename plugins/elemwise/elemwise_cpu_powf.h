@@ -6,12 +6,9 @@
 
 #include <stdint.h>
 
-/* 1 when this build has the kernel and the CPU runs it. */
-int ew_cpu_powf_fast_available(void);
-
 /* z[i] = powf(x[i], y[i]) for i in [0, n), within 1 ulp (0.52 measured), every special case
  * (zeros, infinities, NaN, negative bases, subnormal inputs and results) as C's powf gives
- * it. z may be x or y. Only where ew_cpu_powf_fast_available(). */
+ * it. z may be x or y. Only where ew_cpu_avx512_kernels_available(). */
 void ew_cpu_powf_fast(float *z, const float *x, const float *y, int64_t n);
 
 #endif

@@ -183,7 +183,7 @@ START_TEST(test_position_and_aliasing) {
 END_TEST
 
 int main(void) {
-  if (!ew_cpu_powd_fast_available()) {
+  if (!ew_cpu_avx512_kernels_available()) {
     printf("SKIP: this CPU has no AVX-512 F, DQ, BW and VL: the plugin calls libmvec's pow\n");
     return 77;
   }

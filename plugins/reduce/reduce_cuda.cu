@@ -10,8 +10,8 @@
  *            packs of 2 to 8 adjacent outputs, one vector load of up to 16 bytes each) of one
  *            row (coalesced), the block's thread groups take every 8th row (up to every 32nd
  *            for wide packs, more groups when outputs are few), 32 bytes of loads in flight
- *            per thread and output (64 per pack), float sums Kahan-compensated per thread, the
- *            groups meet in a tree; columns_finish combines the parts of a
+ *            per thread and output (64 per pack), float32 and float64 sums Kahan-compensated
+ *            per thread (16-bit inputs' float32 sums plain), the groups meet in a tree; columns_finish combines the parts of a
  *            reduction split further (a first or middle axis: sum over axis 0 of 8192 x 8192
  *            takes 256 strips in 4 parts). */
 #include <dlop/kit/cuda_kernel_util.cuh>
@@ -243,13 +243,25 @@ __device__ void block_body(const T *in, void *out, void *partials, const reduce_
   }
 }
 
+/* Whether a thread's running sum of T elements (accumulated in A) is Kahan-compensated:
+ * float32 and float64 sums are; 16-bit inputs' float32 sums are not, as PyTorch's are not:
+ * the float32 error of a thread's rows (at most rows x 2^-24 of their magnitudes; a thread
+ * takes a few hundred rows of 2^26 elements) is far below the 16-bit result's own rounding
+ * (2^-11 of the sum in float16, 2^-8 in bfloat16) unless the sum cancels, and the
+ * compensation cost 5-8 % of the time along a middle axis on an H100 (48.2-48.9 us without it,
+ * 52.3 with it, for 512 x 512 x 256 float16 and bfloat16). */
+template <int Op, typename T, typename A>
+__device__ __forceinline__ constexpr bool compensates() {
+  return Op == OP_SUM && std::is_floating_point<A>::value && sizeof(T) >= 4;
+}
+
 /* Kahan's compensated addition of part into a thread's running float sum (so a long column
  * keeps float accuracy without a tree; the result is acc - *compensation), combine otherwise.
  * A compensation that is not finite (an infinite or NaN total, inf - inf) is dropped, so
  * infinities and NaN come out as a plain sum gives them. */
-template <int Op, typename A>
+template <int Op, typename T, typename A>
 __device__ __forceinline__ A accumulate(A acc, A part, A *compensation) {
-  if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) {
+  if constexpr (compensates<Op, T, A>()) {
     const A y = part - *compensation, t = acc + y, lost = (t - acc) - y;
     *compensation = isfinite(lost) ? lost : (A)0;
     return t;
@@ -258,9 +270,9 @@ __device__ __forceinline__ A accumulate(A acc, A part, A *compensation) {
   }
 }
 
-template <int Op, typename A>
+template <int Op, typename T, typename A>
 __device__ __forceinline__ A compensated(A acc, A compensation) {
-  if constexpr (Op == OP_SUM && std::is_floating_point<A>::value) return acc - compensation;
+  if constexpr (compensates<Op, T, A>()) return acc - compensation;
   else return acc;
 }
 
@@ -323,23 +335,23 @@ __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l,
         A part = load_acc<A>(v[0].e[j]);
 #pragma unroll
         for (int u = 1; u < U; u++) part = combine<Op, A>(part, load_acc<A>(v[u].e[j]));
-        acc[j] = accumulate<Op, A>(acc[j], part, &compensation[j]);
+        acc[j] = accumulate<Op, T, A>(acc[j], part, &compensation[j]);
       }
     }
     for (; r < end; r += step, p += stride) {
       const pack_of<T, P> v = load_pack<T, P, Vector>(p);
 #pragma unroll
-      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
+      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, T, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
     }
   } else { /* reduced dims that do not merge: rare, kept compact (no unrolled divisions) */
     for (; r < end; r += step) {
       const pack_of<T, P> v = load_pack<T, P, Vector>(x + reduced_offset(l, r));
 #pragma unroll
-      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
+      for (int j = 0; j < P; j++) acc[j] = accumulate<Op, T, A>(acc[j], load_acc<A>(v.e[j]), &compensation[j]);
     }
   }
 #pragma unroll
-  for (int j = 0; j < P; j++) result[j] = compensated<Op, A>(acc[j], compensation[j]);
+  for (int j = 0; j < P; j++) result[j] = compensated<Op, T, A>(acc[j], compensation[j]);
 }
 
 /* A block per (strip of tile_columns consecutive packs of P outputs, part):
@@ -413,7 +425,7 @@ __device__ void columns_kernel_body(const T *in, void *out, void *partials, cons
 }
 
 /* The columns kernel's second pass: a thread per output combines its parts' partials in part
- * order (float sums compensated, as within a thread). */
+ * order (float32 and float64 sums compensated, as within a thread). */
 template <int Op, typename T>
 __device__ void columns_finish_body(const void *partials, void *out, const reduce_layout &l,
                                     int64_t parts, int mean) {
@@ -423,8 +435,8 @@ __device__ void columns_finish_body(const void *partials, void *out, const reduc
     int64_t in_offset, out_offset;
     kept_offsets(l, m, &in_offset, &out_offset);
     A acc = identity<Op, A>(), compensation = (A)0;
-    for (int64_t j = 0; j < parts; j++) acc = accumulate<Op, A>(acc, p[j * l.outputs + m], &compensation);
-    store<Op, T, A>(out, out_offset, compensated<Op, A>(acc, compensation), mean, l.count);
+    for (int64_t j = 0; j < parts; j++) acc = accumulate<Op, T, A>(acc, p[j * l.outputs + m], &compensation);
+    store<Op, T, A>(out, out_offset, compensated<Op, T, A>(acc, compensation), mean, l.count);
   }
 }
 

@@ -5,8 +5,8 @@
  * dtype on integer-valued data, whose sums are exact in any order, so CUDA must equal the CPU
  * bit for bit (a lost or doubled element shows), with NaN and infinities mixed in, over odd,
  * tiny, empty, transposed, negative-stride, broadcast and misaligned layouts (packs of 2, 4
- * and 8 outputs per thread, vector loads and element by element); and long float32 columns
- * against a double reference within a few ulps of their sum of magnitudes.
+ * and 8 outputs per thread, vector loads and element by element); and long float32, float16
+ * and bfloat16 columns against a double reference within a few ulps of their sum of magnitudes.
  * Without a usable GPU it prints why and exits 77 (skipped); DLOP_REQUIRE_GPU=1 makes that a failure. */
 #include <math.h>
 #include <stdio.h>
@@ -295,42 +295,51 @@ START_TEST(test_columns_empty) {
 }
 END_TEST
 
-/* Long float32 columns (parts and the finish pass) against a double reference: within 4 ulps
- * of the column's sum of magnitudes (each thread's sum is compensated, the parts too). */
-START_TEST(test_columns_float32_accuracy) {
+/* Long float columns (parts and the finish pass) against a double reference. float32: within
+ * 4 ulps of the column's sum of magnitudes (each thread's sum is compensated, the parts too).
+ * float16 and bfloat16 (summed in float32 without compensation): within half an ulp of the
+ * 16-bit result (its own rounding) plus 8 float32 ulps of the sum of magnitudes. */
+START_TEST(test_columns_float_accuracy) {
   static const int64_t shapes[][2] = {{1 << 20, 3}, {8192, 1024}, {3001, 4099}};
   static const char *const mean_or_sum[] = {"sum", "mean"};
+  static const dlop_dtype dtypes[] = {DLOP_FLOAT32, DLOP_FLOAT16, DLOP_BFLOAT16};
   dlop_test_load_bundled_plugins();
-  for (int s = 0; s < 3; s++)
-    for (int o = 0; o < 2; o++) {
-      const int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
-      reduce_case c = {mean_or_sum[o], DLOP_FLOAT32, 2, {rows, cols}, {0}, 1, {0}, 0};
-      int64_t strides[4] = {cols, 1}, outputs;
-      float *data = malloc((size_t)n * sizeof(float));
-      double *expected = calloc((size_t)cols, sizeof(double)), *magnitude = calloc((size_t)cols, sizeof(double));
-      ck_assert(data && expected && magnitude);
-      dlop_test_fill_random(data, DLOP_FLOAT32, n, 900u + (uint64_t)s, -2.0, 2.0);
-      for (int64_t r = 0; r < rows; r++)
+  for (int t = 0; t < 3; t++)
+    for (int s = 0; s < 3; s++)
+      for (int o = 0; o < 2; o++) {
+        const dlop_dtype dtype = dtypes[t];
+        const int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        reduce_case c = {mean_or_sum[o], dtype, 2, {rows, cols}, {0}, 1, {0}, 0};
+        int64_t strides[4] = {cols, 1}, outputs;
+        void *data = malloc((size_t)n * dlop_dtype_size(dtype));
+        double *expected = calloc((size_t)cols, sizeof(double)), *magnitude = calloc((size_t)cols, sizeof(double));
+        ck_assert(data && expected && magnitude);
+        dlop_test_fill_random(data, dtype, n, 900u + (uint64_t)(s + 3 * t), -2.0, 2.0);
+        for (int64_t r = 0; r < rows; r++)
+          for (int64_t k = 0; k < cols; k++) {
+            double v = dlop_test_get(data, dtype, r * cols + k);
+            expected[k] += v;
+            magnitude[k] += fabs(v);
+          }
+        /* half an ulp of a 16-bit result is at most 2^-11 (float16) or 2^-8 (bfloat16) of it */
+        const double half_ulp = dtype == DLOP_FLOAT16 ? 0x1p-11 : dtype == DLOP_BFLOAT16 ? 0x1p-8 : 0.0;
+        const double float32_ulps = dtype == DLOP_FLOAT32 ? 4.0 : 8.0;
+        dlop_dtype out_dtype;
+        double *cuda = run_on(&c, CUDA, data, n, 0, strides, &outputs, &out_dtype, 1);
+        ck_assert_int_eq(outputs, cols);
         for (int64_t k = 0; k < cols; k++) {
-          expected[k] += data[r * cols + k];
-          magnitude[k] += fabs(data[r * cols + k]);
+          double divisor = o ? (double)rows : 1.0, want = expected[k] / divisor;
+          double tol = half_ulp * fabs(want) + float32_ulps * 0x1p-24 * magnitude[k] / divisor;
+          ck_assert_msg(fabs(cuda[k] - want) <= tol,
+                        "%s %s (%lld, %lld) axis 0: [%lld] cuda %.9g, expected %.9g (tol %g)", c.op,
+                        dlop_dtype_name(dtype), (long long)rows, (long long)cols, (long long)k,
+                        cuda[k], want, tol);
         }
-      dlop_dtype out_dtype;
-      double *cuda = run_on(&c, CUDA, data, n, 0, strides, &outputs, &out_dtype, 1);
-      ck_assert_int_eq(outputs, cols);
-      for (int64_t k = 0; k < cols; k++) {
-        double divisor = o ? (double)rows : 1.0;
-        double tol = 4.0 * 0x1p-24 * magnitude[k] / divisor;
-        ck_assert_msg(fabs(cuda[k] - expected[k] / divisor) <= tol,
-                      "%s float32 (%lld, %lld) axis 0: [%lld] cuda %.9g, expected %.9g (tol %g)",
-                      c.op, (long long)rows, (long long)cols, (long long)k, cuda[k],
-                      expected[k] / divisor, tol);
+        free(cuda);
+        free(expected);
+        free(magnitude);
+        free(data);
       }
-      free(cuda);
-      free(expected);
-      free(magnitude);
-      free(data);
-    }
 }
 END_TEST
 
@@ -344,7 +353,7 @@ int main(void) {
                       test_columns_every_op_and_dtype,
                       test_columns_nan_and_inf,
                       test_columns_empty,
-                      test_columns_float32_accuracy,
+                      test_columns_float_accuracy,
                       NULL);
   return dlop_test_run_suite(suite);
 }

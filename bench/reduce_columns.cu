@@ -66,28 +66,19 @@ static reduce_layout layout_of(const reduce_case &c) {
   return l;
 }
 
+/* The kernels of each dtype (the plugin's names) and its host conversions. */
 template <typename T> struct kernels_of;
 template <> struct kernels_of<float> {
   static constexpr const char *name = "float32";
-  static void columns(dim3 g, cudaStream_t s, const float *in, void *out, void *partials, reduce_layout l,
-                      int64_t parts, int32_t pack, int32_t tile) {
-    dlop_reduce_columns_sum_float32<<<g, REDUCE_CUDA_BLOCK, 0, s>>>(in, out, partials, l, parts, pack, tile, 0);
-  }
-  static void finish(dim3 g, cudaStream_t s, const void *partials, void *out, reduce_layout l, int64_t parts) {
-    dlop_reduce_columns_finish_sum_float32<<<g, REDUCE_CUDA_BLOCK, 0, s>>>(partials, out, l, parts, 0);
-  }
+  static constexpr auto columns = dlop_reduce_columns_sum_float32;
+  static constexpr auto finish = dlop_reduce_columns_finish_sum_float32;
   static double value(float v) { return v; }
   static float of(float v) { return v; }
 };
 template <> struct kernels_of<__half> {
   static constexpr const char *name = "float16";
-  static void columns(dim3 g, cudaStream_t s, const __half *in, void *out, void *partials, reduce_layout l,
-                      int64_t parts, int32_t pack, int32_t tile) {
-    dlop_reduce_columns_sum_float16<<<g, REDUCE_CUDA_BLOCK, 0, s>>>(in, out, partials, l, parts, pack, tile, 0);
-  }
-  static void finish(dim3 g, cudaStream_t s, const void *partials, void *out, reduce_layout l, int64_t parts) {
-    dlop_reduce_columns_finish_sum_float16<<<g, REDUCE_CUDA_BLOCK, 0, s>>>(partials, out, l, parts, 0);
-  }
+  static constexpr auto columns = dlop_reduce_columns_sum_float16;
+  static constexpr auto finish = dlop_reduce_columns_finish_sum_float16;
   static double value(__half v) { return __half2float(v); }
   static __half of(float v) { return __float2half(v); }
 };
@@ -95,8 +86,10 @@ template <> struct kernels_of<__half> {
 template <typename T>
 static void run_plan(const reduce_cuda_plan &p, const reduce_layout &l, cudaStream_t s, const T *in,
                      T *out, void *partials) {
-  kernels_of<T>::columns(dim3(p.blocks), s, in, out, partials, l, p.parts, p.pack, p.tile_columns);
-  if (p.parts > 1) kernels_of<T>::finish(dim3(p.finish_blocks), s, partials, out, l, p.parts);
+  kernels_of<T>::columns<<<p.blocks, REDUCE_CUDA_BLOCK, 0, s>>>(in, out, partials, l, p.parts, p.pack,
+                                                                p.tile_columns, 0);
+  if (p.parts > 1)
+    kernels_of<T>::finish<<<p.finish_blocks, REDUCE_CUDA_BLOCK, 0, s>>>(partials, out, l, p.parts, 0);
 }
 
 /* Median microseconds per call of `reps` back-to-back calls, over `samples` samples. */

@@ -255,7 +255,11 @@ int64_t dlop_test_int_cast_ends(double *v, dlop_dtype from) {
           v[n++] = f32 ? nextafterf((float)x, -INFINITY) : nextafter(x, -INFINITY);
         }
       }
-  const double specials[] = {2147483647.5, -2147483648.9, NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, big, -big};
+  /* and where int64's CPU kernel changes method (2^51) or doubles stop holding halves (2^52),
+   * with ties that round to even one way and truncate the other */
+  const double specials[] = {2147483647.5, -2147483648.9, NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, big, -big,
+                             0x1p51 - 0.5, -0x1p51 + 0.5, 0x1p51, -0x1p51, 0x1p51 + 0.5, -0x1p51 - 0.5,
+                             0x1p52 - 0.5, -0x1p52 + 0.5, 0x1p52 + 1, 2.5, -2.5, 3.5, -0.5, 0.5};
   for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++)
     v[n++] = f32 ? (double)(float)specials[k] : specials[k];
   return n;

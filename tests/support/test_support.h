@@ -65,7 +65,8 @@ int dlop_test_integer_range(dlop_dtype dtype, double *low, double *high);
  * target: each end, one below and above it, and for each of those the neighbouring floats and
  * the values 0.5 and 0.9 away (rounded to the source dtype: near 2^31 in float32 several are
  * the same float); 2147483647.5 and -2147483648.9; NaN, the infinities, zeros, the largest
- * finite values. Returns the count (at most 256). */
+ * finite values; values at and next to +-2^51 and 2^52 and small halves (+-0.5, +-2.5, 3.5).
+ * Returns the count (at most 256). */
 int64_t dlop_test_int_cast_ends(double *v, dlop_dtype from);
 /* Element i of data as a double, and back (rounding to nearest even for float16/bfloat16). */
 double dlop_test_get(const void *data, dlop_dtype dtype, int64_t i);

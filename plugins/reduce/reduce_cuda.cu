@@ -33,6 +33,17 @@ template <> struct acc_of<__nv_bfloat16> { typedef float type; };
 template <> struct acc_of<float> { typedef float type; };
 template <> struct acc_of<double> { typedef double type; };
 
+/* Blocks of the columns kernel of T each SM must hold at once; ptxas fits its registers to
+ * that. Float dtypes: 5 (48 registers a thread, no spills; the bare kernel takes 64, so an SM
+ * held 4 blocks): the fifth block's loads in flight made float32 column sums 2-4 % faster on
+ * an H100 (the first axis of 8192 x 8192, middle axes of 512 x 512 x 256 and 16384 x 16 x 256,
+ * the first of 256 x 512 x 512: 89.6-97.7 us against 92.7-100.9, bench/reduce_columns.cu) and
+ * 16-bit ones no slower; 6 and 8 spill and run slower. Integer dtypes (their 64-bit
+ * accumulators would spill at 48): 4. */
+template <typename T> struct columns_blocks_per_sm {
+  enum { value = std::is_floating_point<typename acc_of<T>::type>::value ? 5 : 4 };
+};
+
 template <typename A, typename T>
 __device__ __forceinline__ A load_acc(T x) {
   if constexpr (std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value)
@@ -310,9 +321,9 @@ __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
 /* One thread's rows of its P adjacent outputs of the columns kernel (result[j]: output j):
  * rows first, first + step, ... below end of the outputs' elements at x (element j of a row at
  * x + row offset + j). U loads in flight per thread, 32 bytes' worth for one output (at most
- * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): the kernel holds 4 blocks per
- * SM at its register count, and an H200 needs about 30 KB in flight per SM to stream at full
- * bandwidth; wider packs give the same bytes in fewer load instructions. Each group of U is
+ * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): the kernel holds 5 blocks per
+ * SM for float dtypes (columns_blocks_per_sm), and an H200 needs about 30 KB in flight per SM to
+ * stream at full bandwidth; wider packs give the same bytes in fewer load instructions. Each group of U is
  * combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
  * more take reduced_offset's divisions, element by element. */
 template <int Op, typename T, typename A, int P, bool Vector>
@@ -469,7 +480,7 @@ __device__ void finish_body(const void *partials, void *out, const reduce_layout
                                       int64_t parts, int mean) {                             \
     block_body<OP, T>(in, out, partials, l, parts, mean);                                    \
   }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK)                            \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK, columns_blocks_per_sm<T>::value)          \
       dlop_reduce_columns_##op##_##name(const T *in, void *out, void *partials, reduce_layout l, \
                                         int64_t parts, int32_t pack, int32_t tile_columns,   \
                                         int mean) {                                          \

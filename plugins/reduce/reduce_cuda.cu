@@ -321,10 +321,10 @@ __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
 /* One thread's rows of its P adjacent outputs of the columns kernel (result[j]: output j):
  * rows first, first + step, ... below end of the outputs' elements at x (element j of a row at
  * x + row offset + j). U loads in flight per thread, 32 bytes' worth for one output (at most
- * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): the kernel holds 5 blocks per
- * SM for float dtypes (columns_blocks_per_sm), and an H200 needs about 30 KB in flight per SM to
- * stream at full bandwidth; wider packs give the same bytes in fewer load instructions. Each group of U is
- * combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
+ * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): an SM holds 5 blocks of
+ * the float dtypes' kernels (columns_blocks_per_sm), and an H200 needs about 30 KB in flight
+ * per SM to stream at full bandwidth; wider packs give the same bytes in fewer load
+ * instructions. Each group of U is combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
  * more take reduced_offset's divisions, element by element. */
 template <int Op, typename T, typename A, int P, bool Vector>
 __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l, int64_t first,
@@ -480,7 +480,7 @@ __device__ void finish_body(const void *partials, void *out, const reduce_layout
                                       int64_t parts, int mean) {                             \
     block_body<OP, T>(in, out, partials, l, parts, mean);                                    \
   }                                                                                          \
-  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK, columns_blocks_per_sm<T>::value)          \
+  extern "C" __global__ void __launch_bounds__(REDUCE_CUDA_BLOCK, columns_blocks_per_sm<T>::value) \
       dlop_reduce_columns_##op##_##name(const T *in, void *out, void *partials, reduce_layout l, \
                                         int64_t parts, int32_t pack, int32_t tile_columns,   \
                                         int mean) {                                          \

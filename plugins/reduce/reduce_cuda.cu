@@ -324,8 +324,8 @@ __device__ __forceinline__ pack_of<T, P> load_pack(const T *p) {
  * 16), 64 bytes' worth for a pack (4 to 16 loads of 4 to 16 bytes): an SM holds 5 blocks of
  * the float dtypes' kernels (columns_blocks_per_sm), and an H200 needs about 30 KB in flight
  * per SM to stream at full bandwidth; wider packs give the same bytes in fewer load
- * instructions. Each group of U is combined, then accumulated, per output. One reduced dim (the usual case) walks a pointer;
- * more take reduced_offset's divisions, element by element. */
+ * instructions. Each group of U is combined, then accumulated, per output. One reduced dim
+ * (the usual case) walks a pointer; more take reduced_offset's divisions, element by element. */
 template <int Op, typename T, typename A, int P, bool Vector>
 __device__ __forceinline__ void column_share(const T *x, const reduce_layout &l, int64_t first,
                                              int64_t end, int64_t step, A *result) {

@@ -175,33 +175,35 @@ __device__ __forceinline__ A block_reduce(A v) {
 template <int Op, typename T, typename A>
 __device__ __forceinline__ A contiguous_share(const T *x, int64_t n, A acc, int thread, int threads) {
   typedef dlop_cuda_vec16<T> V;
-  enum { batch = 4 };
   const int64_t groups = n / V::width;
   /* evict-first loads here, unlike the elementwise kernels: not measured without them yet */
-  if (dlop_cuda_aligned16(x) && sizeof(T) < 4) {
-    /* 1- and 2-byte types one load at a time: batched as below, float16/bfloat16 measured slower
-     * on an H100 (sums over the last axis of [256,1024,256]: 0.92/0.73 of PyTorch's, not 1.13) */
+  if (dlop_cuda_aligned16(x)) {
     const V *xv = reinterpret_cast<const V *>(x);
+    if constexpr (sizeof(T) < 4) {
+      /* 1- and 2-byte types one load at a time: batched as below, float16/bfloat16 measured
+       * slower on an H100 (sums over the last axis of [256,1024,256]: 0.92/0.73 of PyTorch's,
+       * not 1.13) */
 #pragma unroll 4
-    for (int64_t g = thread; g < groups; g += threads) {
-      const V v = dlop_cuda_load_streaming(xv + g);
+      for (int64_t g = thread; g < groups; g += threads) {
+        const V v = dlop_cuda_load_streaming(xv + g);
 #pragma unroll
-      for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v.e[k]));
-    }
-  } else if (dlop_cuda_aligned16(x)) {
-    const V *xv = reinterpret_cast<const V *>(x);
-    /* up to `batch` loads in flight before the first is combined, the last batch predicated:
-     * a short row (a warp's 2 vectors a lane) would otherwise wait for each load in turn */
-    for (int64_t g = thread; g < groups; g += batch * (int64_t)threads) {
-      V v[batch];
+        for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v.e[k]));
+      }
+    } else {
+      /* up to `batch` loads in flight before the first is combined, the last batch predicated:
+       * a short row (a warp's 2 vectors a lane) would otherwise wait for each load in turn */
+      enum { batch = 4 };
+      for (int64_t g = thread; g < groups; g += batch * (int64_t)threads) {
+        V v[batch];
 #pragma unroll
-      for (int u = 0; u < batch; u++)
-        if (g + u * threads < groups) v[u] = dlop_cuda_load_streaming(xv + g + u * threads);
+        for (int u = 0; u < batch; u++)
+          if (g + u * threads < groups) v[u] = dlop_cuda_load_streaming(xv + g + u * threads);
 #pragma unroll
-      for (int u = 0; u < batch; u++)
-        if (g + u * threads < groups)
+        for (int u = 0; u < batch; u++)
+          if (g + u * threads < groups)
 #pragma unroll
-          for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v[u].e[k]));
+            for (int k = 0; k < V::width; k++) acc = combine<Op, A>(acc, load_acc<A>(v[u].e[k]));
+      }
     }
   } else {
     for (int64_t g = thread; g < groups; g += threads)

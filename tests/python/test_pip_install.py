@@ -1,8 +1,9 @@
 """test_pip_install.py — `pip install .` into a fresh venv under the build folder, then a smoke
 import, the wheel's own libdlop and plugin directory as dlop.info() names them, and one op run
 there (from another directory, so the source tree is not imported).
-Slow (a whole CMake build, CUDA kernels for sm_90 only): labelled python;slow.  Needs PyPI for scikit-build-core and numpy,
-or DLOP_WHEELHOUSE holding their wheels; without either it skips and says so."""
+Slow (a whole CMake build, CUDA kernels for sm_90 only): labelled python;slow.  Needs PyPI for
+scikit-build-core and numpy, or DLOP_WHEELHOUSE holding their wheels; without either it skips and
+says so."""
 import os
 import shutil
 import subprocess
